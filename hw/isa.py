@@ -1,0 +1,318 @@
+"""VTA instruction set: bit layouts derived from a :class:`~hw.config.VTAConfig`, encode and decode.
+
+Instructions are 128 bits stored as 16 little-endian bytes; micro-ops are 32-bit words.  Field
+positions are computed, never tabulated: fields are packed LSB-first and a field that does not fit
+in what is left of the first 64-bit word starts at bit 64 (the C bit-field rule of hardware spec
+2.1).  For the default config this reproduces the tables of spec 2.4-2.8 exactly::
+
+    >>> from hw.config import load_config
+    >>> lay = layout(load_config())
+    >>> lay.gemm["uop_end"], lay.gemm["dst_factor_out"]
+    ((21, 14), (64, 11))
+
+:class:`Insn` is one flat record carrying the union of all fields; fields an opcode does not have
+stay 0.  ``encode``/``decode`` convert between it and bytes; :func:`decode_fields` decodes a whole
+stream into numpy arrays for the engines.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, fields, asdict
+
+import numpy as np
+
+from hw.config import (ALU_IMM_WIDTH, INSN_BYTES, LOOP_ITER_WIDTH, MEMOP_SRAM_ADDR_WIDTH, UOP_BITS,
+                       MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_OUT, MEM_UOP, MEM_WGT, VTAConfig)
+
+__all__ = [
+    "OP_LOAD", "OP_STORE", "OP_GEMM", "OP_FINISH", "OP_ALU", "OPCODE_NAMES",
+    "ALU_MIN", "ALU_MAX", "ALU_ADD", "ALU_SHR", "ALU_MUL", "ALU_NAMES",
+    "MODULE_LOAD", "MODULE_COMPUTE", "MODULE_STORE", "MODULE_NAMES",
+    "IsaError", "IsaLayout", "Insn", "layout", "check_isa_fit",
+    "encode", "decode", "encode_stream", "decode_stream", "decode_fields", "module_of",
+    "encode_uop", "decode_uop", "decode_uops", "encode_uops",
+]
+
+OP_LOAD, OP_STORE, OP_GEMM, OP_FINISH, OP_ALU = 0, 1, 2, 3, 4
+OPCODE_NAMES = {OP_LOAD: "LOAD", OP_STORE: "STORE", OP_GEMM: "GEMM", OP_FINISH: "FINISH", OP_ALU: "ALU"}
+ALU_MIN, ALU_MAX, ALU_ADD, ALU_SHR, ALU_MUL = 0, 1, 2, 3, 4
+ALU_NAMES = {ALU_MIN: "min", ALU_MAX: "max", ALU_ADD: "add", ALU_SHR: "shr", ALU_MUL: "mul"}
+MODULE_LOAD, MODULE_COMPUTE, MODULE_STORE = 0, 1, 2
+MODULE_NAMES = ("load", "compute", "store")
+
+HEADER = (("opcode", 3), ("pop_prev", 1), ("pop_next", 1), ("push_prev", 1), ("push_next", 1))
+SIGNED_FIELDS = frozenset({"imm"})
+
+
+class IsaError(ValueError):
+    """An instruction or uop field does not fit its layout, or bytes do not decode."""
+
+
+@dataclass(frozen=True)
+class IsaLayout:
+    """Bit positions ``name -> (lsb, width)`` of each instruction kind and of the uop."""
+
+    mem: dict
+    gemm: dict
+    alu: dict
+    finish: dict
+    uop: dict
+
+    def of(self, opcode: int) -> dict:
+        if opcode in (OP_LOAD, OP_STORE):
+            return self.mem
+        if opcode == OP_GEMM:
+            return self.gemm
+        if opcode == OP_ALU:
+            return self.alu
+        if opcode == OP_FINISH:
+            return self.finish
+        raise IsaError(f"opcode {opcode} is not one of {sorted(OPCODE_NAMES)} ({', '.join(OPCODE_NAMES.values())})")
+
+
+def _pack(spec, total=128):
+    """Allocate fields LSB-first; a field that would straddle bit 64 starts at 64.
+
+    Returns (positions, overflow_word) where overflow_word names the first word that overflowed."""
+    pos, out = 0, {}
+    for name, width in spec:
+        if pos < 64 < pos + width:
+            pos = 64
+        out[name] = (pos, width)
+        pos += width
+    word0 = max((lo + w for lo, w in out.values() if lo < 64), default=0)
+    return out, pos, word0
+
+
+def _specs(cfg: VTAConfig):
+    U, A, I, W = cfg.log_uop_depth, cfg.log_acc_depth, cfg.log_inp_depth, cfg.log_wgt_depth
+    id_bits = 2 if cfg.legacy_isa else 3
+    mem = HEADER + (("memory_type", id_bits), ("sram_base", MEMOP_SRAM_ADDR_WIDTH), ("dram_base", 32),
+                    ("y_size", 16), ("x_size", 16), ("x_stride", 16),
+                    ("y_pad_0", 4), ("y_pad_1", 4), ("x_pad_0", 4), ("x_pad_1", 4))
+    loop = (("reset_reg", 1), ("uop_bgn", U), ("uop_end", U + 1),
+            ("iter_out", LOOP_ITER_WIDTH), ("iter_in", LOOP_ITER_WIDTH))
+    gemm = HEADER + loop + (("dst_factor_out", A), ("dst_factor_in", A), ("src_factor_out", I),
+                            ("src_factor_in", I), ("wgt_factor_out", W), ("wgt_factor_in", W))
+    alu = HEADER + loop + (("dst_factor_out", A), ("dst_factor_in", A), ("src_factor_out", A),
+                           ("src_factor_in", A), ("alu_opcode", id_bits), ("use_imm", 1),
+                           ("imm", ALU_IMM_WIDTH))
+    uop = (("dst_idx", A), ("src_idx", max(A, I)), ("wgt_idx", W))
+    return {"mem": mem, "gemm": gemm, "alu": alu, "finish": HEADER}, uop
+
+
+def check_isa_fit(cfg: VTAConfig):
+    """None when every instruction fits two 64-bit words and a uop fits 32 bits, else the reason."""
+    specs, uop = _specs(cfg)
+    for kind, spec in specs.items():
+        out, end, word0 = _pack(spec)
+        if end > 128:
+            w1 = [n for n, (lo, _) in out.items() if lo >= 64]
+            bits = sum(w for n, w in spec if n in w1)
+            raise_text = (f"{kind.upper()} instruction needs {bits} bits in word 1 ({', '.join(w1)}) but a word "
+                          f"has 64; fields may not straddle the two 64-bit words (ISA fit, hardware spec 2.8)")
+            return raise_text
+    uop_bits = sum(w for _, w in uop)
+    if uop_bits > UOP_BITS:
+        return (f"a micro-op needs {uop_bits} bits (dst {uop[0][1]} + src {uop[1][1]} + wgt {uop[2][1]}) "
+                f"but is {UOP_BITS} bits (ISA fit, hardware spec 2.8)")
+    return None
+
+
+@functools.lru_cache(maxsize=64)
+def layout(cfg: VTAConfig) -> IsaLayout:
+    problem = check_isa_fit(cfg)
+    if problem:
+        raise IsaError(problem)
+    specs, uop = _specs(cfg)
+    packed = {k: _pack(v)[0] for k, v in specs.items()}
+    uop_pos, _, _ = _pack(uop)
+    return IsaLayout(mem=packed["mem"], gemm=packed["gemm"], alu=packed["alu"], finish=packed["finish"],
+                     uop=uop_pos)
+
+
+@dataclass
+class Insn:
+    """One instruction; the union of all fields (those the opcode lacks stay 0)."""
+
+    opcode: int = OP_FINISH
+    pop_prev: int = 0
+    pop_next: int = 0
+    push_prev: int = 0
+    push_next: int = 0
+    # LOAD / STORE
+    memory_type: int = 0
+    sram_base: int = 0
+    dram_base: int = 0
+    y_size: int = 0
+    x_size: int = 0
+    x_stride: int = 0
+    y_pad_0: int = 0
+    y_pad_1: int = 0
+    x_pad_0: int = 0
+    x_pad_1: int = 0
+    # GEMM / ALU
+    reset_reg: int = 0
+    uop_bgn: int = 0
+    uop_end: int = 0
+    iter_out: int = 0
+    iter_in: int = 0
+    dst_factor_out: int = 0
+    dst_factor_in: int = 0
+    src_factor_out: int = 0
+    src_factor_in: int = 0
+    wgt_factor_out: int = 0
+    wgt_factor_in: int = 0
+    # ALU
+    alu_opcode: int = 0
+    use_imm: int = 0
+    imm: int = 0
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    @property
+    def is_nop(self) -> bool:
+        return self.opcode in (OP_LOAD, OP_STORE) and self.x_size == 0
+
+    @property
+    def uop_count(self) -> int:
+        """Uops executed by a GEMM/ALU: iter_out * iter_in * (uop_end - uop_bgn), 0 if empty."""
+        if self.opcode not in (OP_GEMM, OP_ALU):
+            return 0
+        return self.iter_out * self.iter_in * max(0, self.uop_end - self.uop_bgn)
+
+
+INSN_FIELDS = tuple(f.name for f in fields(Insn))
+
+
+def module_of(opcode: int, memory_type: int) -> int:
+    """Which module executes an instruction (hardware spec 4.1)."""
+    if opcode == OP_STORE:
+        return MODULE_STORE
+    if opcode == OP_LOAD and memory_type in (MEM_INP, MEM_WGT):
+        return MODULE_LOAD
+    return MODULE_COMPUTE
+
+
+def _field_bits(name: str, value: int, width: int, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise IsaError(f"{where}field {name} = {value!r} must be an integer")
+    value = int(value)
+    if name in SIGNED_FIELDS:
+        lo, hi = -(1 << (width - 1)), (1 << (width - 1)) - 1
+        if not lo <= value <= hi:
+            raise IsaError(f"{where}field {name} = {value} does not fit {width} signed bits [{lo}, {hi}]")
+        return value & ((1 << width) - 1)
+    if not 0 <= value < (1 << width):
+        raise IsaError(f"{where}field {name} = {value} does not fit {width} bits [0, {(1 << width) - 1}]")
+    return value
+
+
+def encode(cfg: VTAConfig, insn: Insn, index=None) -> bytes:
+    """16 little-endian bytes of one instruction.  Fields the opcode lacks must be 0."""
+    where = f"instruction {index}: " if index is not None else ""
+    lay = layout(cfg).of(insn.opcode)
+    word = 0
+    for name in INSN_FIELDS:
+        value = getattr(insn, name)
+        if name not in lay:
+            if value:
+                raise IsaError(f"{where}field {name} = {value} is not part of a "
+                               f"{OPCODE_NAMES[insn.opcode]} instruction")
+            continue
+        lo, width = lay[name]
+        word |= _field_bits(name, value, width, where) << lo
+    return word.to_bytes(INSN_BYTES, "little")
+
+
+def decode(cfg: VTAConfig, raw: bytes, index=None) -> Insn:
+    """Decode 16 bytes; bits not defined for the opcode are ignored (hardware spec 2.1)."""
+    where = f"instruction {index}: " if index is not None else ""
+    if len(raw) != INSN_BYTES:
+        raise IsaError(f"{where}{len(raw)} bytes given, an instruction is {INSN_BYTES}")
+    word = int.from_bytes(raw, "little")
+    opcode = word & 7
+    if opcode not in OPCODE_NAMES:
+        raise IsaError(f"{where}field opcode = {opcode} is not a VTA opcode "
+                       f"({', '.join(f'{v} {k}' for k, v in OPCODE_NAMES.items())})")
+    vals = {}
+    for name, (lo, width) in layout(cfg).of(opcode).items():
+        v = (word >> lo) & ((1 << width) - 1)
+        if name in SIGNED_FIELDS and v >> (width - 1):
+            v -= 1 << width
+        vals[name] = v
+    return Insn(**vals)
+
+
+def encode_stream(cfg: VTAConfig, insns) -> bytes:
+    return b"".join(encode(cfg, insn, i) for i, insn in enumerate(insns))
+
+
+def decode_stream(cfg: VTAConfig, raw: bytes) -> list:
+    if len(raw) % INSN_BYTES:
+        raise IsaError(f"instruction stream of {len(raw)} bytes is not a multiple of {INSN_BYTES} "
+                       f"(truncated or misaligned: {len(raw) % INSN_BYTES} trailing bytes)")
+    return [decode(cfg, raw[i:i + INSN_BYTES], i // INSN_BYTES) for i in range(0, len(raw), INSN_BYTES)]
+
+
+def decode_fields(cfg: VTAConfig, raw) -> dict:
+    """Vectorised decode of a whole stream: ``{field: int64 array}`` for every field of :class:`Insn`.
+
+    Each row takes the fields of its own opcode; the others are 0.  Unknown opcodes decode with
+    every field 0 except ``opcode`` (callers validate)."""
+    buf = np.frombuffer(bytes(raw), dtype=np.uint8) if not isinstance(raw, np.ndarray) else raw.reshape(-1)
+    if buf.size % INSN_BYTES:
+        raise IsaError(f"instruction stream of {buf.size} bytes is not a multiple of {INSN_BYTES} "
+                       f"(truncated or misaligned: {buf.size % INSN_BYTES} trailing bytes)")
+    words = buf.reshape(-1, INSN_BYTES).copy().view("<u8")
+    w = (words[:, 0], words[:, 1])
+    opcode = (w[0] & np.uint64(7)).astype(np.int64)
+    lay = layout(cfg)
+    out = {name: np.zeros(len(opcode), dtype=np.int64) for name in INSN_FIELDS}
+    for ops, fmt in (((OP_LOAD, OP_STORE), lay.mem), ((OP_GEMM,), lay.gemm), ((OP_ALU,), lay.alu),
+                     ((OP_FINISH,), lay.finish)):
+        rows = np.isin(opcode, ops)
+        if not rows.any():
+            continue
+        for name, (lo, width) in fmt.items():
+            word = w[lo // 64][rows]
+            v = ((word >> np.uint64(lo % 64)) & np.uint64((1 << width) - 1)).astype(np.int64)
+            if name in SIGNED_FIELDS:
+                v = np.where(v >> (width - 1), v - (1 << width), v)
+            out[name][rows] = v
+    out["opcode"] = opcode
+    return out
+
+
+# ---- micro-ops ---------------------------------------------------------------------------------
+def encode_uop(cfg: VTAConfig, dst_idx: int, src_idx: int, wgt_idx: int = 0) -> int:
+    lay = layout(cfg).uop
+    word = 0
+    for name, value in (("dst_idx", dst_idx), ("src_idx", src_idx), ("wgt_idx", wgt_idx)):
+        lo, width = lay[name]
+        word |= _field_bits(name, value, width, "uop ") << lo
+    return word
+
+
+def decode_uop(cfg: VTAConfig, word: int) -> tuple:
+    lay = layout(cfg).uop
+    return tuple((int(word) >> lo) & ((1 << w) - 1) for lo, w in (lay["dst_idx"], lay["src_idx"], lay["wgt_idx"]))
+
+
+def decode_uops(cfg: VTAConfig, words) -> tuple:
+    """Vectorised: uint32 array -> (dst, src, wgt) int64 arrays."""
+    words = np.asarray(words, dtype=np.uint32).astype(np.int64)
+    lay = layout(cfg).uop
+    return tuple((words >> lo) & ((1 << w) - 1) for lo, w in (lay["dst_idx"], lay["src_idx"], lay["wgt_idx"]))
+
+
+def encode_uops(cfg: VTAConfig, triples) -> np.ndarray:
+    """List of (dst, src, wgt) -> uint32 array (little-endian when written with ``tobytes``)."""
+    return np.array([encode_uop(cfg, *t) for t in triples], dtype="<u4")
+
+
+# Memory types valid for each opcode (used by validators; the names live in hw.config).
+LOAD_MEM_TYPES = (MEM_UOP, MEM_WGT, MEM_INP, MEM_ACC, MEM_ACC_8BIT)
+STORE_MEM_TYPES = (MEM_OUT,)
