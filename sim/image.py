@@ -1,0 +1,338 @@
+"""Memory image: the one interchange format every engine reads and the compiler writes.
+
+An image is a directory holding ``image.json`` and raw segment files::
+
+    {"format": "vta-memory-image", "version": 1,
+     "config":   {<vta_config.json keys>},
+     "insn":     {"addr": <byte address of instruction 0>, "count": <N>},
+     "segments": [{"addr": <byte address>, "file": "<relative path>"}, ...],
+     "outputs":  [{"name": "<name>", "addr": <byte address>, "nbytes": <n>}, ...],
+     "expected": [{"name": "<output name>", "file": "<relative path>"}, ...],   # optional
+     "dram_size": <bytes>}                                                    # optional
+
+Everything lives in simulated DRAM as on the device: instructions (16 little-endian bytes each),
+micro-ops, inputs, weights.  Instructions address DRAM by element index (byte address / element
+bytes of their memory type, hardware spec 2.4).
+
+Loading an image is a security boundary, so the rules are checked *before* anything is read,
+written or allocated:
+
+* ``dram_size`` defaults to the end of the highest segment or output, rounded up to 4096; anything
+  above :data:`MAX_DRAM_BYTES` (1 GiB) is refused before allocation.
+* The instruction address is a multiple of 16, and ``count * 16`` bytes lie inside one segment that
+  starts at that address.
+* Segments do not overlap; every segment and output lies inside the DRAM.
+* File names are relative, contain no ``..``, and resolve (symlinks followed) to the same place
+  inside the image directory - any symlink on the way is refused.  Each file's size is taken with
+  ``os.stat`` and checked before it is read.
+* Output names are plain (``[A-Za-z0-9_.-]+``, not ``.`` or ``..``) so ``DIR/<name>.bin`` stays in
+  the output directory.
+
+No pickle: JSON and raw bytes only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from hw.config import INSN_BYTES, ConfigError, VTAConfig
+from sim.errors import ImageError
+
+__all__ = ["MAX_DRAM_BYTES", "PAGE_BYTES", "FORMAT", "VERSION", "Segment", "Output", "MemoryImage",
+           "check_output_name", "safe_child"]
+
+MAX_DRAM_BYTES = 1 << 30
+PAGE_BYTES = 4096
+FORMAT = "vta-memory-image"
+VERSION = 1
+MAX_JSON_BYTES = 64 << 20
+_NAME_RE = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+@dataclass(frozen=True)
+class Segment:
+    addr: int
+    data: bytes
+
+    @property
+    def end(self) -> int:
+        return self.addr + len(self.data)
+
+
+@dataclass(frozen=True)
+class Output:
+    name: str
+    addr: int
+    nbytes: int
+
+    @property
+    def end(self) -> int:
+        return self.addr + self.nbytes
+
+
+def check_output_name(name) -> str:
+    """Refuse names that could leave an output directory as ``DIR/<name>.bin``."""
+    if not isinstance(name, str) or not _NAME_RE.fullmatch(name) or name in (".", ".."):
+        raise ImageError(f"output name {name!r} is not a plain name (rule: [A-Za-z0-9_.-]+, not '.' or '..')")
+    return name
+
+
+def safe_child(base: Path, rel, what: str) -> Path:
+    """``base/rel`` if ``rel`` is relative, has no ``..`` and no symlink on the way, else ImageError."""
+    if not isinstance(rel, str) or not rel:
+        raise ImageError(f"{what}: file {rel!r} must be a non-empty relative path string")
+    p = Path(rel)
+    if p.is_absolute() or rel.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", rel):
+        raise ImageError(f"{what}: file {rel!r} is an absolute path (rule: relative to the image directory)")
+    if ".." in p.parts or "\\" in rel:
+        raise ImageError(f"{what}: file {rel!r} escapes the image directory (rule: no '..')")
+    base_r = base.resolve()
+    target = base_r.joinpath(*p.parts)
+    resolved = target.resolve()
+    if resolved != target or not resolved.is_relative_to(base_r):
+        raise ImageError(f"{what}: file {rel!r} is or passes through a symlink "
+                         f"(rule: files must lie inside the image directory, no links)")
+    return resolved
+
+
+def _int(value, what: str, lo: int = 0, hi: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ImageError(f"{what} = {value!r} must be an integer")
+    if value < lo or (hi is not None and value > hi):
+        raise ImageError(f"{what} = {value} is out of range [{lo}, {hi if hi is not None else 'inf'}]")
+    return value
+
+
+def _round_up(n: int, a: int) -> int:
+    return -(-n // a) * a
+
+
+class MemoryImage:
+    """Config + DRAM contents (segments) + instruction location + named output regions.
+
+    Construction validates every rule of the module docstring; an image object is always sane."""
+
+    def __init__(self, cfg: VTAConfig, insn_addr: int, insn_count: int, segments, outputs=(),
+                 expected=None, dram_size: int | None = None):
+        if not isinstance(cfg, VTAConfig):
+            raise ImageError(f"config must be a VTAConfig, got {type(cfg).__name__}")
+        self.cfg = cfg
+        self.insn_addr = _int(insn_addr, "insn.addr", 0, MAX_DRAM_BYTES)
+        self.insn_count = _int(insn_count, "insn.count", 0, MAX_DRAM_BYTES // INSN_BYTES)
+        self.segments = sorted((Segment(int(s.addr), bytes(s.data)) for s in segments), key=lambda s: s.addr)
+        self.outputs = [Output(check_output_name(o.name), int(o.addr), int(o.nbytes)) for o in outputs]
+        self.expected = dict(expected or {})
+        self._explicit_dram_size = dram_size
+        self.dram_size = self._check_layout(
+            [(s.addr, len(s.data)) for s in self.segments], dram_size)
+        self._check_outputs()
+
+    # ---- validation shared with load() (which checks before reading files) -------------------
+    def _check_layout(self, extents, dram_size):
+        return check_layout(self.insn_addr, self.insn_count, extents,
+                            [(o.name, o.addr, o.nbytes) for o in self.outputs], dram_size)
+
+    def _check_outputs(self):
+        names = set()
+        for o in self.outputs:
+            if o.name in names:
+                raise ImageError(f"output {o.name!r} is declared twice")
+            names.add(o.name)
+        for name, data in self.expected.items():
+            out = self.output(name)
+            if len(data) != out.nbytes:
+                raise ImageError(f"expected {name!r} has {len(data)} bytes, the output region has {out.nbytes}")
+            self.expected[name] = bytes(data)
+
+    def output(self, name: str) -> Output:
+        for o in self.outputs:
+            if o.name == name:
+                return o
+        raise ImageError(f"no output named {name!r} (outputs: {', '.join(o.name for o in self.outputs) or 'none'})")
+
+    # ---- contents ------------------------------------------------------------------------------
+    def dram(self) -> np.ndarray:
+        """A fresh simulated DRAM (``np.uint8``, ``dram_size`` bytes) with every segment laid in."""
+        mem = np.zeros(self.dram_size, dtype=np.uint8)
+        for s in self.segments:
+            mem[s.addr:s.end] = np.frombuffer(s.data, dtype=np.uint8)
+        return mem
+
+    def insn_bytes(self) -> bytes:
+        """The ``insn_count * 16`` raw instruction bytes."""
+        if not self.insn_count:
+            return b""
+        seg = next(s for s in self.segments if s.addr == self.insn_addr)   # guaranteed by check_layout
+        return seg.data[:self.insn_count * INSN_BYTES]
+
+    def output_bytes(self, dram: np.ndarray, name: str) -> bytes:
+        o = self.output(name)
+        return bytes(np.asarray(dram, dtype=np.uint8)[o.addr:o.end])
+
+    def outputs_from(self, dram: np.ndarray) -> dict:
+        return {o.name: self.output_bytes(dram, o.name) for o in self.outputs}
+
+    # ---- files ---------------------------------------------------------------------------------
+    def save(self, path) -> Path:
+        """Write ``image.json`` and one file per segment / expected output into directory ``path``."""
+        d = Path(path)
+        d.mkdir(parents=True, exist_ok=True)
+        segs = []
+        for i, s in enumerate(self.segments):
+            fname = f"seg{i:03d}_{s.addr:08x}.bin"
+            (d / fname).write_bytes(s.data)
+            segs.append({"addr": s.addr, "file": fname})
+        exp = []
+        for name, data in self.expected.items():
+            fname = f"expected_{name}.bin"
+            (d / fname).write_bytes(data)
+            exp.append({"name": name, "file": fname})
+        doc = {"format": FORMAT, "version": VERSION, "config": self.cfg.to_dict(),
+               "insn": {"addr": self.insn_addr, "count": self.insn_count},
+               "segments": segs,
+               "outputs": [{"name": o.name, "addr": o.addr, "nbytes": o.nbytes} for o in self.outputs]}
+        if exp:
+            doc["expected"] = exp
+        if self._explicit_dram_size is not None:
+            doc["dram_size"] = self.dram_size
+        (d / "image.json").write_text(json.dumps(doc, indent=1) + "\n")
+        return d
+
+    @classmethod
+    def load(cls, path) -> "MemoryImage":
+        d = Path(path)
+        meta = d / "image.json"
+        try:
+            st = os.stat(meta)
+        except OSError as exc:
+            raise ImageError(f"{meta}: cannot read image: {exc.strerror}") from None
+        if st.st_size > MAX_JSON_BYTES:
+            raise ImageError(f"{meta}: {st.st_size} bytes, more than the {MAX_JSON_BYTES} allowed for image.json")
+        try:
+            doc = json.loads(meta.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ImageError(f"{meta}: not valid JSON: {exc}") from None
+        if not isinstance(doc, dict):
+            raise ImageError(f"{meta}: top level must be a JSON object")
+        if doc.get("format") != FORMAT:
+            raise ImageError(f"{meta}: format = {doc.get('format')!r}, expected {FORMAT!r}")
+        if doc.get("version") != VERSION:
+            raise ImageError(f"{meta}: version = {doc.get('version')!r}, this reader knows {VERSION}")
+        unknown = sorted(set(doc) - {"format", "version", "config", "insn", "segments", "outputs",
+                                     "expected", "dram_size"})
+        if unknown:
+            raise ImageError(f"{meta}: unknown key {unknown[0]!r}")
+        try:
+            cfg = VTAConfig.from_dict(doc.get("config"), source=f"{meta} config")
+        except ConfigError as exc:
+            raise ImageError(str(exc)) from None
+        insn = doc.get("insn")
+        if not isinstance(insn, dict) or set(insn) != {"addr", "count"}:
+            raise ImageError(f"{meta}: 'insn' must be an object with exactly 'addr' and 'count'")
+        insn_addr = _int(insn["addr"], "insn.addr", 0, MAX_DRAM_BYTES)
+        insn_count = _int(insn["count"], "insn.count", 0, MAX_DRAM_BYTES // INSN_BYTES)
+
+        files = []           # (addr, path, size): everything is checked before anything is read
+        for i, s in enumerate(_list(doc, "segments", meta)):
+            if not isinstance(s, dict) or set(s) != {"addr", "file"}:
+                raise ImageError(f"{meta}: segments[{i}] must be an object with exactly 'addr' and 'file'")
+            addr = _int(s["addr"], f"segments[{i}].addr", 0, MAX_DRAM_BYTES)
+            p = safe_child(d, s["file"], f"segments[{i}]")
+            files.append((addr, p, _file_size(p, f"segments[{i}]")))
+        outputs = []
+        for i, o in enumerate(_list(doc, "outputs", meta)):
+            if not isinstance(o, dict) or set(o) != {"name", "addr", "nbytes"}:
+                raise ImageError(f"{meta}: outputs[{i}] must be an object with exactly 'name', 'addr', 'nbytes'")
+            outputs.append(Output(check_output_name(o["name"]),
+                                  _int(o["addr"], f"outputs[{i}].addr", 0, MAX_DRAM_BYTES),
+                                  _int(o["nbytes"], f"outputs[{i}].nbytes", 0, MAX_DRAM_BYTES)))
+        out_sizes = {o.name: o.nbytes for o in outputs}
+        exp_files = []
+        for i, e in enumerate(_list(doc, "expected", meta)):
+            if not isinstance(e, dict) or set(e) != {"name", "file"}:
+                raise ImageError(f"{meta}: expected[{i}] must be an object with exactly 'name' and 'file'")
+            if e["name"] not in out_sizes:
+                raise ImageError(f"{meta}: expected[{i}] names {e['name']!r}, which is not an output")
+            p = safe_child(d, e["file"], f"expected[{i}]")
+            size = _file_size(p, f"expected[{i}]")
+            if size != out_sizes[e["name"]]:
+                raise ImageError(f"expected[{i}] file {e['file']!r} has {size} bytes, "
+                                 f"output {e['name']!r} has {out_sizes[e['name']]}")
+            exp_files.append((e["name"], p))
+        dram_size = doc.get("dram_size")
+        if dram_size is not None:
+            dram_size = _int(dram_size, "dram_size", 0, MAX_DRAM_BYTES)
+        check_layout(insn_addr, insn_count, [(a, n) for a, _, n in files],
+                     [(o.name, o.addr, o.nbytes) for o in outputs], dram_size)
+
+        segments = [Segment(a, _read_exact(p, n)) for a, p, n in files]
+        expected = {name: _read_exact(p, out_sizes[name]) for name, p in exp_files}
+        return cls(cfg, insn_addr, insn_count, segments, outputs, expected, dram_size)
+
+
+def check_layout(insn_addr, insn_count, extents, outputs, dram_size=None) -> int:
+    """Check the address rules; return the DRAM size.  ``extents``: (addr, nbytes) per segment."""
+    if insn_addr % INSN_BYTES:
+        raise ImageError(f"insn.addr = {insn_addr:#x} is not a multiple of {INSN_BYTES} (instruction alignment)")
+    ext = sorted(extents)
+    for (a0, n0), (a1, n1) in zip(ext, ext[1:]):
+        if a0 + n0 > a1:
+            raise ImageError(f"segments overlap: [{a0:#x}, {a0 + n0:#x}) and [{a1:#x}, {a1 + n1:#x})")
+    for a, n in ext:
+        if a + n > MAX_DRAM_BYTES:
+            raise ImageError(f"segment at {a:#x} of {n} bytes ends at {a + n:#x}, beyond the "
+                             f"{MAX_DRAM_BYTES:#x}-byte DRAM limit (MAX_DRAM_BYTES)")
+    for name, a, n in outputs:
+        if a + n > MAX_DRAM_BYTES:
+            raise ImageError(f"output {name!r} at {a:#x} of {n} bytes ends at {a + n:#x}, beyond the "
+                             f"{MAX_DRAM_BYTES:#x}-byte DRAM limit (MAX_DRAM_BYTES)")
+    high = max([a + n for a, n in ext] + [a + n for _, a, n in outputs] + [0])
+    if dram_size is None:
+        dram_size = _round_up(high, PAGE_BYTES)
+    if dram_size > MAX_DRAM_BYTES:
+        raise ImageError(f"dram_size = {dram_size} exceeds MAX_DRAM_BYTES = {MAX_DRAM_BYTES}")
+    if high > dram_size:
+        raise ImageError(f"segments/outputs reach byte {high:#x}, beyond dram_size = {dram_size:#x}")
+    if insn_count:
+        need = insn_count * INSN_BYTES
+        seg = [(a, n) for a, n in ext if a == insn_addr]
+        if not seg:
+            raise ImageError(f"no segment starts at insn.addr = {insn_addr:#x} (instructions are a segment)")
+        if seg[0][1] < need:
+            raise ImageError(f"insn.count = {insn_count} needs {need} bytes but the instruction segment at "
+                             f"{insn_addr:#x} has {seg[0][1]} (count larger than the segment)")
+    return dram_size
+
+
+def _list(doc, key, meta):
+    v = doc.get(key, [])
+    if not isinstance(v, list):
+        raise ImageError(f"{meta}: {key!r} must be a list")
+    return v
+
+
+def _file_size(p: Path, what: str) -> int:
+    try:
+        st = os.stat(p, follow_symlinks=False)
+    except OSError as exc:
+        raise ImageError(f"{what}: cannot stat {p.name!r}: {exc.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ImageError(f"{what}: {p.name!r} is not a regular file")
+    if st.st_size > MAX_DRAM_BYTES:
+        raise ImageError(f"{what}: {p.name!r} has {st.st_size} bytes, more than MAX_DRAM_BYTES = {MAX_DRAM_BYTES}")
+    return st.st_size
+
+
+def _read_exact(p: Path, n: int) -> bytes:
+    with open(p, "rb") as f:
+        data = f.read(n + 1)
+    if len(data) != n:
+        raise ImageError(f"{p.name!r} changed size while loading ({len(data)} bytes, expected {n})")
+    return data

@@ -1,0 +1,226 @@
+"""Memory image format: round trip, and every hostile-image rule of issue 2."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from hw.config import MEM_ACC, MEM_UOP, load_config
+from hw.isa import ALU_SHR, decode_stream
+from sim.builder import ProgramBuilder
+from sim.errors import ImageError
+from sim.image import MAX_DRAM_BYTES, MemoryImage, Segment
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    return load_config()
+
+
+def small_image(cfg):
+    b = ProgramBuilder(cfg)
+    x = b.data("x", np.arange(4 * 16, dtype=np.int32))
+    y = b.output("y", 4 * 16)
+    u = b.uops([(0, 0, 0)])
+    b.load(memory_type=MEM_UOP, dram_base=u, x_size=1)
+    b.load(memory_type=MEM_ACC, dram_base=x, x_size=4)
+    b.alu(alu_opcode=ALU_SHR, use_imm=1, imm=0, uop_end=1, iter_in=4, dst_factor_in=1, src_factor_in=1)
+    b.store(dram_base=y, x_size=4)
+    b.finish()
+    b.expect("y", np.arange(64, dtype=np.int32).astype(np.int8))
+    return b.build()
+
+
+def test_round_trip(cfg, tmp_path):
+    img = small_image(cfg)
+    img.save(tmp_path / "img")
+    back = MemoryImage.load(tmp_path / "img")
+    assert back.cfg == cfg
+    assert (back.insn_addr, back.insn_count) == (img.insn_addr, img.insn_count)
+    assert back.insn_bytes() == img.insn_bytes()
+    assert np.array_equal(back.dram(), img.dram())
+    assert back.expected == img.expected
+    assert [(o.name, o.addr, o.nbytes) for o in back.outputs] == [(o.name, o.addr, o.nbytes) for o in img.outputs]
+    insns = decode_stream(cfg, back.insn_bytes())
+    assert [i.opcode for i in insns] == [0, 0, 4, 1, 3]
+    # dram_base of the ACC load is the byte address of x in 64-byte elements
+    assert insns[1].dram_base * cfg.acc_elem_bytes == img.outputs[0].addr - 4096
+    assert back.dram_size % 4096 == 0 and back.dram_size >= img.outputs[0].end
+
+
+def _doc(path):
+    return json.loads((path / "image.json").read_text())
+
+
+def _write(path, doc):
+    (path / "image.json").write_text(json.dumps(doc))
+
+
+@pytest.fixture()
+def saved(cfg, tmp_path):
+    d = tmp_path / "img"
+    small_image(cfg).save(d)
+    return d
+
+
+@pytest.mark.parametrize("bad", ["../outside.bin", "/etc/passwd", "sub/../../x.bin"])
+def test_segment_file_escaping(saved, bad, tmp_path):
+    (tmp_path / "outside.bin").write_bytes(b"\0" * 16)
+    doc = _doc(saved)
+    doc["segments"][0]["file"] = bad
+    _write(saved, doc)
+    with pytest.raises(ImageError, match="absolute|escapes"):
+        MemoryImage.load(saved)
+
+
+def test_segment_symlink(saved, tmp_path):
+    (tmp_path / "secret.bin").write_bytes(b"\1" * 64)
+    os.symlink(tmp_path / "secret.bin", saved / "link.bin")
+    doc = _doc(saved)
+    doc["segments"][0]["file"] = "link.bin"
+    _write(saved, doc)
+    with pytest.raises(ImageError, match="symlink"):
+        MemoryImage.load(saved)
+
+
+def test_symlinked_subdir(saved, tmp_path):
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "a.bin").write_bytes(b"\1" * 64)
+    os.symlink(tmp_path / "elsewhere", saved / "sub")
+    doc = _doc(saved)
+    doc["segments"][0]["file"] = "sub/a.bin"
+    _write(saved, doc)
+    with pytest.raises(ImageError, match="symlink"):
+        MemoryImage.load(saved)
+
+
+@pytest.mark.parametrize("name", ["../evil", "a/b", ".", "..", "", "x y", "/abs"])
+def test_output_name_escaping(saved, name):
+    doc = _doc(saved)
+    doc["outputs"][0]["name"] = name
+    doc.pop("expected", None)
+    _write(saved, doc)
+    with pytest.raises(ImageError, match="plain name"):
+        MemoryImage.load(saved)
+
+
+def test_overlapping_segments(saved):
+    doc = _doc(saved)
+    doc["segments"][1]["addr"] = doc["segments"][0]["addr"] + 16
+    _write(saved, doc)
+    with pytest.raises(ImageError, match="overlap"):
+        MemoryImage.load(saved)
+
+
+def test_segment_far_beyond_dram(saved):
+    doc = _doc(saved)
+    doc["segments"][0]["addr"] = MAX_DRAM_BYTES - 8
+    _write(saved, doc)
+    with pytest.raises(ImageError, match="MAX_DRAM_BYTES"):
+        MemoryImage.load(saved)
+
+
+def test_forged_addr_not_allocated(saved):
+    # an address of 2**62 must be refused by a range check, never by trying to allocate it
+    doc = _doc(saved)
+    doc["outputs"][0]["addr"] = 1 << 62
+    _write(saved, doc)
+    with pytest.raises(ImageError, match="out of range"):
+        MemoryImage.load(saved)
+
+
+@pytest.mark.parametrize("size", [MAX_DRAM_BYTES + 4096, 1 << 40])
+def test_dram_size_too_big(saved, size):
+    doc = _doc(saved)
+    doc["dram_size"] = size
+    _write(saved, doc)
+    with pytest.raises(ImageError, match="dram_size"):
+        MemoryImage.load(saved)
+
+
+def test_output_beyond_explicit_dram(saved):
+    doc = _doc(saved)
+    doc["dram_size"] = 4096
+    _write(saved, doc)
+    with pytest.raises(ImageError, match="beyond dram_size"):
+        MemoryImage.load(saved)
+
+
+def test_output_far_beyond(saved):
+    doc = _doc(saved)
+    doc["outputs"][0]["nbytes"] = MAX_DRAM_BYTES
+    doc.pop("expected", None)
+    _write(saved, doc)
+    with pytest.raises(ImageError, match="MAX_DRAM_BYTES"):
+        MemoryImage.load(saved)
+
+
+def test_insn_count_larger_than_segment(saved):
+    doc = _doc(saved)
+    doc["insn"]["count"] += 1
+    _write(saved, doc)
+    with pytest.raises(ImageError, match="larger than the segment"):
+        MemoryImage.load(saved)
+
+
+def test_insn_addr_misaligned(saved):
+    doc = _doc(saved)
+    doc["insn"]["addr"] += 8
+    _write(saved, doc)
+    with pytest.raises(ImageError, match="multiple of 16"):
+        MemoryImage.load(saved)
+
+
+def test_insn_addr_not_a_segment(saved):
+    doc = _doc(saved)
+    doc["insn"]["addr"] += 16
+    _write(saved, doc)
+    with pytest.raises(ImageError, match="no segment starts"):
+        MemoryImage.load(saved)
+
+
+def test_expected_size_mismatch(saved):
+    doc = _doc(saved)
+    (saved / doc["expected"][0]["file"]).write_bytes(b"\0" * 3)
+    with pytest.raises(ImageError, match="has 3 bytes"):
+        MemoryImage.load(saved)
+
+
+def test_missing_segment_file(saved):
+    doc = _doc(saved)
+    doc["segments"][0]["file"] = "nope.bin"
+    _write(saved, doc)
+    with pytest.raises(ImageError, match="cannot stat"):
+        MemoryImage.load(saved)
+
+
+@pytest.mark.parametrize("key,value,msg", [("format", "x", "format"), ("version", 2, "version"),
+                                           ("insn", {"addr": -16, "count": 1}, "out of range"),
+                                           ("insn", {"addr": True, "count": 1}, "integer"),
+                                           ("segments", {}, "list"), ("bogus", 1, "unknown key")])
+def test_malformed_json(saved, key, value, msg):
+    doc = _doc(saved)
+    doc[key] = value
+    _write(saved, doc)
+    with pytest.raises(ImageError, match=msg):
+        MemoryImage.load(saved)
+
+
+def test_bad_config_in_image(saved):
+    doc = _doc(saved)
+    doc["config"]["LOG_BLOCK"] = 9
+    _write(saved, doc)
+    with pytest.raises(ImageError, match="LOG_BLOCK"):
+        MemoryImage.load(saved)
+
+
+def test_not_json(saved):
+    (saved / "image.json").write_text("{nope")
+    with pytest.raises(ImageError, match="not valid JSON"):
+        MemoryImage.load(saved)
+
+
+def test_constructor_checks(cfg):
+    with pytest.raises(ImageError, match="overlap"):
+        MemoryImage(cfg, 0, 0, [Segment(0, b"\0" * 32), Segment(16, b"\0" * 32)])
