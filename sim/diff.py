@@ -1,0 +1,233 @@
+"""Compare two runs of one image and report the first divergence (architecture.md section 4).
+
+``compare(expected, actual, image)`` matches retire records by program index, finds the earliest
+divergence in time (a start that differs shows at the earlier start, an end at the earlier end, a
+digest at the end), compares the output bytes and the final DRAM, and returns a :class:`Diff`.
+Items counted in ``N matched, M mismatched``: retire records (matched by program index) and output
+regions (plus one item for DRAM bytes outside every output, when they differ).
+``Diff.report()`` is the multi-line text of ``vtasim diff``: module, the instruction disassembled,
+the cycle on each side, expected vs actual lanes, the last retirements on both sides, command-queue
+and token state at that cycle (rebuilt from dispatch/start/end cycles), the waveform window and a
+command that reproduces it; it ends with ``N matched, M mismatched``.
+
+Against the functional model only data is compared (it has no cycles).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hw.isa import MODULE_NAMES, OPCODE_NAMES
+
+__all__ = ["Diff", "Divergence", "compare", "machine_state", "WINDOW_CYCLES", "LAST_N"]
+
+WINDOW_CYCLES = 20          # half-width of the waveform window named by a report
+LAST_N = 5                  # retirements shown on each side
+RECORD_FIELDS = ("module", "index_in_module", "opcode", "start_cycle", "end_cycle", "digest")
+
+# Who pops and pushes which token counter (hardware spec 4.2): module -> ((flag, counter), ...).
+TOKEN_POPS = {0: (("pop_next", "g2l"),), 1: (("pop_prev", "l2g"), ("pop_next", "s2g")),
+              2: (("pop_prev", "g2s"),)}
+TOKEN_PUSHES = {0: (("push_next", "l2g"),), 1: (("push_prev", "g2l"), ("push_next", "g2s")),
+                2: (("push_prev", "s2g"),)}
+TOKENS = ("l2g", "g2l", "s2g", "g2s")
+
+
+@dataclass
+class Divergence:
+    program_index: int | None       # None for a data-only divergence without an instruction
+    cycle: int | None               # when it first shows (expected-side numbering)
+    fields: tuple                   # differing record fields, or ("missing",) / ("extra",)
+    expected: object = None         # RetireRecord or None
+    actual: object = None
+
+
+@dataclass
+class DataDiff:
+    name: str                       # output name, or "dram" for bytes outside every output
+    offset: int                     # first differing byte inside the region
+    address: int                    # its DRAM byte address
+    elem_bytes: int
+    expected: np.ndarray            # lanes of the element holding that byte
+    actual: np.ndarray
+    nbytes_differing: int
+
+
+@dataclass
+class Diff:
+    image: object
+    expected_engine: str
+    actual_engine: str
+    matched: int = 0
+    mismatched: int = 0
+    first: Divergence | None = None
+    data: list = field(default_factory=list)        # DataDiff per differing region
+    cycles: tuple = (None, None)
+    expected_result: object = None
+    actual_result: object = None
+    reproduce: str = ""
+    waves: dict = field(default_factory=dict)       # side -> path of a waveform of that run
+    expected_lanes: str | None = None                # functional-model view of the divergent write
+
+    @property
+    def ok(self) -> bool:
+        return self.mismatched == 0 and self.cycles[0] == self.cycles[1]
+
+    def report(self) -> str:
+        from sim.diff_report import render
+        return render(self)
+
+
+def _key(rec):
+    return (rec.end_cycle, MODULE_NAMES.index(rec.module))
+
+
+def _first_cycle(e, a, fields):
+    if "start_cycle" in fields:
+        return min(e.start_cycle, a.start_cycle)
+    if "end_cycle" in fields:
+        return min(e.end_cycle, a.end_cycle)
+    return e.end_cycle
+
+
+def compare_traces(exp_trace, act_trace):
+    """(matched, mismatched, first Divergence or None) over records matched by program index."""
+    exp = {r.program_index: r for r in exp_trace}
+    act = {r.program_index: r for r in act_trace}
+    matched = mismatched = 0
+    candidates = []
+    for prog in sorted(set(exp) | set(act)):
+        e, a = exp.get(prog), act.get(prog)
+        if e is None or a is None:
+            mismatched += 1
+            rec = e or a
+            candidates.append(((rec.end_cycle, MODULE_NAMES.index(rec.module)),
+                               Divergence(prog, rec.end_cycle, ("missing",) if a is None else ("extra",), e, a)))
+            continue
+        diff = tuple(f for f in RECORD_FIELDS if getattr(e, f) != getattr(a, f))
+        if not diff:
+            matched += 1
+            continue
+        mismatched += 1
+        cyc = _first_cycle(e, a, diff)
+        candidates.append(((cyc, MODULE_NAMES.index(e.module)), Divergence(prog, cyc, diff, e, a)))
+    first = min(candidates, key=lambda c: c[0])[1] if candidates else None
+    return matched, mismatched, first
+
+
+def _lanes(buf: np.ndarray, start: int, nbytes: int, dtype):
+    return np.frombuffer(bytes(buf[start:start + nbytes]), dtype=dtype).copy()
+
+
+def compare_data(image, exp_dram, act_dram):
+    """DataDiff per output region (then the rest of DRAM) whose bytes differ."""
+    cfg = image.cfg
+    out = []
+    exp_dram = np.asarray(exp_dram, dtype=np.uint8)
+    act_dram = np.asarray(act_dram, dtype=np.uint8)
+    n = min(exp_dram.size, act_dram.size)
+    covered = np.zeros(n, dtype=bool)
+    for o in image.outputs:
+        covered[o.addr:o.addr + o.nbytes] = True
+        e, a = exp_dram[o.addr:o.addr + o.nbytes], act_dram[o.addr:o.addr + o.nbytes]
+        bad = np.flatnonzero(e != a)
+        if bad.size:
+            eb = cfg.out_elem_bytes
+            first = int(bad[0])
+            base = first - first % eb
+            out.append(DataDiff(o.name, first, o.addr + first, eb, _lanes(e, base, eb, np.int8),
+                                _lanes(a, base, eb, np.int8), int(bad.size)))
+    bad = np.flatnonzero((exp_dram[:n] != act_dram[:n]) & ~covered)
+    if bad.size or exp_dram.size != act_dram.size:
+        first = int(bad[0]) if bad.size else n
+        base = first - first % 4
+        out.append(DataDiff("dram", first, first, 4, _lanes(exp_dram, base, 4, np.uint8),
+                            _lanes(act_dram, base, 4, np.uint8), int(bad.size)))
+    return out
+
+
+def machine_state(program, trace, dispatch, t: int) -> dict:
+    """Command-queue occupancies, token counters and what each module runs, at cycle ``t``.
+
+    docs/timing.md 3 and 5: occupancy(t) = dispatched before t - started before t; a counter at t =
+    pushes at end cycles < t - pops at start cycles < t."""
+    f, mod = program.fields, program.module
+    queues = {name: 0 for name in MODULE_NAMES}
+    if dispatch is not None:
+        d = np.asarray(dispatch)
+        for i in np.flatnonzero((d >= 0) & (d < t)):
+            queues[MODULE_NAMES[mod[i]]] += 1
+    tokens = dict.fromkeys(TOKENS, 0)
+    running = {name: None for name in MODULE_NAMES}
+    for r in trace or ():
+        m = MODULE_NAMES.index(r.module)
+        i = r.program_index
+        if r.start_cycle < t:
+            queues[r.module] -= 1
+            for flag, tok in TOKEN_POPS[m]:
+                tokens[tok] -= int(f[flag][i])
+        if r.end_cycle < t:
+            for flag, tok in TOKEN_PUSHES[m]:
+                tokens[tok] += int(f[flag][i])
+        if r.start_cycle <= t <= r.end_cycle:
+            running[r.module] = r
+    if dispatch is None:
+        queues = None
+    return {"queues": queues, "tokens": tokens, "running": running}
+
+
+def compare(expected, actual, image, reproduce: str = "", timing: bool = True) -> Diff:
+    """Diff two RunResults of ``image``; ``timing=False`` compares data only (functional side)."""
+    d = Diff(image, expected.engine, actual.engine, expected_result=expected, actual_result=actual,
+             reproduce=reproduce)
+    if timing and expected.trace is not None and actual.trace is not None:
+        d.matched, d.mismatched, d.first = compare_traces(expected.trace, actual.trace)
+        d.cycles = (expected.cycles, actual.cycles)
+        if d.first is not None and d.first.program_index is not None and "digest" in d.first.fields:
+            order = [r.program_index for r in sorted(expected.trace, key=_key)]
+            d.expected_lanes = functional_lanes(image, order, d.first.program_index)
+    d.data = compare_data(image, expected.dram, actual.dram)
+    # Output regions count as items next to the retire records, so a data-only divergence is counted.
+    bad_outputs = len({x.name for x in d.data if x.name != "dram"})
+    d.matched += len(image.outputs) - bad_outputs
+    d.mismatched += len(d.data)
+    return d
+
+
+def opcode_name(op: int) -> str:
+    return OPCODE_NAMES.get(op, f"op{op}")
+
+
+def functional_lanes(image, order, index: int) -> str | None:
+    """Re-run the functional model over ``order`` (program indices, retire order) up to ``index``
+    and show the lanes of the first SRAM element or DRAM element that instruction writes."""
+    from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_NAMES, MEM_UOP
+    from hw.isa import OP_ALU, OP_GEMM, OP_LOAD, OP_STORE
+    from sim.functional import FunctionalMachine
+    from sim.program import load_program
+    program = load_program(image)
+    machine = FunctionalMachine(program, image.dram())
+    for i in order:
+        machine.execute(int(i))
+        if int(i) == index:
+            break
+    f = {name: int(v[index]) for name, v in program.fields.items()}
+    op, cfg = f["opcode"], image.cfg
+    if op == OP_LOAD and f["x_size"]:
+        mt = MEM_ACC if f["memory_type"] == MEM_ACC_8BIT else f["memory_type"]
+        row = machine.sram[mt][f["sram_base"]]
+        lanes = row.view("<u4") if mt == MEM_UOP else row.view("<i4") if mt == MEM_ACC else row.view(np.int8)
+        where = f"SRAM {MEM_NAMES[mt]}[{f['sram_base']}]"
+    elif op in (OP_GEMM, OP_ALU) and f["iter_out"] * f["iter_in"] * max(0, f["uop_end"] - f["uop_bgn"]):
+        (dst,) = machine._indices(f, index, ("dst",))
+        row = int(dst[-1])
+        lanes, where = machine.acc[row], f"ACC[{row}] (its last write)"
+    elif op == OP_STORE and f["x_size"]:
+        addr = f["dram_base"] * cfg.out_elem_bytes
+        lanes, where = machine.dram[addr:addr + cfg.out_elem_bytes].view(np.int8), f"DRAM {addr:#x}"
+    else:
+        return None
+    return (f"  expected lanes after it (functional model, retire order): {where} = "
+            "[" + " ".join(str(int(v)) for v in lanes) + "]")

@@ -1,0 +1,158 @@
+"""``vtasim diff`` and ``vtasim fuzz``: run two engines on the same images and report divergences.
+
+Kept out of ``sim/cli.py`` so that file only wires the sub-commands (:func:`add_commands`).
+Engines are imported when a command runs, never at import time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from sim.diff import compare
+
+__all__ = ["add_commands", "diff_image", "cmd_diff", "cmd_fuzz", "run_engine"]
+
+AGAINST = ("cycle", "functional")
+
+
+def run_engine(name: str, image, **opts):
+    if name == "functional":
+        from sim.functional import run_image
+    elif name == "cycle":
+        from sim.cycle import run_image
+    elif name == "rtl":
+        from hw.cosim import run_image
+    else:
+        raise ValueError(f"engine {name!r} is not one of functional, cycle, rtl")
+    return run_image(image, **opts)
+
+
+def _model_vcd(image, result, path: Path):
+    from waveforms.vcd import write_model_vcd
+    write_model_vcd(image, result, path)
+    return path
+
+
+def diff_image(image, against: str = "cycle", sim: str = "verilator", waves: bool = False,
+               reproduce: str = "", rtl_result=None, out_dir=None):
+    """Run ``against`` and the RTL on ``image``; the :class:`sim.diff.Diff` (RTL = actual side)."""
+    if against not in AGAINST:
+        raise ValueError(f"--against {against!r} is not one of {', '.join(AGAINST)}")
+    expected = run_engine(against, image)
+    out_dir = Path(out_dir or ".")
+    if rtl_result is None:
+        rtl_result = run_engine("rtl", image, sim=sim, waves=waves,
+                                waves_file=(out_dir / "rtl.fst").resolve() if waves else None)
+    d = compare(expected, rtl_result, image, reproduce=reproduce, timing=against != "functional")
+    if waves and against == "cycle":
+        d.waves["expected"] = str(_model_vcd(image, expected, out_dir / "model.vcd"))
+    if waves:
+        d.waves["actual"] = rtl_result.extra.get("waves")
+    return d
+
+
+def cmd_diff(args) -> int:
+    from sim.image import MemoryImage
+    image = MemoryImage.load(args.image_dir)
+    repro = (f"vtasim diff {shlex.quote(str(args.image_dir))} --against {args.against} --sim {args.sim}"
+             + (" --waves" if args.waves else ""))
+    d = diff_image(image, args.against, args.sim, args.waves, reproduce=repro)
+    print(d.report())
+    return 0 if d.ok else 1
+
+
+def _bins(image) -> set:
+    from sim.randprog import coverage_bins
+    bins = coverage_bins(image)
+    if isinstance(bins, dict):
+        return {k for k, v in bins.items() if v}
+    return set(bins)
+
+
+def cmd_fuzz(args) -> int:
+    from hw.config import load_config
+    from hw.cosim import run_images
+    from sim.randprog import generate
+    cfg = load_config(args.config)
+    cfg_opt = f" --config {shlex.quote(str(args.config))}" if args.config else ""
+    seeds = [args.seed + i for i in range(args.n)]
+    print(f"vtasim fuzz: {args.n} random programs, seeds {seeds[0]}..{seeds[-1]}, config {cfg.model}, "
+          f"cycle engine vs rtl/{args.sim}")
+    images = [generate(cfg, s) for s in seeds]
+    expected = [run_engine("cycle", im) for im in images]
+    actual = run_images(images, sim=args.sim, errors="return")
+    hit, failures, matched_total = set(), [], 0
+    for seed, image, exp, act in zip(seeds, images, expected, actual):
+        hit |= _bins(image)
+        if isinstance(act, BaseException):
+            failures.append((seed, image, None, f"RTL error: {act}"))
+            continue
+        d = compare(exp, act, image)
+        matched_total += d.matched
+        if not d.ok:
+            failures.append((seed, image, d, None))
+    _print_coverage(hit)
+    out_root = Path(args.out or ".")
+    for seed, image, d, err in failures[:args.max_reports]:
+        where = out_root / f"fuzz_seed{seed}"
+        image.save(where)
+        print(f"--- seed {seed}: MISMATCH (image saved to {where})")
+        print(f"reproduce: vtasim fuzz --n 1 --seed {seed}{cfg_opt} --sim {args.sim}   or   "
+              f"vtasim diff {where} --against cycle --sim {args.sim}")
+        if d is not None:
+            d.reproduce = f"vtasim diff {where} --against cycle --sim {args.sim}"
+            print(d.report())
+        else:
+            print(err)
+    print(f"seed {args.seed}: {args.n - len(failures)} programs identical, {len(failures)} diverged "
+          f"({matched_total} retire records and outputs matched)")
+    return 1 if failures else 0
+
+
+def _print_coverage(hit: set):
+    try:
+        from sim.randprog import ALL_BINS
+        total = set(ALL_BINS)
+    except ImportError:
+        total = None
+    if total:
+        print(f"coverage: {len(hit & total)} of {len(total)} bins hit")
+        missing = sorted(total - hit)
+        if missing:
+            print("  not hit: " + ", ".join(map(str, missing[:40])) + (" ..." if len(missing) > 40 else ""))
+    else:
+        print(f"coverage: {len(hit)} bins hit")
+    for b in sorted(map(str, hit)):
+        print(f"  {b}")
+
+
+def add_commands(sub) -> None:
+    """Add ``diff`` and ``fuzz`` to an argparse sub-parser collection."""
+    p = sub.add_parser("diff", help="run the RTL and a model on an image; report the first divergence")
+    p.add_argument("image_dir", type=Path)
+    p.add_argument("--against", choices=AGAINST, default="cycle")
+    p.add_argument("--sim", choices=("verilator", "icarus"), default="verilator")
+    p.add_argument("--waves", action="store_true", help="write rtl.fst and model.vcd in the current directory")
+    p.set_defaults(func=cmd_diff)
+    p = sub.add_parser("fuzz", help="random legal programs: cycle engine vs RTL, with coverage")
+    p.add_argument("--n", type=int, default=100)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--config", type=Path, default=None)
+    p.add_argument("--sim", choices=("verilator", "icarus"), default="verilator")
+    p.add_argument("--out", type=Path, default=None, help="where diverging images are saved (default .)")
+    p.add_argument("--max-reports", type=int, default=3)
+    p.set_defaults(func=cmd_fuzz)
+
+
+def main(argv=None) -> int:       # handy before sim/cli.py wires the commands
+    parser = argparse.ArgumentParser(prog="vtasim")
+    add_commands(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
