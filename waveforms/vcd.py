@@ -1,0 +1,146 @@
+"""Model VCD: the cycle engine's run as waveforms with the RTL's hierarchical signal names.
+
+The signals are the ones the RTL exposes for co-verification (see :data:`SIGNALS`): per module a
+busy flag and the index of the last retired instruction, per command queue its occupancy, per
+dependency token queue its count.  Values follow docs/timing.md exactly - busy over ``[s, e]``,
+queue occupancy at t = dispatched before t - started before t, a token count at t = pushes at end
+cycles < t - pops at start cycles < t - so the model VCD and the RTL's FST open side by side in
+GTKWave (:mod:`waveforms.gtkw` writes the save file that groups them).
+
+Time: one cycle is ``clock_ns`` nanoseconds and cycle 0 starts at ``offset_ns``; pass the RTL run's
+``extra["launch_ns"]`` as the offset to line the two files up exactly::
+
+    >>> write_model_vcd(image, cycle_result, "model.vcd", offset_ns=rtl.extra["launch_ns"])  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from hw.isa import MODULE_NAMES
+
+__all__ = ["SCOPE", "SIGNALS", "model_changes", "write_vcd", "write_model_vcd"]
+
+SCOPE = ("tb_top", "dut")           # the RTL instance path of vta_top inside the testbench
+# name -> (width, meaning).  The RTL declares the same names in vta_top.
+SIGNALS = {
+    "load_busy": (1, "load module executes an instruction"),
+    "compute_busy": (1, "compute module executes an instruction"),
+    "store_busy": (1, "store module executes an instruction"),
+    "load_q_count": (16, "load command queue occupancy"),
+    "compute_q_count": (16, "compute command queue occupancy"),
+    "store_q_count": (16, "store command queue occupancy"),
+    "tok_l2g": (16, "load->compute tokens"),
+    "tok_g2l": (16, "compute->load tokens"),
+    "tok_s2g": (16, "store->compute tokens"),
+    "tok_g2s": (16, "compute->store tokens"),
+    "load_retired": (32, "retired instructions of the load module"),
+    "compute_retired": (32, "retired instructions of the compute module"),
+    "store_retired": (32, "retired instructions of the store module"),
+}
+_POPS = {0: (("pop_next", "g2l"),), 1: (("pop_prev", "l2g"), ("pop_next", "s2g")), 2: (("pop_prev", "g2s"),)}
+_PUSHES = {0: (("push_next", "l2g"),), 1: (("push_prev", "g2l"), ("push_next", "g2s")), 2: (("push_prev", "s2g"),)}
+
+
+def _steps(times, deltas, horizon):
+    """Value changes of a counter built from (+delta at time) events: [(t, value)] from t = 0."""
+    if len(times) == 0:
+        return [(0, 0)]
+    t = np.asarray(times, dtype=np.int64)
+    d = np.asarray(deltas, dtype=np.int64)
+    order = np.argsort(t, kind="stable")
+    t, d = t[order], d[order]
+    uniq, first = np.unique(t, return_index=True)
+    sums = np.add.reduceat(d, first)
+    vals = np.cumsum(sums)
+    out = [(0, 0)] if uniq[0] > 0 else []
+    out += [(int(a), int(b)) for a, b in zip(uniq, vals) if a <= horizon]
+    return out
+
+
+def model_changes(program, result) -> dict:
+    """``{signal: [(cycle, value), ...]}`` for the signals of :data:`SIGNALS` from a cycle run."""
+    trace = sorted(result.trace or (), key=lambda r: r.end_cycle)
+    horizon = int(result.cycles or (trace[-1].end_cycle + 1 if trace else 0))
+    f, mod = program.fields, program.module
+    changes = {}
+    dispatch = result.extra.get("dispatch_cycle")
+    for m, name in enumerate(MODULE_NAMES):
+        recs = [r for r in trace if r.module == name]
+        # busy: +1 at s, -1 at e + 1 (intervals of one module never overlap)
+        times = [r.start_cycle for r in recs] + [r.end_cycle + 1 for r in recs]
+        deltas = [1] * len(recs) + [-1] * len(recs)
+        changes[f"{name}_busy"] = _steps(times, deltas, horizon)
+        changes[f"{name}_retired"] = _steps([r.end_cycle + 1 for r in recs], [1] * len(recs), horizon)
+        if dispatch is not None:
+            d = np.asarray(dispatch)[np.asarray(mod) == m]
+            times = list(d[d >= 0] + 1) + [r.start_cycle + 1 for r in recs]
+            deltas = [1] * int((d >= 0).sum()) + [-1] * len(recs)
+            changes[f"{name}_q_count"] = _steps(times, deltas, horizon)
+    tok_events = {k: ([], []) for k in ("l2g", "g2l", "s2g", "g2s")}
+    for r in trace:
+        m = MODULE_NAMES.index(r.module)
+        for flag, tok in _POPS[m]:
+            if f[flag][r.program_index]:
+                tok_events[tok][0].append(r.start_cycle + 1)
+                tok_events[tok][1].append(-1)
+        for flag, tok in _PUSHES[m]:
+            if f[flag][r.program_index]:
+                tok_events[tok][0].append(r.end_cycle + 1)
+                tok_events[tok][1].append(1)
+    for tok, (times, deltas) in tok_events.items():
+        changes[f"tok_{tok}"] = _steps(times, deltas, horizon)
+    return changes
+
+
+def _ident(k: int) -> str:
+    chars = [chr(c) for c in range(33, 127)]
+    out = ""
+    k += 1
+    while k:
+        k, r = divmod(k - 1, len(chars))
+        out = chars[r] + out
+    return out
+
+
+def write_vcd(path, changes: dict, widths: dict, scope=SCOPE, clock_ns: int = 10, offset_ns: float = 0,
+              end_cycle: int | None = None) -> Path:
+    """Write ``changes`` ({name: [(cycle, value)]}) as a VCD with 1 ns resolution."""
+    path = Path(path)
+    ids = {name: _ident(k) for k, name in enumerate(changes)}
+    lines = ["$date vtasim model $end", "$version vtasim waveforms.vcd $end", "$timescale 1ns $end"]
+    lines += [f"$scope module {s} $end" for s in scope]
+    for name in changes:
+        w = widths.get(name, 32)
+        lines.append(f"$var wire {w} {ids[name]} {name}{f' [{w - 1}:0]' if w > 1 else ''} $end")
+    lines += ["$upscope $end"] * len(scope) + ["$enddefinitions $end"]
+    events = {}
+    for name, seq in changes.items():
+        for cyc, val in seq:
+            events.setdefault(cyc, []).append((name, val))
+    last = {}
+    for cyc in sorted(events):
+        body = []
+        for name, val in events[cyc]:
+            if last.get(name) == val:
+                continue
+            last[name] = val
+            w = widths.get(name, 32)
+            body.append(f"{val & 1}{ids[name]}" if w == 1 else f"b{val & ((1 << w) - 1):b} {ids[name]}")
+        if body:
+            lines.append(f"#{int(round(offset_ns + cyc * clock_ns))}")
+            lines += body
+    if end_cycle is not None:
+        lines.append(f"#{int(round(offset_ns + end_cycle * clock_ns))}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def write_model_vcd(image, result, path, clock_ns: int = 10, offset_ns: float = 0) -> Path:
+    """VCD of a cycle-engine RunResult with the RTL's signal names under ``tb_top.dut``."""
+    from sim.program import load_program
+    changes = model_changes(load_program(image), result)
+    widths = {name: w for name, (w, _) in SIGNALS.items()}
+    return write_vcd(path, changes, widths, clock_ns=clock_ns, offset_ns=offset_ns, end_cycle=result.cycles)
