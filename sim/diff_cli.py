@@ -45,7 +45,7 @@ def diff_image(image, against: str = "cycle", sim: str = "verilator", waves: boo
     out_dir = Path(out_dir or ".")
     if rtl_result is None:
         rtl_result = run_engine("rtl", image, sim=sim, waves=waves,
-                                waves_file=(out_dir / "rtl.fst").resolve() if waves else None)
+                                waves_file=(out_dir / "rtl.vcd").resolve() if waves else None)
     d = compare(expected, rtl_result, image, reproduce=reproduce, timing=against != "functional")
     if waves and against == "cycle":
         d.waves["expected"] = str(_model_vcd(image, expected, out_dir / "model.vcd"))
@@ -135,7 +135,7 @@ def add_commands(sub) -> None:
     p.add_argument("image_dir", type=Path)
     p.add_argument("--against", choices=AGAINST, default="cycle")
     p.add_argument("--sim", choices=("verilator", "icarus"), default="verilator")
-    p.add_argument("--waves", action="store_true", help="write rtl.fst and model.vcd in the current directory")
+    p.add_argument("--waves", action="store_true", help="write rtl.vcd and model.vcd in the current directory")
     p.set_defaults(func=cmd_diff)
     p = sub.add_parser("fuzz", help="random legal programs: cycle engine vs RTL, with coverage")
     p.add_argument("--n", type=int, default=100)

@@ -53,7 +53,7 @@ def run_images(images, sim: str = "verilator", waves: bool = False, max_cycles: 
     for cfg, idxs in groups.items():
         build = runner.get_build(cfg, sim, waves=waves, rtl_dir=rtl_dir, tb_file=tb_file)
         if waves and waves_file is None:
-            waves_file = Path.cwd() / "vtasim_rtl.fst"
+            waves_file = Path.cwd() / "vtasim_rtl.vcd"
         jobs = [runner.Job(images[k].dram(), images[k].insn_addr, images[k].insn_count, max_cycles) for k in idxs]
         outcomes = runner.run_jobs(build, jobs, work_dir=work_dir, waves_file=waves_file if waves else None)
         for k, outcome in zip(idxs, outcomes):
@@ -70,5 +70,5 @@ def run_images(images, sim: str = "verilator", waves: bool = False, max_cycles: 
 
 def run_image(image, sim: str = "verilator", waves: bool = False, max_cycles: int | None = None,
               waves_file=None, **ignored):
-    """Run one image on the RTL; ``waves=True`` also writes an FST waveform (path in ``extra``)."""
+    """Run one image on the RTL; ``waves=True`` also writes a VCD waveform (path in ``extra``)."""
     return run_images([image], sim=sim, waves=waves, max_cycles=max_cycles, waves_file=waves_file)[0]
