@@ -1,0 +1,32 @@
+"""Cycle-accurate engine: the timing contract of ``docs/timing.md`` in one compiled event loop.
+
+    >>> from sim.cycle import run_image
+    >>> result = run_image(image, trace="run.csv", perfetto="run.json")
+    >>> result.cycles, result.breakdown["compute"]["busy"]
+
+``run_image(image, trace=None, perfetto=None, progress=None, **ignored) -> RunResult`` with:
+
+* ``dram``, ``counters`` (fsim names), ``outputs``, ``leftover_tokens`` as every engine;
+* ``cycles`` = end cycle of FINISH + 1;
+* ``trace``: list of :class:`sim.result.RetireRecord` in the order of docs/timing.md section 9;
+* ``breakdown``: ``{"fetch"|"load"|"compute"|"store": {"busy", "mem_wait", "token_wait",
+  "queue_stall", "idle"}}`` (each module's buckets sum to ``cycles``);
+* ``wall_s``: simulation wall time, JIT compilation excluded (the core is warmed up once per process);
+* ``extra["dispatch_cycle"]``: int64 array indexed by program index, the cycle each instruction was
+  dispatched to its command queue (docs/timing.md 3);
+* ``extra["fetch_chunks"]``: list of ``(first_request_cycle, complete_cycle)``, one per fetch chunk
+  (the cycle the chunk's first burst request was issued, the cycle its last burst completed);
+* ``extra["cycles_per_s"]``: simulated cycles per second of ``wall_s``.
+
+``trace`` / ``perfetto`` name files to write (CSV of retire records; Chrome trace-event JSON that
+opens in Perfetto).  ``progress``: None = a progress line on stderr for runs longer than two seconds
+when stderr is a terminal; True = also when it is not; False = never.
+
+Errors: :class:`sim.errors.ProgramError` (index out of range, with instruction index, field, value
+and limit), :class:`~sim.errors.TokenOverflowError`, :class:`~sim.errors.RunError` (FINISH ended
+with work left), :class:`~sim.errors.DeadlockError` (``.report`` holds the multi-line report).
+"""
+
+from sim.cycle.engine import CycleMachine, run_image
+
+__all__ = ["run_image", "CycleMachine"]

@@ -1,0 +1,377 @@
+"""The compiled event loop of the cycle engine: docs/timing.md sections 2-8, one numba call per slice.
+
+Time advances by events, not by ticks.  A loop iteration processes one cycle ``t`` completely, in an
+order that respects "what a unit does in cycle t is visible to the others at t + 1":
+
+A. a burst completing at t frees the port and advances its transfer (next request at t, or the
+   transfer is done: a module's DMA instruction ends at t, or fetch holds its chunk);
+B. modules whose instruction ends at t retire it (pushes are held until G);
+C. fetch dispatches at most one instruction (queue room uses starts before t only);
+D. idle modules start their visible queue head if its tokens are there (pops at t), applying the
+   instruction's whole data effect at once through :mod:`sim.cycle.kernels`;
+E. the arbiter grants the port to the highest-priority request issued at or before t;
+F. the held pushes are applied (overflow checked net of this cycle's pops);
+G. every unit's accounting bucket for t is decided.
+
+If anything happened at t the next cycle processed is t + 1 (something may become visible);
+otherwise nothing can change before the earliest scheduled time (burst completion, instruction end,
+request issue), so the loop jumps there and charges the skipped span to the buckets decided at t.
+No scheduled time and no FINISH means no future event exists: a deadlock, proven, not timed out.
+
+Data effects are applied at an instruction's start.  Programs with correct tokens order every
+conflicting access (a consumer starts after its producer ended), so this gives the functional
+model's bytes; the digest is computed in the same kernel pass.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_UOP, MEM_WGT
+from hw.isa import OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE
+from sim.cycle.kernels import alu_kernel, gemm_kernel, load_kernel, store_kernel
+from sim.cycle.layout import (B_BUSY, B_IDLE, B_MEM_WAIT, B_QUEUE_STALL, B_TOKEN_WAIT, C_ACC, C_FETCH,
+                              C_INP, C_OUT, C_UOP, C_WGT, CNT_ACC, CNT_ALU, CNT_GEMM, CNT_INP, CNT_OUT,
+                              CNT_UOP, CNT_WGT, ERR_DECODE, ERR_TOKEN_OVERFLOW, ERR_UNFINISHED,
+                              FLD_NONE, FLD_TOKEN, FPHASE_DISPATCH, FPHASE_DONE, FPHASE_XFER, F_ITER_IN,
+                              F_ITER_OUT, F_MEMORY_TYPE, F_OPCODE, F_POP_NEXT, F_POP_PREV, F_PUSH_NEXT,
+                              F_PUSH_PREV, F_UOP_BGN, F_UOP_END, F_USE_IMM, F_RESET_REG, F_X_PAD_0,
+                              F_X_PAD_1, F_X_SIZE, F_X_STRIDE, F_Y_PAD_0, F_Y_PAD_1, F_Y_SIZE, F_DRAM_BASE,
+                              P_ALU_PIPE, P_BURST, P_BUS_BYTES, P_CMDQ, P_EB_UOP, P_FETCH_INSNS,
+                              P_GEMM_PIPE, P_INSN_ADDR, P_INSN_COUNT, P_LATENCY, P_OUT_EB, P_TOKQ,
+                              S_CHUNK, S_ERR_CODE, S_ERR_FIELD, S_ERR_INSN, S_ERR_LIMIT, S_ERR_VALUE,
+                              S_EVENTS, S_FINISH_E, S_FLASTD, S_FNEXT, S_FPHASE, S_PORT_UNIT,
+                              S_PORT_UNTIL, S_STATUS, S_T, S_TOK0, ST_DEADLOCK, ST_DONE, ST_ERROR,
+                              TOK_G2L, TOK_G2S, TOK_L2G, TOK_S2G, U_COMPUTE, U_FETCH, U_LOAD, U_STORE,
+                              US_ADDR0, US_BEATS, US_BUSY, US_CLIENT, US_E, US_GRANTED, US_NBYTES,
+                              US_NDISP, US_NROWS, US_NSTART, US_NTOTAL, US_PIDX, US_QOFF, US_REQ, US_ROW,
+                              US_S, US_STRIDE, US_W, US_W1, US_XFER)
+
+NO_TIME = np.int64(1) << np.int64(62)
+
+
+@njit(cache=True)
+def _set_row(US, u, P):
+    a = US[u, US_ADDR0] + US[u, US_ROW] * US[u, US_STRIDE]
+    B = P[P_BUS_BYTES]
+    US[u, US_W] = a // B
+    US[u, US_W1] = (a + US[u, US_NBYTES] + B - 1) // B
+    _set_beats(US, u, P)
+
+
+@njit(cache=True)
+def _set_beats(US, u, P):
+    # a burst never crosses a BURST_BEATS-word aligned boundary (timing.md 4.1)
+    w, K = US[u, US_W], P[P_BURST]
+    US[u, US_BEATS] = min(US[u, US_W1], (w // K + 1) * K) - w
+
+
+@njit(cache=True)
+def _xfer_begin(US, u, client, addr0, stride, nbytes, nrows, req_t, P):
+    US[u, US_XFER] = 1
+    US[u, US_CLIENT] = client
+    US[u, US_ADDR0] = addr0
+    US[u, US_STRIDE] = stride
+    US[u, US_NBYTES] = nbytes
+    US[u, US_NROWS] = nrows
+    US[u, US_ROW] = 0
+    US[u, US_GRANTED] = 0
+    US[u, US_REQ] = req_t
+    _set_row(US, u, P)
+
+
+@njit(cache=True)
+def _fetch_begin(S, US, P, chunk_req, req_t):
+    k = S[S_CHUNK]
+    first = k * P[P_FETCH_INSNS]
+    n = min(P[P_FETCH_INSNS], P[P_INSN_COUNT] - first)
+    chunk_req[k] = req_t
+    S[S_FPHASE] = FPHASE_XFER
+    _xfer_begin(US, U_FETCH, C_FETCH, P[P_INSN_ADDR] + 16 * first, 0, 16 * n, 1, req_t, P)
+
+
+@njit(cache=True)
+def _token_slots(u, F, j):
+    """(slot popped by pop_prev, by pop_next, pushed by push_prev, by push_next); -1 = flag unused."""
+    if u == U_LOAD:
+        return -1, TOK_G2L, -1, TOK_L2G
+    if u == U_COMPUTE:
+        return TOK_L2G, TOK_S2G, TOK_G2L, TOK_G2S
+    return TOK_G2S, -1, TOK_S2G, -1
+
+
+@njit(cache=True)
+def _fail(S, code, j, field, value, limit):
+    S[S_STATUS] = ST_ERROR
+    S[S_ERR_CODE] = code
+    S[S_ERR_INSN] = j
+    S[S_ERR_FIELD] = field
+    S[S_ERR_VALUE] = value
+    S[S_ERR_LIMIT] = limit
+
+
+@njit(cache=True)
+def _execute(u, j, t, S, US, F, P, CNT, err, dram, uop32, uop_b, inp_b, inp2, wgt_b, wgt2, acc_b, acc2):
+    """Apply instruction j's data effect and schedule its end (or its first DMA request)."""
+    op = F[j, F_OPCODE]
+    dig = np.uint64(0)
+    if op == OP_LOAD or op == OP_STORE:
+        x, y = F[j, F_X_SIZE], F[j, F_Y_SIZE]
+        if x == 0:
+            US[u, US_E] = t + 1
+            return dig
+        mt = F[j, F_MEMORY_TYPE]
+        if op == OP_STORE:
+            eb = P[P_OUT_EB]
+            dig = store_kernel(F, j, acc2, acc2.shape[0], eb, dram, err)
+            CNT[CNT_OUT] += x * y * eb
+            client, pads = C_OUT, 0
+        else:
+            eb = P[P_EB_UOP + mt]
+            if mt == MEM_UOP:
+                dig = load_kernel(F, j, uop_b, uop32.size, 4, 4, False, dram, err)
+                CNT[CNT_UOP] += x * y * 4
+                client = C_UOP
+            elif mt == MEM_INP:
+                dig = load_kernel(F, j, inp_b, inp2.shape[0], inp2.shape[1], eb, False, dram, err)
+                CNT[CNT_INP] += x * y * eb
+                client = C_INP
+            elif mt == MEM_WGT:
+                dig = load_kernel(F, j, wgt_b, wgt2.shape[0], wgt2.shape[1], eb, False, dram, err)
+                CNT[CNT_WGT] += x * y * eb
+                client = C_WGT
+            elif mt == MEM_ACC or mt == MEM_ACC_8BIT:
+                dig = load_kernel(F, j, acc_b, acc2.shape[0], acc2.shape[1] * 4, eb, mt == MEM_ACC_8BIT,
+                                  dram, err)
+                CNT[CNT_ACC] += x * y * acc2.shape[1] * 4
+                client = C_ACC
+            else:
+                _fail(S, ERR_DECODE, j, FLD_NONE, mt, 0)
+                return dig
+            xt = F[j, F_X_PAD_0] + x + F[j, F_X_PAD_1]
+            yt = F[j, F_Y_PAD_0] + y + F[j, F_Y_PAD_1]
+            pads = xt * yt - x * y
+        if y == 0:
+            US[u, US_E] = t + 1 + pads
+        else:
+            _xfer_begin(US, u, client, F[j, F_DRAM_BASE] * eb, F[j, F_X_STRIDE] * eb, x * eb, y,
+                        t + 1 + pads, P)
+        return dig
+    if op == OP_GEMM or op == OP_ALU:
+        n = F[j, F_ITER_OUT] * F[j, F_ITER_IN] * max(0, F[j, F_UOP_END] - F[j, F_UOP_BGN])
+        if op == OP_GEMM:
+            dig = gemm_kernel(F, j, uop32, P, inp2, wgt2, acc2, err)
+            if F[j, F_RESET_REG] == 0:
+                CNT[CNT_GEMM] += n
+            dur = n + P[P_GEMM_PIPE]
+        else:
+            dig = alu_kernel(F, j, uop32, P, acc2, err)
+            CNT[CNT_ALU] += n
+            dur = (n if F[j, F_USE_IMM] else 2 * n - 1) + P[P_ALU_PIPE]
+        US[u, US_E] = t + (dur if n > 0 else 1)
+        return dig
+    if op == OP_FINISH:
+        US[u, US_E] = t + 1
+        return dig
+    _fail(S, ERR_DECODE, j, FLD_NONE, op, 0)
+    return dig
+
+
+@njit(cache=True)
+def _try_start(u, t, S, US, F, P, modq, disp, s_cyc, dig_out, CNT, err, dram, uop32, uop_b, inp_b, inp2,
+               wgt_b, wgt2, acc_b, acc2):
+    if US[u, US_BUSY] or US[u, US_NSTART] >= US[u, US_NDISP]:
+        return False
+    j = modq[US[u, US_QOFF] + US[u, US_NSTART]]
+    if disp[j] >= t:
+        return False
+    pp, pn, _, _ = _token_slots(u, F, j)
+    need_p = F[j, F_POP_PREV] != 0 and pp >= 0
+    need_n = F[j, F_POP_NEXT] != 0 and pn >= 0
+    if (need_p and S[S_TOK0 + pp] == 0) or (need_n and S[S_TOK0 + pn] == 0):
+        return False
+    if need_p:
+        S[S_TOK0 + pp] -= 1
+    if need_n:
+        S[S_TOK0 + pn] -= 1
+    US[u, US_NSTART] += 1
+    US[u, US_BUSY] = 1
+    US[u, US_PIDX] = j
+    US[u, US_S] = t
+    US[u, US_E] = -1
+    s_cyc[j] = t
+    d = _execute(u, j, t, S, US, F, P, CNT, err, dram, uop32, uop_b, inp_b, inp2, wgt_b, wgt2, acc_b, acc2)
+    dig_out[j] = np.int64(d)
+    if err[0] != 0:
+        _fail(S, err[0], j, err[1], err[2], err[3])
+    return True
+
+
+@njit(cache=True)
+def _head_waits_token(u, t, S, US, F, modq, disp):
+    if US[u, US_NSTART] >= US[u, US_NDISP]:
+        return False
+    j = modq[US[u, US_QOFF] + US[u, US_NSTART]]
+    return disp[j] < t
+
+
+@njit(cache=True)
+def init_state(S, US, P, chunk_req):
+    S[S_T] = 0
+    S[S_PORT_UNTIL] = -1
+    S[S_PORT_UNIT] = -1
+    S[S_CHUNK] = 0
+    S[S_FNEXT] = 0
+    S[S_FLASTD] = -1
+    S[S_FINISH_E] = -1
+    for u in range(4):
+        US[u, US_REQ] = -1
+    _fetch_begin(S, US, P, chunk_req, 0)
+
+
+@njit(cache=True)
+def run_slice(S, US, F, P, unit_of, modq, disp, s_cyc, e_cyc, dig, chunk_req, chunk_done, BD, CNT, dram,
+              uop32, uop_b, inp_b, inp2, wgt_b, wgt2, acc_b, acc2, event_budget):
+    """Run at most ``event_budget`` loop iterations; state lives in S/US so the next call resumes."""
+    err = np.zeros(4, np.int64)
+    ended = np.zeros(4, np.int64)
+    bucket = np.zeros(4, np.int64)
+    L, Q, TQ = P[P_LATENCY], P[P_CMDQ], P[P_TOKQ]
+    count = P[P_INSN_COUNT]
+    for _ in range(event_budget):
+        t = S[S_T]
+        active = False
+        # A. burst completion
+        if S[S_PORT_UNTIL] == t:
+            u = S[S_PORT_UNIT]
+            S[S_PORT_UNTIL] = -1
+            S[S_PORT_UNIT] = -1
+            active = True
+            US[u, US_GRANTED] = 0
+            US[u, US_W] += US[u, US_BEATS]
+            if US[u, US_W] == US[u, US_W1]:
+                US[u, US_ROW] += 1
+                if US[u, US_ROW] < US[u, US_NROWS]:
+                    _set_row(US, u, P)
+            else:
+                _set_beats(US, u, P)
+            if US[u, US_ROW] == US[u, US_NROWS]:
+                US[u, US_XFER] = 0
+                US[u, US_REQ] = -1
+                if u == U_FETCH:
+                    chunk_done[S[S_CHUNK]] = t
+                    S[S_FPHASE] = FPHASE_DISPATCH
+                else:
+                    US[u, US_E] = t
+            else:
+                US[u, US_REQ] = t
+        # B. retire
+        for u in range(1, 4):
+            ended[u] = 0
+            if US[u, US_BUSY] and US[u, US_E] == t:
+                j = US[u, US_PIDX]
+                e_cyc[j] = t
+                US[u, US_BUSY] = 0
+                ended[u] = 1
+                active = True
+                if F[j, F_OPCODE] == OP_FINISH:
+                    S[S_FINISH_E] = t
+        # C. dispatch
+        dispatched = False
+        if S[S_FPHASE] == FPHASE_DISPATCH:
+            j = S[S_FNEXT]
+            u = unit_of[j]
+            if US[u, US_NDISP] - US[u, US_NSTART] < Q:
+                disp[j] = t
+                US[u, US_NDISP] += 1
+                S[S_FNEXT] = j + 1
+                S[S_FLASTD] = t
+                dispatched = True
+                active = True
+                if S[S_FNEXT] == count:
+                    S[S_FPHASE] = FPHASE_DONE
+                elif S[S_FNEXT] % P[P_FETCH_INSNS] == 0:
+                    S[S_CHUNK] += 1
+                    _fetch_begin(S, US, P, chunk_req, t + 1)
+        # D. starts
+        for u in range(1, 4):
+            if not ended[u] and _try_start(u, t, S, US, F, P, modq, disp, s_cyc, dig, CNT, err, dram, uop32, uop_b, inp_b,
+                          inp2, wgt_b, wgt2, acc_b, acc2):
+                active = True
+                if S[S_STATUS] == ST_ERROR:
+                    S[S_T] = t
+                    return
+        # E. arbitration
+        if S[S_PORT_UNTIL] < 0:
+            best, best_c = -1, 99
+            for u in range(4):
+                if US[u, US_XFER] and US[u, US_REQ] >= 0 and US[u, US_REQ] <= t \
+                        and not US[u, US_GRANTED] and US[u, US_CLIENT] < best_c:
+                    best, best_c = u, US[u, US_CLIENT]
+            if best >= 0:
+                US[best, US_GRANTED] = 1
+                S[S_PORT_UNTIL] = t + L + US[best, US_BEATS]
+                S[S_PORT_UNIT] = best
+                active = True
+        # F. pushes of the instructions that ended at t
+        for u in range(1, 4):
+            if ended[u]:
+                j = US[u, US_PIDX]
+                _, _, sp, sn = _token_slots(u, F, j)
+                for slot, flag in ((sp, F[j, F_PUSH_PREV]), (sn, F[j, F_PUSH_NEXT])):
+                    if slot >= 0 and flag != 0:
+                        S[S_TOK0 + slot] += 1
+                        if S[S_TOK0 + slot] > TQ:
+                            _fail(S, ERR_TOKEN_OVERFLOW, j, FLD_TOKEN, slot, TQ)
+                            S[S_T] = t
+                            return
+        # G. accounting buckets for cycle t
+        if dispatched:
+            bucket[0] = B_BUSY
+        elif US[U_FETCH, US_XFER]:
+            bucket[0] = B_BUSY if US[U_FETCH, US_GRANTED] else B_MEM_WAIT
+        elif S[S_FPHASE] == FPHASE_DISPATCH:
+            bucket[0] = B_QUEUE_STALL
+        else:
+            bucket[0] = B_IDLE
+        for u in range(1, 4):
+            if US[u, US_BUSY] or ended[u]:
+                pending = US[u, US_XFER] and US[u, US_REQ] >= 0 and US[u, US_REQ] <= t and not US[u, US_GRANTED]
+                bucket[u] = B_MEM_WAIT if pending else B_BUSY
+            elif _head_waits_token(u, t, S, US, F, modq, disp):
+                bucket[u] = B_TOKEN_WAIT
+            else:
+                bucket[u] = B_IDLE
+        S[S_EVENTS] += 1
+        if S[S_FINISH_E] == t:
+            for u in range(1, 4):
+                if US[u, US_BUSY] or US[u, US_NSTART] < US[u, US_NTOTAL]:
+                    j = US[u, US_PIDX] if US[u, US_BUSY] else modq[US[u, US_QOFF] + US[u, US_NSTART]]
+                    _fail(S, ERR_UNFINISHED, j, FLD_NONE, u, t)
+                    S[S_T] = t
+                    return
+            for u in range(4):
+                BD[u, bucket[u]] += 1
+            S[S_STATUS] = ST_DONE
+            S[S_T] = t
+            return
+        # next cycle to process
+        tn = NO_TIME
+        if active:
+            tn = t + 1
+        else:
+            if S[S_PORT_UNTIL] >= 0:
+                tn = min(tn, S[S_PORT_UNTIL])
+            for u in range(4):
+                if u > 0 and US[u, US_BUSY] and US[u, US_E] > t:
+                    tn = min(tn, US[u, US_E])
+                if US[u, US_XFER] and US[u, US_REQ] > t:
+                    tn = min(tn, US[u, US_REQ])
+        if tn == NO_TIME:
+            S[S_STATUS] = ST_DEADLOCK
+            S[S_T] = t
+            return
+        for u in range(4):
+            BD[u, bucket[u]] += tn - t
+        S[S_T] = tn

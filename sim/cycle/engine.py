@@ -1,0 +1,202 @@
+"""Python side of the cycle engine: build the state arrays, run the compiled core in slices, report.
+
+The core (:mod:`sim.cycle.core`) is one compiled call per slice of events; slices are large (a
+million loop iterations), so Python is touched a handful of times per run, only to print progress.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+
+from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_OUT, MEM_UOP, MEM_WGT, VTAConfig
+from hw.isa import INSN_FIELDS, layout
+from sim.cycle import core
+from sim.cycle.layout import (BUCKET_NAMES, ERR_TOKEN_OVERFLOW, ERR_UNFINISHED, FIELD_NAMES, N_PARAMS,
+                              N_S, N_UNITS, N_US, P_ALU_PIPE, P_BATCH, P_BLOCK, P_BURST, P_BUS_BYTES,
+                              P_CMDQ, P_EB_UOP, P_FETCH_INSNS, P_GEMM_PIPE, P_INSN_ADDR, P_INSN_COUNT,
+                              P_LATENCY, P_OUT_EB, P_TOKQ, P_UOP_DST_LO, P_UOP_DST_MASK, P_UOP_SRC_LO,
+                              P_UOP_SRC_MASK, P_UOP_WGT_LO, P_UOP_WGT_MASK, S_ERR_CODE, S_ERR_FIELD,
+                              S_ERR_INSN, S_ERR_LIMIT, S_ERR_VALUE, S_STATUS, S_T, S_TOK0, ST_DEADLOCK,
+                              ST_DONE, ST_ERROR, TOKEN_NAMES, UNIT_NAMES, US_NTOTAL, US_QOFF)
+from sim.errors import DeadlockError, ProgramError, RunError, TokenOverflowError
+from sim.program import Program, load_program
+from sim.result import COUNTER_NAMES, RetireRecord, RunResult
+
+SLICE_EVENTS = 1 << 20
+PROGRESS_AFTER_S = 2.0
+
+
+def params(cfg: VTAConfig, insn_addr: int, insn_count: int) -> np.ndarray:
+    P = np.zeros(N_PARAMS, np.int64)
+    P[P_LATENCY] = cfg.DRAM_LATENCY
+    P[P_BUS_BYTES] = cfg.bus_bytes
+    P[P_BURST] = cfg.BURST_BEATS
+    P[P_CMDQ] = cfg.CMD_QUEUE_DEPTH
+    P[P_TOKQ] = cfg.TOKEN_QUEUE_DEPTH
+    P[P_FETCH_INSNS] = cfg.FETCH_INSNS
+    P[P_GEMM_PIPE] = cfg.GEMM_PIPE_DEPTH
+    P[P_ALU_PIPE] = cfg.ALU_PIPE_DEPTH
+    P[P_INSN_ADDR] = insn_addr
+    P[P_INSN_COUNT] = insn_count
+    P[P_BATCH] = cfg.batch
+    P[P_BLOCK] = cfg.block_in
+    uop = layout(cfg).uop
+    for lo_i, mask_i, name in ((P_UOP_DST_LO, P_UOP_DST_MASK, "dst_idx"), (P_UOP_SRC_LO, P_UOP_SRC_MASK, "src_idx"),
+                               (P_UOP_WGT_LO, P_UOP_WGT_MASK, "wgt_idx")):
+        lo, width = uop[name]
+        P[lo_i], P[mask_i] = lo, (1 << width) - 1
+    for mt in (MEM_UOP, MEM_WGT, MEM_INP, MEM_ACC, MEM_OUT, MEM_ACC_8BIT):
+        P[P_EB_UOP + mt] = cfg.dram_elem_bytes(mt)
+    P[P_OUT_EB] = cfg.out_elem_bytes
+    return P
+
+
+class CycleMachine:
+    """All arrays of one run.  ``run()`` drives the core to completion; results are read off it."""
+
+    def __init__(self, prog: Program, dram: np.ndarray, insn_addr: int):
+        cfg = self.cfg = prog.cfg
+        self.prog = prog
+        n = prog.count
+        self.F = np.ascontiguousarray(np.stack([prog.fields[name] for name in INSN_FIELDS], axis=1), np.int64)
+        self.P = params(cfg, insn_addr, n)
+        self.unit_of = (prog.module + 1).astype(np.int64)
+        self.S = np.zeros(N_S, np.int64)
+        self.US = np.zeros((N_UNITS, N_US), np.int64)
+        queues = [prog.indices(m) for m in range(3)]
+        self.modq = np.concatenate(queues).astype(np.int64) if n else np.zeros(0, np.int64)
+        off = 0
+        for m, q in enumerate(queues):
+            self.US[m + 1, US_QOFF] = off
+            self.US[m + 1, US_NTOTAL] = len(q)
+            off += len(q)
+        self.disp = np.full(n, -1, np.int64)
+        self.s_cyc = np.full(n, -1, np.int64)
+        self.e_cyc = np.full(n, -1, np.int64)
+        self.dig = np.zeros(n, np.int64)
+        nchunks = -(-n // cfg.FETCH_INSNS)
+        self.chunk_req = np.full(nchunks, -1, np.int64)
+        self.chunk_done = np.full(nchunks, -1, np.int64)
+        self.BD = np.zeros((N_UNITS, len(BUCKET_NAMES)), np.int64)
+        self.CNT = np.zeros(len(COUNTER_NAMES), np.int64)
+        self.dram = dram
+        self.uop32 = np.zeros(cfg.uop_depth, np.uint32)
+        self.inp2 = np.zeros((cfg.inp_depth, cfg.inp_elem_bytes), np.int8)
+        self.wgt2 = np.zeros((cfg.wgt_depth, cfg.wgt_elem_bytes), np.int8)
+        self.acc2 = np.zeros((cfg.acc_depth, cfg.batch * cfg.block_out), np.int32)
+        core.init_state(self.S, self.US, self.P, self.chunk_req)
+
+    def step(self, events: int = SLICE_EVENTS) -> int:
+        core.run_slice(self.S, self.US, self.F, self.P, self.unit_of, self.modq, self.disp, self.s_cyc,
+                       self.e_cyc, self.dig, self.chunk_req, self.chunk_done, self.BD, self.CNT, self.dram,
+                       self.uop32, self.uop32.view(np.uint8), self.inp2.view(np.uint8).reshape(-1), self.inp2,
+                       self.wgt2.view(np.uint8).reshape(-1), self.wgt2, self.acc2.view(np.uint8).reshape(-1),
+                       self.acc2, events)
+        return int(self.S[S_STATUS])
+
+    def run(self, progress=None) -> None:
+        """Run to the end; raise the :mod:`sim.errors` exception the run ended with, if any."""
+        t0 = time.perf_counter()
+        shown = False
+        while self.step() == 0:
+            if progress is not False and time.perf_counter() - t0 > PROGRESS_AFTER_S:
+                if progress or sys.stderr.isatty():
+                    done = int((self.e_cyc >= 0).sum())
+                    sys.stderr.write(f"\r[vtasim cycle] cycle {int(self.S[S_T]):,}  "
+                                     f"retired {done:,}/{self.prog.count:,}  ")
+                    sys.stderr.flush()
+                    shown = True
+        if shown:
+            sys.stderr.write("\n")
+        status = int(self.S[S_STATUS])
+        if status == ST_ERROR:
+            raise self.error()
+        if status == ST_DEADLOCK:
+            from sim.cycle.report import deadlock_error
+            raise deadlock_error(self)
+        assert status == ST_DONE
+
+    def error(self):
+        from hw.disasm import one_line
+        code, j = int(self.S[S_ERR_CODE]), int(self.S[S_ERR_INSN])
+        field, value, limit = FIELD_NAMES[int(self.S[S_ERR_FIELD])], int(self.S[S_ERR_VALUE]), int(self.S[S_ERR_LIMIT])
+        text = f"`{one_line(self.prog.insn(j))}`"
+        if code == ERR_TOKEN_OVERFLOW:
+            name = TOKEN_NAMES[value]
+            return TokenOverflowError(f"instruction {j} {text}: push to token queue {name} would exceed "
+                                      f"TOKEN_QUEUE_DEPTH = {limit} at cycle {int(self.S[S_T])} (its consumer "
+                                      f"is {limit} tokens behind)", j, name)
+        if code == ERR_UNFINISHED:
+            return RunError(f"FINISH ended at cycle {limit} while {UNIT_NAMES[value]} instruction {j} {text} had "
+                            f"not ended (a FINISH must wait for every other instruction: give it pops)")
+        return ProgramError(f"instruction {j} {text}: {field} = {value} is out of range (limit {limit})", j, field)
+
+    # ---- results ---------------------------------------------------------------------------------
+    @property
+    def cycles(self) -> int:
+        return int(self.S[S_T]) + 1
+
+    def records(self) -> list:
+        """Retire records in docs/timing.md 9 order: end cycle, then load < compute < store."""
+        done = np.flatnonzero(self.e_cyc >= 0)
+        order = done[np.lexsort((self.unit_of[done], self.e_cyc[done]))]
+        pos = np.zeros(self.prog.count, np.int64)
+        for m in range(3):
+            idx = self.prog.indices(m)
+            pos[idx] = np.arange(len(idx))
+        names = ("load", "compute", "store")
+        op = self.F[:, 0]
+        return [RetireRecord(names[self.unit_of[j] - 1], int(pos[j]), int(j), int(op[j]), int(self.s_cyc[j]),
+                             int(self.e_cyc[j]), int(self.dig[j]) & 0xFFFFFFFF) for j in order]
+
+    def breakdown(self) -> dict:
+        return {UNIT_NAMES[u]: {b: int(self.BD[u, i]) for i, b in enumerate(BUCKET_NAMES)} for u in range(N_UNITS)}
+
+    def tokens(self) -> dict:
+        return {name: int(self.S[S_TOK0 + i]) for i, name in enumerate(TOKEN_NAMES)}
+
+
+_warmed = []
+
+
+def warm_up() -> None:
+    """Compile (or load from cache) the core once per process, so ``wall_s`` excludes the JIT."""
+    if _warmed:
+        return
+    from sim.builder import ProgramBuilder
+    from hw.config import load_config
+    b = ProgramBuilder(load_config())
+    b.finish()
+    img = b.build()
+    m = CycleMachine(load_program(img), img.dram(), img.insn_addr)
+    m.run(progress=False)
+    _warmed.append(True)
+
+
+def run_image(image, trace=None, perfetto=None, progress=None, **ignored) -> RunResult:
+    warm_up()
+    prog = load_program(image)
+    t0 = time.perf_counter()
+    m = CycleMachine(prog, image.dram(), image.insn_addr)
+    m.run(progress)
+    wall = time.perf_counter() - t0
+    records = m.records()
+    result = RunResult(engine="cycle", dram=m.dram, counters=dict(zip(COUNTER_NAMES, (int(c) for c in m.CNT))),
+                       outputs=image.outputs_from(m.dram),
+                       leftover_tokens={k: v for k, v in m.tokens().items() if v},
+                       cycles=m.cycles, trace=records, breakdown=m.breakdown(), wall_s=wall,
+                       extra={"dispatch_cycle": m.disp.copy(),
+                              "fetch_chunks": [(int(a), int(b)) for a, b in zip(m.chunk_req, m.chunk_done)],
+                              "cycles_per_s": m.cycles / wall if wall > 0 else None})
+    if trace is not None or perfetto is not None:
+        from sim import trace as trace_io
+        if trace is not None:
+            trace_io.write_csv(trace, records)
+        if perfetto is not None:
+            trace_io.write_perfetto(perfetto, result)
+    return result
+
+

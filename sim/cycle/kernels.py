@@ -1,0 +1,269 @@
+"""Numba data kernels of the cycle engine: one call applies one whole instruction's data effect.
+
+Each kernel does the instruction's full work in bulk (every uop of a GEMM/ALU loop nest, every row of
+a DMA) and returns the write digest of ``docs/timing.md`` section 9, so the event loop in
+:mod:`sim.cycle.core` calls at most one kernel per instruction.  Semantics are fsim's (hardware spec
+3.2-3.5) with the project's rules for undefined cases (the functional model's docstring): SHR by
+``y >= 32`` is ``x >> 31``, by ``y <= -32`` gives 0; empty loops are no-ops; MUL keeps the low 32 bits.
+
+Errors are returned, not raised: a kernel writes ``(code, field, value, limit)`` into ``err`` and
+returns; the Python wrapper turns that into a :mod:`sim.errors` exception naming the instruction.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from sim.cycle.layout import (ERR_DRAM_RANGE, ERR_SRAM_RANGE, ERR_UOP_RANGE, FLD_DRAM_BASE, FLD_DST_IDX,
+                              FLD_SRAM_BASE, FLD_SRC_IDX, FLD_UOP_END, FLD_WGT_IDX, F_ALU_OPCODE,
+                              F_DRAM_BASE, F_DST_FACTOR_IN, F_DST_FACTOR_OUT, F_IMM, F_ITER_IN,
+                              F_ITER_OUT, F_RESET_REG, F_SRAM_BASE, F_SRC_FACTOR_IN, F_SRC_FACTOR_OUT,
+                              F_UOP_BGN, F_UOP_END, F_USE_IMM, F_WGT_FACTOR_IN, F_WGT_FACTOR_OUT,
+                              F_X_PAD_0, F_X_PAD_1, F_X_SIZE, F_X_STRIDE, F_Y_PAD_0, F_Y_PAD_1, F_Y_SIZE,
+                              P_BATCH, P_BLOCK, P_UOP_DST_LO, P_UOP_DST_MASK, P_UOP_SRC_LO, P_UOP_SRC_MASK, P_UOP_WGT_LO,
+                              P_UOP_WGT_MASK)
+
+M32 = np.uint64(0xFFFFFFFF)
+MIX_X = np.uint64(0x9E3779B1)
+MIX_V = np.uint64(0x85EBCA77)
+
+
+@njit(cache=True, inline="always")
+def mix(x, v):
+    """``((v XOR (x * 0x9E3779B1)) * 0x85EBCA77) mod 2^32`` for uint64 x and a 32-bit word v."""
+    return ((v ^ ((x * MIX_X) & M32)) * MIX_V) & M32
+
+
+@njit(cache=True)
+def digest_bytes(mem, elem_bytes, first, count):
+    """Digest of SRAM elements ``[first, first + count)`` of a byte array (section 9 word split).
+
+    An element of fewer than a multiple of 4 bytes is zero-extended to whole words."""
+    words = (elem_bytes + 3) // 4
+    d = np.uint64(0)
+    for e in range(first, first + count):
+        base = e * elem_bytes
+        for i in range(words):
+            v = np.uint64(0)
+            for b in range(4):
+                k = i * 4 + b
+                if k < elem_bytes:
+                    v |= np.uint64(mem[base + k]) << np.uint64(8 * b)
+            d += mix(np.uint64(e * words + i), v)
+    return d & M32
+
+
+@njit(cache=True)
+def set_err(err, code, field, value, limit):
+    err[0] = code
+    err[1] = field
+    err[2] = value
+    err[3] = limit
+
+
+@njit(cache=True)
+def load_kernel(F, j, sram, depth, elem_bytes, dram_elem_bytes, widen, dram, err):
+    """LOAD into an SRAM byte array (2-D DMA with zero pads).  ``widen`` = ACC_8BIT sign extension.
+
+    Every element of ``[sram_base, sram_base + xt*yt)`` is written exactly once, so the digest is
+    that range's digest after the write."""
+    x, y = F[j, F_X_SIZE], F[j, F_Y_SIZE]
+    xp0, xp1, yp0, yp1 = F[j, F_X_PAD_0], F[j, F_X_PAD_1], F[j, F_Y_PAD_0], F[j, F_Y_PAD_1]
+    base, dbase, stride = F[j, F_SRAM_BASE], F[j, F_DRAM_BASE], F[j, F_X_STRIDE]
+    xt, yt = xp0 + x + xp1, yp0 + y + yp1
+    if base + xt * yt > depth:
+        set_err(err, ERR_SRAM_RANGE, FLD_SRAM_BASE, base + xt * yt, depth)
+        return np.uint64(0)
+    if y > 0:
+        last = (dbase + (y - 1) * stride + x) * dram_elem_bytes
+        if last > dram.size:
+            set_err(err, ERR_DRAM_RANGE, FLD_DRAM_BASE, last, dram.size)
+            return np.uint64(0)
+    sram[base * elem_bytes:(base + xt * yp0) * elem_bytes] = 0
+    for r in range(y):
+        row = (base + (yp0 + r) * xt) * elem_bytes
+        sram[row:row + xp0 * elem_bytes] = 0
+        dst = row + xp0 * elem_bytes
+        src = (dbase + r * stride) * dram_elem_bytes
+        if widen:
+            # ACC_8BIT: each int8 lane sign-extended to an int32 lane, little-endian
+            for k in range(x * dram_elem_bytes):
+                v = np.int64(dram[src + k])
+                fill = np.uint8(0xFF) if v >= 128 else np.uint8(0)
+                sram[dst + 4 * k] = np.uint8(v)
+                sram[dst + 4 * k + 1] = fill
+                sram[dst + 4 * k + 2] = fill
+                sram[dst + 4 * k + 3] = fill
+        else:
+            sram[dst:dst + x * elem_bytes] = dram[src:src + x * elem_bytes]
+        end = dst + x * elem_bytes
+        sram[end:end + xp1 * elem_bytes] = 0
+    tail = (base + (yp0 + y) * xt) * elem_bytes
+    sram[tail:tail + xt * yp1 * elem_bytes] = 0
+    return digest_bytes(sram, elem_bytes, base, xt * yt)
+
+
+@njit(cache=True)
+def store_kernel(F, j, acc, acc_depth, out_elem_bytes, dram, err):
+    """STORE: accumulator lanes narrowed by truncation to int8, written to DRAM rows.
+
+    Digest: for every 32-bit aligned DRAM word a row touches, the row's bytes in that word (bytes of
+    the word outside the row count as 0) mixed with the word index."""
+    x, y = F[j, F_X_SIZE], F[j, F_Y_SIZE]
+    base, dbase, stride = F[j, F_SRAM_BASE], F[j, F_DRAM_BASE], F[j, F_X_STRIDE]
+    lanes = acc.shape[1]
+    if base + x * y > acc_depth:
+        set_err(err, ERR_SRAM_RANGE, FLD_SRAM_BASE, base + x * y, acc_depth)
+        return np.uint64(0)
+    if y > 0:
+        last = (dbase + (y - 1) * stride + x) * out_elem_bytes
+        if last > dram.size:
+            set_err(err, ERR_DRAM_RANGE, FLD_DRAM_BASE, last, dram.size)
+            return np.uint64(0)
+    d = np.uint64(0)
+    for r in range(y):
+        a0 = (dbase + r * stride) * out_elem_bytes
+        for e in range(x):
+            src = base + r * x + e
+            dst = a0 + e * out_elem_bytes
+            for ln in range(lanes):
+                dram[dst + ln] = np.uint8(acc[src, ln] & 0xFF)
+        a1 = a0 + x * out_elem_bytes
+        w = a0 // 4
+        while w * 4 < a1:
+            v = np.uint64(0)
+            for b in range(4):
+                a = w * 4 + b
+                if a >= a0 and a < a1:
+                    v |= np.uint64(dram[a]) << np.uint64(8 * b)
+            d += mix(np.uint64(w), v)
+            w += 1
+    return d & M32
+
+
+@njit(cache=True)
+def uop_fields(uops, u, P):
+    word = np.int64(uops[u])
+    return ((word >> P[P_UOP_DST_LO]) & P[P_UOP_DST_MASK], (word >> P[P_UOP_SRC_LO]) & P[P_UOP_SRC_MASK],
+            (word >> P[P_UOP_WGT_LO]) & P[P_UOP_WGT_MASK])
+
+
+@njit(cache=True)
+def check_loop_indices(F, j, uops, P, is_gemm, reset, acc_depth, src_depth, wgt_depth, err):
+    """Reject the instruction before touching memory if any index of its loop nest is out of range.
+
+    Factors are unsigned fields, so the largest index of a uop is at the last iteration."""
+    bgn, end = F[j, F_UOP_BGN], F[j, F_UOP_END]
+    if end > uops.size:
+        set_err(err, ERR_UOP_RANGE, FLD_UOP_END, end, uops.size)
+        return False
+    io, ii = F[j, F_ITER_OUT] - 1, F[j, F_ITER_IN] - 1
+    dmax = io * F[j, F_DST_FACTOR_OUT] + ii * F[j, F_DST_FACTOR_IN]
+    smax = io * F[j, F_SRC_FACTOR_OUT] + ii * F[j, F_SRC_FACTOR_IN]
+    wmax = io * F[j, F_WGT_FACTOR_OUT] + ii * F[j, F_WGT_FACTOR_IN]
+    for u in range(bgn, end):
+        dst, src, wgt = uop_fields(uops, u, P)
+        if dst + dmax >= acc_depth:
+            set_err(err, ERR_SRAM_RANGE, FLD_DST_IDX, dst + dmax, acc_depth)
+            return False
+        if reset:
+            continue
+        if src + smax >= src_depth:
+            set_err(err, ERR_SRAM_RANGE, FLD_SRC_IDX, src + smax, src_depth)
+            return False
+        if is_gemm and wgt + wmax >= wgt_depth:
+            set_err(err, ERR_SRAM_RANGE, FLD_WGT_IDX, wgt + wmax, wgt_depth)
+            return False
+    return True
+
+
+@njit(cache=True)
+def gemm_kernel(F, j, uops, P, inp, wgt, acc, err):
+    """GEMM over the whole loop nest (uop innermost).  inp int8 [depth, BATCH*BLOCK_IN], wgt int8
+    [depth, BLOCK_OUT*BLOCK_IN], acc int32 [depth, BATCH*BLOCK_OUT].
+
+    The dot products of one uop go to a small int32 tile first, with BLOCK_IN innermost over
+    contiguous bytes, which LLVM vectorises; the accumulate and the digest follow in one pass."""
+    reset = F[j, F_RESET_REG] != 0
+    if not check_loop_indices(F, j, uops, P, True, reset, acc.shape[0], inp.shape[0], wgt.shape[0], err):
+        return np.uint64(0)
+    bgn, end = F[j, F_UOP_BGN], F[j, F_UOP_END]
+    lanes = acc.shape[1]
+    blk, batch = P[P_BLOCK], P[P_BATCH]
+    tile = np.empty(lanes, np.int32)
+    d = np.uint64(0)
+    for io in range(F[j, F_ITER_OUT]):
+        for ii in range(F[j, F_ITER_IN]):
+            doff = io * F[j, F_DST_FACTOR_OUT] + ii * F[j, F_DST_FACTOR_IN]
+            soff = io * F[j, F_SRC_FACTOR_OUT] + ii * F[j, F_SRC_FACTOR_IN]
+            woff = io * F[j, F_WGT_FACTOR_OUT] + ii * F[j, F_WGT_FACTOR_IN]
+            for u in range(bgn, end):
+                dst, src, wg = uop_fields(uops, u, P)
+                a = dst + doff
+                ar = acc[a]
+                base = np.uint64(a * lanes)
+                if reset:
+                    for ln in range(lanes):
+                        ar[ln] = 0
+                        d += mix(base + np.uint64(ln), np.uint64(0))
+                    continue
+                ir = inp[src + soff]
+                wr = wgt[wg + woff]
+                for b in range(batch):
+                    for o in range(blk):
+                        s = np.int32(0)
+                        for k in range(blk):
+                            s += np.int32(ir[b * blk + k]) * np.int32(wr[o * blk + k])
+                        tile[b * blk + o] = s
+                for ln in range(lanes):
+                    v = np.int32(ar[ln] + tile[ln])
+                    ar[ln] = v
+                    d += mix(base + np.uint64(ln), np.uint64(np.uint32(v)))
+    return d & M32
+
+
+@njit(cache=True, inline="always")
+def alu_op(op, x, y):
+    if op == 0:
+        return min(x, y)
+    if op == 1:
+        return max(x, y)
+    if op == 2:
+        return np.int32(np.int64(x) + np.int64(y))
+    if op == 3:
+        if y >= 32:
+            return np.int32(x >> 31)
+        if y >= 0:
+            return np.int32(x >> y)
+        if y <= -32:
+            return np.int32(0)
+        return np.int32((np.int64(x) << (-y)) & 0xFFFFFFFF)
+    return np.int32((np.int64(x) * np.int64(y)) & 0xFFFFFFFF)
+
+
+@njit(cache=True)
+def alu_kernel(F, j, uops, P, acc, err):
+    """ALU over the whole loop nest, in place and in uop order (a dst read later as src sees it)."""
+    if not check_loop_indices(F, j, uops, P, False, False, acc.shape[0], acc.shape[0], 1, err):
+        return np.uint64(0)
+    bgn, end = F[j, F_UOP_BGN], F[j, F_UOP_END]
+    op, use_imm, imm = F[j, F_ALU_OPCODE], F[j, F_USE_IMM] != 0, np.int32(F[j, F_IMM])
+    lanes = acc.shape[1]
+    d = np.uint64(0)
+    for io in range(F[j, F_ITER_OUT]):
+        for ii in range(F[j, F_ITER_IN]):
+            doff = io * F[j, F_DST_FACTOR_OUT] + ii * F[j, F_DST_FACTOR_IN]
+            soff = io * F[j, F_SRC_FACTOR_OUT] + ii * F[j, F_SRC_FACTOR_IN]
+            for u in range(bgn, end):
+                dst, src, _ = uop_fields(uops, u, P)
+                a = dst + doff
+                ar = acc[a]
+                sr = acc[src + soff]
+                base = np.uint64(a * lanes)
+                for ln in range(lanes):
+                    y = imm if use_imm else sr[ln]
+                    v = alu_op(op, ar[ln], y)
+                    ar[ln] = v
+                    d += mix(base + np.uint64(ln), np.uint64(np.uint32(v)))
+    return d & M32

@@ -1,0 +1,68 @@
+"""Index constants shared by the compiled core and its Python wrapper.
+
+The numba core keeps all of its state in plain int64 arrays so that a run can stop after a slice of
+events and resume (progress reporting) without any Python per cycle.  These names say which slot
+holds what; numba folds module-level ints into constants.
+"""
+
+from hw.isa import INSN_FIELDS
+
+# ---- columns of the decoded field matrix F[n_insn, len(INSN_FIELDS)] (order of hw.isa.Insn) ----
+(F_OPCODE, F_POP_PREV, F_POP_NEXT, F_PUSH_PREV, F_PUSH_NEXT, F_MEMORY_TYPE, F_SRAM_BASE, F_DRAM_BASE,
+ F_Y_SIZE, F_X_SIZE, F_X_STRIDE, F_Y_PAD_0, F_Y_PAD_1, F_X_PAD_0, F_X_PAD_1, F_RESET_REG, F_UOP_BGN,
+ F_UOP_END, F_ITER_OUT, F_ITER_IN, F_DST_FACTOR_OUT, F_DST_FACTOR_IN, F_SRC_FACTOR_OUT,
+ F_SRC_FACTOR_IN, F_WGT_FACTOR_OUT, F_WGT_FACTOR_IN, F_ALU_OPCODE, F_USE_IMM, F_IMM) = range(29)
+assert INSN_FIELDS == ("opcode", "pop_prev", "pop_next", "push_prev", "push_next", "memory_type",
+                       "sram_base", "dram_base", "y_size", "x_size", "x_stride", "y_pad_0", "y_pad_1",
+                       "x_pad_0", "x_pad_1", "reset_reg", "uop_bgn", "uop_end", "iter_out", "iter_in",
+                       "dst_factor_out", "dst_factor_in", "src_factor_out", "src_factor_in",
+                       "wgt_factor_out", "wgt_factor_in", "alu_opcode", "use_imm", "imm")
+
+# ---- parameter vector P (filled from VTAConfig by sim.cycle.engine) ----
+(P_LATENCY, P_BUS_BYTES, P_BURST, P_CMDQ, P_TOKQ, P_FETCH_INSNS, P_GEMM_PIPE, P_ALU_PIPE, P_INSN_ADDR,
+ P_INSN_COUNT, P_BATCH, P_BLOCK, P_UOP_DST_LO, P_UOP_DST_MASK, P_UOP_SRC_LO, P_UOP_SRC_MASK,
+ P_UOP_WGT_LO, P_UOP_WGT_MASK, P_EB_UOP, P_EB_WGT, P_EB_INP, P_EB_ACC, P_EB_OUT, P_EB_ACC8,
+ P_OUT_EB) = range(25)
+N_PARAMS = 25
+# P_EB_<mem> are DRAM element bytes indexed by memory type (P_EB_UOP + memory_type).
+
+# ---- units: fetch plus the three modules (hw.isa MODULE_* = unit - 1) ----
+U_FETCH, U_LOAD, U_COMPUTE, U_STORE = 0, 1, 2, 3
+N_UNITS = 4
+
+# ---- memory clients, in priority order (docs/timing.md 4.2) ----
+C_FETCH, C_UOP, C_INP, C_WGT, C_ACC, C_OUT = range(6)
+CLIENT_NAMES = ("fetch", "uop", "inp", "wgt", "acc", "out")
+
+# ---- per-unit state US[N_UNITS, N_US] ----
+(US_XFER, US_CLIENT, US_REQ, US_GRANTED, US_BEATS, US_ROW, US_NROWS, US_ADDR0, US_STRIDE, US_NBYTES,
+ US_W, US_W1, US_BUSY, US_PIDX, US_S, US_E, US_NSTART, US_NDISP, US_NTOTAL, US_QOFF) = range(20)
+N_US = 20
+# US_XFER: a DMA transfer is in progress; US_REQ: cycle its current burst request is issued (-1 none)
+# US_BUSY/US_PIDX/US_S/US_E: the module's executing instruction (US_E = -1 while a DMA decides it)
+# US_NSTART/US_NDISP/US_NTOTAL/US_QOFF: module queue (started, dispatched, total, offset in modq)
+
+# ---- global state S ----
+(S_T, S_STATUS, S_PORT_UNTIL, S_PORT_UNIT, S_CHUNK, S_FPHASE, S_FNEXT, S_FLASTD, S_FINISH_E,
+ S_TOK0, S_TOK1, S_TOK2, S_TOK3, S_ERR_CODE, S_ERR_FIELD, S_ERR_VALUE, S_ERR_LIMIT, S_ERR_INSN,
+ S_EVENTS) = range(19)
+N_S = 19
+TOK_L2G, TOK_G2L, TOK_S2G, TOK_G2S = 0, 1, 2, 3
+TOKEN_NAMES = ("l2g", "g2l", "s2g", "g2s")
+FPHASE_XFER, FPHASE_DISPATCH, FPHASE_DONE = 0, 1, 2
+
+# ---- run status ----
+ST_RUNNING, ST_DONE, ST_ERROR, ST_DEADLOCK = 0, 1, 2, 3
+
+# ---- error codes and the fields they name ----
+ERR_SRAM_RANGE, ERR_DRAM_RANGE, ERR_UOP_RANGE, ERR_TOKEN_OVERFLOW, ERR_UNFINISHED, ERR_DECODE = 1, 2, 3, 4, 5, 6
+FLD_NONE, FLD_SRAM_BASE, FLD_DRAM_BASE, FLD_DST_IDX, FLD_SRC_IDX, FLD_WGT_IDX, FLD_UOP_END, FLD_TOKEN = range(8)
+FIELD_NAMES = ("-", "sram_base", "dram_base", "dst_idx", "src_idx", "wgt_idx", "uop_end", "token")
+
+# ---- per-module accounting buckets BD[N_UNITS, 5] (docs/timing.md 8) ----
+B_BUSY, B_MEM_WAIT, B_TOKEN_WAIT, B_QUEUE_STALL, B_IDLE = range(5)
+BUCKET_NAMES = ("busy", "mem_wait", "token_wait", "queue_stall", "idle")
+UNIT_NAMES = ("fetch", "load", "compute", "store")
+
+# ---- counters CNT (order of sim.result.COUNTER_NAMES) ----
+CNT_INP, CNT_WGT, CNT_ACC, CNT_UOP, CNT_OUT, CNT_GEMM, CNT_ALU = range(7)

@@ -1,0 +1,79 @@
+"""Retire traces and statistics on disk: CSV records, Chrome trace-event JSON, breakdown tables.
+
+* :func:`write_csv` / :func:`read_csv`: one row per :class:`~sim.result.RetireRecord`
+  (docs/timing.md 9), header ``module,index_in_module,program_index,opcode,start_cycle,end_cycle,digest``
+  with the digest as 8 hex digits, so traces from the model and the RTL compare as text.
+* :func:`write_perfetto`: Chrome trace-event format (``{"traceEvents": [...]}``), one "X" (complete)
+  event per instruction on lanes fetch / load / compute / store of one process; 1 cycle = 1 us of
+  trace time so Perfetto's ruler reads in cycles.  Opens in https://ui.perfetto.dev.
+* :func:`breakdown_table`: the per-module bucket table of docs/timing.md 8 as text.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+from hw.isa import OPCODE_NAMES
+from sim.result import RetireRecord
+
+__all__ = ["CSV_HEADER", "write_csv", "read_csv", "perfetto_events", "write_perfetto", "breakdown_table"]
+
+CSV_HEADER = ("module", "index_in_module", "program_index", "opcode", "start_cycle", "end_cycle", "digest")
+LANES = ("fetch", "load", "compute", "store")
+
+
+def write_csv(path, records) -> Path:
+    path = Path(path)
+    with path.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(CSV_HEADER)
+        for r in records:
+            w.writerow((r.module, r.index_in_module, r.program_index, r.opcode, r.start_cycle, r.end_cycle,
+                        f"{r.digest:08x}"))
+    return path
+
+
+def read_csv(path) -> list:
+    with Path(path).open(newline="") as fh:
+        rows = list(csv.reader(fh))
+    if not rows or tuple(rows[0]) != CSV_HEADER:
+        raise ValueError(f"{path}: not a vtasim retire trace (header must be {','.join(CSV_HEADER)})")
+    return [RetireRecord(r[0], int(r[1]), int(r[2]), int(r[3]), int(r[4]), int(r[5]), int(r[6], 16))
+            for r in rows[1:]]
+
+
+def perfetto_events(result) -> list:
+    """Trace events of a cycle-engine :class:`~sim.result.RunResult` (records + fetch chunks)."""
+    ev = [{"ph": "M", "pid": 1, "name": "process_name", "args": {"name": "vta"}}]
+    for tid, lane in enumerate(LANES):
+        ev.append({"ph": "M", "pid": 1, "tid": tid, "name": "thread_name", "args": {"name": lane}})
+        ev.append({"ph": "M", "pid": 1, "tid": tid, "name": "thread_sort_index", "args": {"sort_index": tid}})
+    for k, (first, done) in enumerate(result.extra.get("fetch_chunks", ())):
+        if first >= 0 and done >= 0:
+            ev.append({"ph": "X", "pid": 1, "tid": 0, "name": f"chunk {k}", "ts": first,
+                       "dur": done - first + 1, "args": {"chunk": k}})
+    for r in result.trace or ():
+        ev.append({"ph": "X", "pid": 1, "tid": LANES.index(r.module), "name": OPCODE_NAMES.get(r.opcode, "?"),
+                   "ts": r.start_cycle, "dur": r.end_cycle - r.start_cycle + 1,
+                   "args": {"program_index": r.program_index, "index_in_module": r.index_in_module,
+                            "digest": f"{r.digest:08x}"}})
+    return ev
+
+
+def write_perfetto(path, result) -> Path:
+    path = Path(path)
+    path.write_text(json.dumps({"traceEvents": perfetto_events(result), "displayTimeUnit": "ns",
+                                "otherData": {"cycles": result.cycles, "time_unit": "1 us = 1 cycle"}}))
+    return path
+
+
+def breakdown_table(breakdown: dict, cycles: int) -> str:
+    """Text table: one row per module, one column per bucket, with percentages of ``cycles``."""
+    buckets = ("busy", "mem_wait", "token_wait", "queue_stall", "idle")
+    lines = [f"{'module':<8}" + "".join(f"{b:>20}" for b in buckets)]
+    for mod, row in breakdown.items():
+        cells = "".join(f"{row[b]:>12,} {100 * row[b] / max(cycles, 1):5.1f}%" for b in buckets)
+        lines.append(f"{mod:<8}" + cells)
+    return "\n".join(lines)
