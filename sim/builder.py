@@ -68,6 +68,7 @@ class ProgramBuilder:
         self.outputs: list[Output] = []
         self.buffers: dict[str, Buffer] = {}
         self.expected: dict[str, bytes] = {}
+        self.expected_counters: dict | None = None     # fsim counters an independent reference predicts
         self.insns: list[Insn] = []
         self._raw: list[bytes] = []
         self._uop_n = 0
@@ -179,4 +180,5 @@ class ProgramBuilder:
         segments = list(self.segments)
         if raw:
             segments.append(Segment(insn_addr, raw))
-        return MemoryImage(self.cfg, insn_addr, len(self._raw), segments, self.outputs, self.expected)
+        return MemoryImage(self.cfg, insn_addr, len(self._raw), segments, self.outputs, self.expected,
+                           expected_counters=self.expected_counters)

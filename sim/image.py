@@ -8,6 +8,7 @@ An image is a directory holding ``image.json`` and raw segment files::
      "segments": [{"addr": <byte address>, "file": "<relative path>"}, ...],
      "outputs":  [{"name": "<name>", "addr": <byte address>, "nbytes": <n>}, ...],
      "expected": [{"name": "<output name>", "file": "<relative path>"}, ...],   # optional
+     "expected_counters": {"<fsim counter>": <int>, ...},                     # optional
      "dram_size": <bytes>}                                                    # optional
 
 Everything lives in simulated DRAM as on the device: instructions (16 little-endian bytes each),
@@ -44,6 +45,7 @@ import numpy as np
 
 from hw.config import INSN_BYTES, ConfigError, VTAConfig
 from sim.errors import ImageError
+from sim.result import COUNTER_NAMES
 
 __all__ = ["MAX_DRAM_BYTES", "PAGE_BYTES", "FORMAT", "VERSION", "Segment", "Output", "MemoryImage",
            "check_output_name", "safe_child"]
@@ -120,7 +122,7 @@ class MemoryImage:
     Construction validates every rule of the module docstring; an image object is always sane."""
 
     def __init__(self, cfg: VTAConfig, insn_addr: int, insn_count: int, segments, outputs=(),
-                 expected=None, dram_size: int | None = None):
+                 expected=None, dram_size: int | None = None, expected_counters=None):
         if not isinstance(cfg, VTAConfig):
             raise ImageError(f"config must be a VTAConfig, got {type(cfg).__name__}")
         self.cfg = cfg
@@ -129,6 +131,7 @@ class MemoryImage:
         self.segments = sorted((Segment(int(s.addr), bytes(s.data)) for s in segments), key=lambda s: s.addr)
         self.outputs = [Output(check_output_name(o.name), int(o.addr), int(o.nbytes)) for o in outputs]
         self.expected = dict(expected or {})
+        self.expected_counters = _check_counters(expected_counters)
         self._explicit_dram_size = dram_size
         self.dram_size = self._check_layout(
             [(s.addr, len(s.data)) for s in self.segments], dram_size)
@@ -202,6 +205,8 @@ class MemoryImage:
             doc["expected"] = exp
         if self._explicit_dram_size is not None:
             doc["dram_size"] = self.dram_size
+        if self.expected_counters is not None:
+            doc["expected_counters"] = dict(self.expected_counters)
         (d / "image.json").write_text(json.dumps(doc, indent=1) + "\n")
         return d
 
@@ -226,7 +231,7 @@ class MemoryImage:
         if doc.get("version") != VERSION:
             raise ImageError(f"{meta}: version = {doc.get('version')!r}, this reader knows {VERSION}")
         unknown = sorted(set(doc) - {"format", "version", "config", "insn", "segments", "outputs",
-                                     "expected", "dram_size"})
+                                     "expected", "dram_size", "expected_counters"})
         if unknown:
             raise ImageError(f"{meta}: unknown key {unknown[0]!r}")
         try:
@@ -274,7 +279,8 @@ class MemoryImage:
 
         segments = [Segment(a, _read_exact(p, n)) for a, p, n in files]
         expected = {name: _read_exact(p, out_sizes[name]) for name, p in exp_files}
-        return cls(cfg, insn_addr, insn_count, segments, outputs, expected, dram_size)
+        return cls(cfg, insn_addr, insn_count, segments, outputs, expected, dram_size,
+                   _check_counters(doc.get("expected_counters")))
 
 
 def check_layout(insn_addr, insn_count, extents, outputs, dram_size=None) -> int:
@@ -309,6 +315,19 @@ def check_layout(insn_addr, insn_count, extents, outputs, dram_size=None) -> int
             raise ImageError(f"insn.count = {insn_count} needs {need} bytes but the instruction segment at "
                              f"{insn_addr:#x} has {seg[0][1]} (count larger than the segment)")
     return dram_size
+
+
+def _check_counters(c):
+    """Optional fsim counters the run must reproduce: {COUNTER_NAMES member: int}."""
+    if c is None:
+        return None
+    if not isinstance(c, dict):
+        raise ImageError(f"expected_counters must be an object, got {type(c).__name__}")
+    for k, v in c.items():
+        if k not in COUNTER_NAMES:
+            raise ImageError(f"expected_counters key {k!r} is not one of {', '.join(COUNTER_NAMES)}")
+        _int(v, f"expected_counters.{k}")
+    return dict(c)
 
 
 def _list(doc, key, meta):
