@@ -18,15 +18,10 @@ from pathlib import Path
 __all__ = ["run_image", "run_images"]
 
 
-def _counters(cfg, insn_bytes):
-    from sim.counters import counters_from_stream
-    return counters_from_stream(cfg, insn_bytes)
-
-
 def _check(image):
     """The static program checks every engine runs first (bad programs never reach the RTL)."""
-    from sim.program import check_image
-    check_image(image)
+    from sim.program import load_program
+    load_program(image)
 
 
 def run_images(images, sim: str = "verilator", waves: bool = False, max_cycles: int | None = None,
@@ -58,7 +53,7 @@ def run_images(images, sim: str = "verilator", waves: bool = False, max_cycles: 
         outcomes = runner.run_jobs(build, jobs, work_dir=work_dir, waves_file=waves_file if waves else None)
         for k, outcome in zip(idxs, outcomes):
             try:
-                results[k] = to_run_result(images[k], outcome, _counters, max_cycles)
+                results[k] = to_run_result(images[k], outcome, max_cycles)
             except Exception as exc:      # noqa: BLE001 - reported per image
                 results[k] = exc
     if errors == "raise":

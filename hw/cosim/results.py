@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from hw.isa import MODULE_NAMES, decode_fields
+from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_UOP, MEM_WGT
+from hw.isa import MODULE_NAMES, OP_ALU, OP_GEMM, OP_LOAD, OP_STORE, decode_fields
 from sim.errors import ProgramError, RunError, SimError, TokenOverflowError
-from sim.result import RetireRecord, RunResult
+from sim.program import module_array
+from sim.result import COUNTER_NAMES, RetireRecord, RunResult
 
-__all__ = ["ERROR_CODES", "RtlTrace", "parse_trace", "to_run_result"]
+__all__ = ["ERROR_CODES", "RtlTrace", "parse_trace", "stream_counters", "leftover_tokens", "to_run_result"]
 
 ERROR_CODES = {1: "token overflow", 2: "watchdog timeout", 3: "undecodable instruction"}
 
@@ -55,11 +57,30 @@ def parse_trace(text: str) -> RtlTrace:
     return RtlTrace(records, dispatch, cycles, error)
 
 
-def leftover_tokens(cfg, insn_bytes: bytes) -> dict:
+def stream_counters(cfg, f: dict) -> dict:
+    """fsim's counters (hardware spec 6) of a stream in which every instruction ran.
+
+    The RTL has no counters, and they depend on instruction fields only, so they are computed from
+    the decoded stream; tests hold them against the functional model, which counts as it runs."""
+    op, mt, xy = f["opcode"], f["memory_type"], f["x_size"] * f["y_size"]
+    n = f["iter_out"] * f["iter_in"] * np.maximum(0, f["uop_end"] - f["uop_bgn"])
+    load, store = op == OP_LOAD, op == OP_STORE
+
+    def loaded(types, ebytes):
+        return int((xy[load & np.isin(mt, types)] * ebytes).sum())
+    out = {"inp_load_nbytes": loaded([MEM_INP], cfg.inp_elem_bytes),
+           "wgt_load_nbytes": loaded([MEM_WGT], cfg.wgt_elem_bytes),
+           "acc_load_nbytes": loaded([MEM_ACC, MEM_ACC_8BIT], cfg.acc_elem_bytes),
+           "uop_load_nbytes": loaded([MEM_UOP], cfg.uop_elem_bytes),
+           "out_store_nbytes": int((xy[store] * cfg.out_elem_bytes).sum()),
+           "gemm_counter": int(n[(op == OP_GEMM) & (f["reset_reg"] == 0)].sum()),
+           "alu_counter": int(n[op == OP_ALU].sum())}
+    return {name: out[name] for name in COUNTER_NAMES}
+
+
+def leftover_tokens(f: dict) -> dict:
     """Pushes minus pops per token queue over the whole stream (every instruction retired)."""
-    f = decode_fields(cfg, insn_bytes)
-    from hw.isa import module_of
-    mods = np.array([module_of(int(o), int(m)) for o, m in zip(f["opcode"], f["memory_type"])], dtype=np.int64)
+    mods = module_array(f)
     load, comp, store = mods == 0, mods == 1, mods == 2
     count = {
         "l2g": int(f["push_next"][load].sum() - f["pop_prev"][comp].sum()),
@@ -87,7 +108,7 @@ def _error(status: dict, trace: RtlTrace, max_cycles: int) -> SimError:
     return RunError(f"RTL stopped at cycle {cycle}: {what}{where}")
 
 
-def to_run_result(image, outcome, counters_fn, max_cycles: int) -> RunResult:
+def to_run_result(image, outcome, max_cycles: int) -> RunResult:
     """Build the rtl RunResult of one job, or raise the error the RTL signalled."""
     from hw.cosim.runner import parse_hex
     trace = parse_trace(outcome.trace_text)
@@ -103,9 +124,9 @@ def to_run_result(image, outcome, counters_fn, max_cycles: int) -> RunResult:
     for prog, cyc in trace.dispatch.items():
         if 0 <= prog < image.insn_count:
             dispatch[prog] = cyc
-    insn = image.insn_bytes()
-    return RunResult(engine="rtl", dram=dram, counters=counters_fn(image.cfg, insn),
-                     outputs=image.outputs_from(dram), leftover_tokens=leftover_tokens(image.cfg, insn),
+    f = decode_fields(image.cfg, image.insn_bytes())
+    return RunResult(engine="rtl", dram=dram, counters=stream_counters(image.cfg, f),
+                     outputs=image.outputs_from(dram), leftover_tokens=leftover_tokens(f),
                      cycles=int(status["cycles"]), trace=trace.records, wall_s=status.get("wall_s"),
                      extra={"dispatch_cycle": dispatch, "launch_ns": status.get("launch_ns"),
                             "clock_ns": status.get("clock_ns"),
