@@ -64,6 +64,17 @@ def run_images(images, sim: str = "verilator", waves: bool = False, max_cycles: 
 
 
 def run_image(image, sim: str = "verilator", waves: bool = False, max_cycles: int | None = None,
-              waves_file=None, **ignored):
-    """Run one image on the RTL; ``waves=True`` also writes a VCD waveform (path in ``extra``)."""
-    return run_images([image], sim=sim, waves=waves, max_cycles=max_cycles, waves_file=waves_file)[0]
+              waves_file=None, trace=None, perfetto=None, **ignored):
+    """Run one image on the RTL.
+
+    ``waves=True`` also writes a VCD (``waves_file``, default ``./vtasim_rtl.vcd``; path in
+    ``extra["waves"]``); ``trace``/``perfetto`` write the retire trace as the cycle engine does."""
+    result = run_images([image], sim=sim or "verilator", waves=waves, max_cycles=max_cycles,
+                        waves_file=waves_file)[0]
+    if trace or perfetto:
+        from sim.trace import write_csv, write_perfetto
+        if trace:
+            write_csv(trace, result.trace)
+        if perfetto:
+            write_perfetto(perfetto, result)
+    return result

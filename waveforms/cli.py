@@ -1,0 +1,49 @@
+"""``vtasim waves``: waveforms and plots of a run, model and (optionally) RTL side by side.
+
+    vtasim waves IMAGE_DIR --out waves/            # model.vcd, model.gtkw, timeline.png
+    vtasim waves IMAGE_DIR --out waves/ --rtl      # + rtl.vcd, rtl.gtkw (same signal names)
+
+The model VCD is shifted to the RTL run's launch time when both are written, so a cursor placed in
+one file points at the same accelerator cycle in the other.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["add_commands", "cmd_waves"]
+
+
+def cmd_waves(args) -> int:
+    from sim.cycle import run_image as cycle_run
+    from sim.image import MemoryImage
+    from waveforms.gtkw import write_gtkw
+    from waveforms.plot import plot_timeline
+    from waveforms.vcd import write_model_vcd
+    image = MemoryImage.load(args.image_dir)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    model = cycle_run(image)
+    offset = 0.0
+    if args.rtl:
+        from hw.cosim import run_image as rtl_run
+        rtl = rtl_run(image, sim=args.sim, waves=True, waves_file=(out / "rtl.vcd").resolve())
+        offset = rtl.extra["launch_ns"]
+        write_gtkw(out / "rtl.gtkw", out / "rtl.vcd")
+        plot_timeline(rtl, out / "timeline_rtl.png")
+        print(f"rtl/{args.sim}: {rtl.cycles} cycles -> {out / 'rtl.vcd'}, {out / 'rtl.gtkw'}")
+    write_model_vcd(image, model, out / "model.vcd", offset_ns=offset)
+    write_gtkw(out / "model.gtkw", out / "model.vcd")
+    plot_timeline(model, out / "timeline.png")
+    print(f"cycle engine: {model.cycles} cycles -> {out / 'model.vcd'}, {out / 'model.gtkw'}, "
+          f"{out / 'timeline.png'}")
+    return 0
+
+
+def add_commands(sub) -> None:
+    p = sub.add_parser("waves", help="model VCD + GTKWave save file + timeline PNG (and the RTL's with --rtl)")
+    p.add_argument("image_dir", type=Path)
+    p.add_argument("--out", type=Path, default=Path("waves"))
+    p.add_argument("--rtl", action="store_true", help="also run the RTL with waveforms")
+    p.add_argument("--sim", choices=("verilator", "icarus"), default="verilator")
+    p.set_defaults(func=cmd_waves)
