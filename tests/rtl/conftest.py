@@ -6,14 +6,10 @@ the second pytest-xdist worker, reuses the first one's build (a file lock serial
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from hw.config import load_config
-
-PRESETS = Path(__file__).resolve().parents[2] / "config" / "presets"
 
 
 @pytest.fixture(scope="session")
@@ -31,10 +27,6 @@ def verilator_build(cfg):
 def icarus_build(cfg):
     from hw.cosim.runner import get_build
     return get_build(cfg, "icarus")
-
-
-def preset(name):
-    return load_config(PRESETS / f"{name}.json")
 
 
 def _same_run(image, expected, actual, timing=True):

@@ -1,0 +1,80 @@
+"""The cocotb runner: build cache, tool paths, error paths, waveforms."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+from hw.config import MEM_UOP
+from hw.cosim import runner, tools
+
+pytestmark = pytest.mark.rtl
+
+
+def test_verilator_first_on_path_during_builds():
+    with tools.tool_path("verilator") as bindir:
+        assert shutil.which("verilator") == str(tools.verilator_bin())
+        assert bindir == tools.verilator_bin().parent
+    assert tools.verilator_version() >= tools.MIN_VERILATOR
+
+
+def test_build_is_cached_and_reused(cfg, icarus_build):
+    stamp = (icarus_build.dir / "build.ok").stat().st_mtime_ns
+    runner._memo.clear()                       # as a new process would see it
+    again = runner.get_build(cfg, "icarus")
+    assert again.dir == icarus_build.dir
+    assert (again.dir / "build.ok").stat().st_mtime_ns == stamp   # not recompiled
+
+
+def test_build_key_follows_sources_and_config(cfg, tmp_path):
+    rtl = tmp_path / "rtl"
+    shutil.copytree(runner.default_rtl_dir(), rtl)
+    srcs = runner._sources(rtl, runner.default_tb_file())
+    key = runner._build_key(cfg, "icarus", False, srcs)
+    assert key == runner._build_key(cfg, "icarus", False, srcs)
+    assert key != runner._build_key(cfg.replace(DRAM_LATENCY=17), "icarus", False, srcs)
+    assert key != runner._build_key(cfg, "verilator", False, srcs)
+    victim = sorted(rtl.glob("*.v"))[0]
+    victim.write_text(victim.read_text() + "\n// edited\n")
+    assert key != runner._build_key(cfg, "icarus", False, srcs)
+
+
+def test_missing_rtl_is_a_clear_error(cfg, tmp_path):
+    with pytest.raises(runner.BuildError, match="no Verilog files"):
+        runner.get_build(cfg, "icarus", rtl_dir=tmp_path)
+
+
+def test_watchdog_ends_a_deadlocked_program(cfg, icarus_build):
+    """A compute NOP popping a token nobody pushes: the RTL's watchdog stops it (no hang)."""
+    from hw.cosim import run_image
+    from sim.builder import ProgramBuilder
+    from sim.errors import DeadlockError, RunError
+    from sim.functional import run_image as functional_run
+    b = ProgramBuilder(cfg)
+    b.nop("compute", pop_prev=1)
+    b.finish()
+    image = b.build()
+    with pytest.raises(DeadlockError):
+        functional_run(image)                  # the reference agrees it can never finish
+    with pytest.raises(RunError, match="watchdog: no FINISH within max_cycles=3000"):
+        run_image(image, sim="icarus", max_cycles=3000)
+
+
+def test_batch_keeps_going_after_a_failing_image(cfg, icarus_build):
+    from hw.cosim import run_images
+    from sim.builder import ProgramBuilder
+    from sim.errors import RunError
+    bad = ProgramBuilder(cfg)
+    bad.nop("compute", pop_prev=1)
+    bad.finish()
+    good = ProgramBuilder(cfg)
+    u = good.uops([(0, 0, 0)])
+    good.load(memory_type=MEM_UOP, dram_base=u, x_size=1)
+    good.finish()
+    res = run_images([bad.build(), good.build()], sim="icarus", max_cycles=3000, errors="return")
+    assert isinstance(res[0], RunError)
+    # docs/timing.md 10 A with the builder's layout: LOAD UOP then FINISH -> 42 cycles.
+    assert res[1].cycles == 42
+    assert [r.opcode for r in res[1].trace] == [0, 3]
