@@ -30,12 +30,6 @@ def run_engine(name: str, image, **opts):
     return run_image(image, **opts)
 
 
-def _model_vcd(image, result, path: Path):
-    from waveforms.vcd import write_model_vcd
-    write_model_vcd(image, result, path)
-    return path
-
-
 def diff_image(image, against: str = "cycle", sim: str = "verilator", waves: bool = False,
                reproduce: str = "", rtl_result=None, out_dir=None):
     """Run ``against`` and the RTL on ``image``; the :class:`sim.diff.Diff` (RTL = actual side)."""
@@ -47,10 +41,19 @@ def diff_image(image, against: str = "cycle", sim: str = "verilator", waves: boo
         rtl_result = run_engine("rtl", image, sim=sim, waves=waves,
                                 waves_file=(out_dir / "rtl.vcd").resolve() if waves else None)
     d = compare(expected, rtl_result, image, reproduce=reproduce, timing=against != "functional")
-    if waves and against == "cycle":
-        d.waves["expected"] = str(_model_vcd(image, expected, out_dir / "model.vcd"))
     if waves:
         d.waves["actual"] = rtl_result.extra.get("waves")
+        t0 = rtl_result.extra.get("launch_ns") or 0.0
+        if against == "cycle":
+            from waveforms.vcd import write_model_vcd
+            d.waves["expected"] = str(write_model_vcd(image, expected, out_dir / "model.vcd", offset_ns=t0))
+        if d.first is not None and d.waves["actual"]:
+            from sim.diff import WINDOW_CYCLES
+            from waveforms.gtkw import write_gtkw
+            p = rtl_result.extra.get("clock_ns") or 10
+            lo, hi = max(0, d.first.cycle - WINDOW_CYCLES), d.first.cycle + WINDOW_CYCLES
+            d.waves["gtkw"] = str(write_gtkw(out_dir / "divergence.gtkw", d.waves["actual"],
+                                             window_ns=(t0 + lo * p, t0 + hi * p)))
     return d
 
 

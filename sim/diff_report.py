@@ -55,6 +55,8 @@ def _waves_lines(diff, cycle):
             out.append(f"  {side} ({res.engine}): {path}  time {t0 + lo * p:g}..{t0 + hi * p:g} ns")
         else:
             out.append(f"  {side} ({res.engine}): {path}  time {lo}..{hi} (1 unit = 1 cycle)")
+    if diff.waves.get("gtkw"):
+        out.append(f"  gtkwave {diff.waves['gtkw']}   (opens the RTL waves zoomed on this window)")
     if len(out) == 1:
         out.append("  (no waveforms recorded: add --waves to write the RTL FST and the model VCD)")
     return out
