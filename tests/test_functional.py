@@ -1,0 +1,293 @@
+"""Functional model semantics, each case against a reference written with Python integers/numpy."""
+
+import numpy as np
+import pytest
+
+from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_OUT, MEM_UOP, MEM_WGT, load_config
+from hw.isa import ALU_ADD, ALU_MAX, ALU_MIN, ALU_MUL, ALU_SHR
+from sim.builder import ProgramBuilder
+from sim.errors import DeadlockError, ProgramError, RunError, TokenOverflowError
+from sim.functional import run_image
+from sim.program import load_program
+from sim.functional import run_program
+
+CFG = load_config()
+LANES = CFG.batch * CFG.block_out
+
+
+def i32(v):
+    v &= 0xFFFFFFFF
+    return v - (1 << 32) if v >> 31 else v
+
+
+def ref_alu(op, x, y):
+    """Spec 3.5 + the documented rules for undefined shifts, on Python ints."""
+    if op == ALU_MIN:
+        return min(x, y)
+    if op == ALU_MAX:
+        return max(x, y)
+    if op == ALU_ADD:
+        return i32(x + y)
+    if op == ALU_MUL:
+        return i32(x * y)
+    if y >= 32:
+        return x >> 31
+    if y >= 0:
+        return x >> y
+    if y > -32:
+        return i32(x << -y)
+    return 0
+
+
+def acc_roundtrip(rows_a, alu_insns, rows_b=None, out_rows=None, uops=((0, 0, 0),)):
+    """LOAD ACC a (+ b after it), run ALU instructions, then dump the whole acc region as int32.
+
+    The acc region is read back through the machine state so no narrowing hides lane values."""
+    b = ProgramBuilder(CFG)
+    a = np.asarray(rows_a, dtype="<i4").reshape(-1, LANES)
+    na = a.shape[0]
+    ab = b.data("a", a)
+    ub = b.uops(list(uops))
+    b.load(memory_type=MEM_UOP, dram_base=ub, x_size=len(uops))
+    b.load(memory_type=MEM_ACC, dram_base=ab, x_size=na)
+    if rows_b is not None:
+        bb = b.data("b", np.asarray(rows_b, dtype="<i4").reshape(-1, LANES))
+        b.load(memory_type=MEM_ACC, sram_base=na, dram_base=bb, x_size=len(rows_b))
+    for kw in alu_insns:
+        b.alu(**kw)
+    b.finish()
+    img = b.build()
+    from sim.functional import FunctionalMachine  # noqa: F401  (state is inspected below)
+    prog = load_program(img)
+    m = run_program(prog, img.dram())
+    return m.acc.copy(), m.counters
+
+
+@pytest.mark.parametrize("op", [ALU_MIN, ALU_MAX, ALU_ADD, ALU_SHR, ALU_MUL])
+def test_alu_vector_all_ops_edge_values(op):
+    rng = np.random.default_rng(op)
+    edge = [-(1 << 31), (1 << 31) - 1, -1, 0, 1, 31, 32, 33, -31, -32, -33, 100, -100, 1 << 20, 7, -7]
+    x = np.array(edge * 2, dtype=np.int64)[:LANES * 2]
+    y = rng.permutation(np.array(edge * 2, dtype=np.int64))[:LANES * 2]
+    x, y = x[:LANES * 2].reshape(2, LANES), y[:LANES * 2].reshape(2, LANES)
+    acc, cnt = acc_roundtrip(x, [dict(alu_opcode=op, uop_end=1, iter_in=2, dst_factor_in=1, src_factor_in=1)],
+                             rows_b=y, uops=[(0, 2, 0)])
+    want = [[ref_alu(op, int(a), int(c)) for a, c in zip(ra, rc)] for ra, rc in zip(x, y)]
+    assert acc[:2].tolist() == want
+    assert acc[2:4].tolist() == y.tolist()          # the source is untouched
+    assert cnt["alu_counter"] == 2
+
+
+@pytest.mark.parametrize("imm", [-32768, -40, -32, -31, -5, -1, 0, 1, 5, 31, 32, 40, 32767])
+def test_shr_immediate_rules(imm):
+    x = np.array([-(1 << 31), -12345, -1, 0, 1, 12345, (1 << 31) - 1] + [77] * (LANES - 7))
+    acc, _ = acc_roundtrip(x, [dict(alu_opcode=ALU_SHR, use_imm=1, imm=imm, uop_end=1)])
+    assert acc[0].tolist() == [ref_alu(ALU_SHR, int(v), imm) for v in x]
+
+
+def test_alu_repeated_dst_accumulates_sequentially():
+    # dst factor 0 in the inner loop: every iteration adds src row i to row 0, in order
+    rows = np.arange(5 * LANES).reshape(5, LANES) - 40
+    acc, cnt = acc_roundtrip(rows, [dict(alu_opcode=ALU_ADD, uop_end=1, iter_in=4, dst_factor_in=0,
+                                         src_factor_in=1)], uops=[(0, 1, 0)])
+    assert acc[0].tolist() == (rows[0] + rows[1:].sum(axis=0)).tolist()
+    assert cnt["alu_counter"] == 4
+
+
+def test_alu_reads_row_written_earlier_in_same_instruction():
+    # uop k: acc[k+1] = acc[k+1] + acc[k]  -> a running prefix sum only if executed in order
+    rows = np.arange(4 * LANES).reshape(4, LANES) % 7 + 1
+    acc, _ = acc_roundtrip(rows, [dict(alu_opcode=ALU_ADD, uop_end=1, iter_in=3, dst_factor_in=1,
+                                       src_factor_in=1)], uops=[(1, 0, 0)])
+    assert acc[:4].tolist() == np.cumsum(rows, axis=0).tolist()
+
+
+def test_alu_add_imm_repeated_dst():
+    rows = np.full((1, LANES), 10)
+    acc, _ = acc_roundtrip(rows, [dict(alu_opcode=ALU_ADD, use_imm=1, imm=-3, uop_end=1, iter_out=2, iter_in=3)])
+    assert acc[0].tolist() == [10 - 3 * 6] * LANES
+
+
+def test_iteration_zero_and_empty_range_are_noops():
+    rows = np.arange(LANES).reshape(1, LANES)
+    acc, cnt = acc_roundtrip(rows, [dict(alu_opcode=ALU_ADD, use_imm=1, imm=5, uop_end=1, iter_in=0),
+                                    dict(alu_opcode=ALU_ADD, use_imm=1, imm=5, uop_end=1, iter_out=0),
+                                    dict(alu_opcode=ALU_ADD, use_imm=1, imm=5, uop_bgn=1, uop_end=1),
+                                    dict(alu_opcode=ALU_ADD, use_imm=1, imm=5, uop_bgn=1, uop_end=0)])
+    assert acc[0].tolist() == rows[0].tolist()
+    assert cnt["alu_counter"] == 0
+
+
+def gemm_image(x_tiles, w_tiles, acc_init, gemm_kw, uops, reset_first=False, store_n=None):
+    b = ProgramBuilder(CFG)
+    xb = b.data("x", np.asarray(x_tiles, np.int8))
+    wb = b.data("w", np.asarray(w_tiles, np.int8))
+    ab = b.data("acc0", np.asarray(acc_init, "<i4"))
+    n_acc = len(acc_init)
+    out = b.output("out", n_acc * CFG.out_elem_bytes)
+    ub = b.uops(uops)
+    b.load(memory_type=MEM_UOP, dram_base=ub, x_size=len(uops))
+    b.load(memory_type=MEM_ACC, dram_base=ab, x_size=n_acc)
+    b.load(memory_type=MEM_INP, dram_base=xb, x_size=len(x_tiles), push_next=0)
+    b.load(memory_type=MEM_WGT, dram_base=wb, x_size=len(w_tiles), push_next=1)
+    if reset_first:
+        b.gemm(reset_reg=1, uop_end=1)
+    b.gemm(pop_prev=1, **gemm_kw)
+    b.finish()
+    return b.build()
+
+
+def test_gemm_repeated_dst_and_wrap():
+    rng = np.random.default_rng(1)
+    x = rng.integers(-128, 128, size=(3, CFG.batch, CFG.block_in))
+    w = rng.integers(-128, 128, size=(2, CFG.block_out, CFG.block_in))
+    acc0 = np.full((1, LANES), (1 << 31) - 5)     # near int32 max: the sums must wrap
+    uops = [(0, s, wi) for s in range(3) for wi in range(2)]
+    img = gemm_image(x, w, acc0, dict(uop_end=len(uops), iter_out=2), uops)
+    m = run_program(load_program(img), img.dram())
+    want = [i32(int(acc0[0, o]) + 2 * sum(int(x[s, 0] @ w[wi, o % CFG.block_out])
+                                              for s in range(3) for wi in range(2)))
+            for o in range(LANES)]
+    assert m.acc[0].tolist() == want
+    assert m.counters["gemm_counter"] == 2 * 6
+
+
+def test_gemm_reset_zeroes_and_counts_nothing():
+    img = gemm_image(np.ones((1, CFG.batch, CFG.block_in)), np.ones((1, CFG.block_out, CFG.block_in)),
+                     np.full((2, LANES), 9), dict(reset_reg=1, uop_end=1, iter_in=2, dst_factor_in=1), [(0, 0, 0)])
+    m = run_program(load_program(img), img.dram())
+    assert not m.acc[:2].any()
+    assert m.counters["gemm_counter"] == 0
+
+
+def test_gemm_index_overflow_is_an_error():
+    img = gemm_image(np.ones((1, CFG.batch, CFG.block_in)), np.ones((1, CFG.block_out, CFG.block_in)),
+                     np.zeros((1, LANES)), dict(uop_end=1, iter_in=3, wgt_factor_in=CFG.wgt_depth // 2),
+                     [(0, 0, 0)])
+    with pytest.raises(ProgramError, match=r"instruction 4: GEMM wgt index \d+ .*i_in 2.*depth 1024") as e:
+        run_image(img)
+    assert e.value.index == 4 and e.value.field == "wgt_idx"
+
+
+def test_alu_index_overflow_is_an_error():
+    b = ProgramBuilder(CFG)
+    ub = b.uops([(CFG.acc_depth - 1, 0, 0)])
+    b.load(memory_type=MEM_UOP, dram_base=ub, x_size=1)
+    b.alu(alu_opcode=ALU_ADD, uop_end=1, iter_in=2, dst_factor_in=1)
+    b.finish()
+    with pytest.raises(ProgramError, match=r"instruction 1: ALU dst index 2048 .*depth 2048"):
+        run_image(b.build())
+
+
+def test_padded_2d_load_and_strided_store():
+    """INP load with all four pads and a row stride, checked through the SRAM; strided STORE gaps."""
+    rng = np.random.default_rng(2)
+    src = rng.integers(-128, 128, size=(4, 7, CFG.batch, CFG.block_in)).astype(np.int8)
+    b = ProgramBuilder(CFG)
+    xb = b.data("x", src)
+    b.load(memory_type=MEM_INP, sram_base=3, dram_base=xb.elem(MEM_INP, 8), y_size=2, x_size=3, x_stride=7,
+           y_pad_0=1, y_pad_1=2, x_pad_0=2, x_pad_1=1)
+    b.finish()
+    img = b.build()
+    m = run_program(load_program(img), img.dram())
+    block = np.zeros((5, 6, CFG.batch, CFG.block_in), np.int8)
+    block[1:3, 2:5] = src[1:3, 1:4]
+    assert np.array_equal(m.inp[3:33].reshape(block.shape), block)
+    assert not m.inp[:3].any() and not m.inp[33:40].any()
+    assert m.counters["inp_load_nbytes"] == 6 * CFG.inp_elem_bytes
+
+
+def test_store_truncates_and_strides():
+    vals = (np.arange(4 * LANES) * 37 - 3000).reshape(4, LANES)
+    b = ProgramBuilder(CFG)
+    ab = b.data("a", vals.astype("<i4"))
+    out = b.output("out", 2 * 5 * CFG.out_elem_bytes)
+    b.load(memory_type=MEM_ACC, dram_base=ab, x_size=4, push_next=1)
+    b.store(dram_base=out, y_size=2, x_size=2, x_stride=5, pop_prev=1, push_prev=1)
+    b.finish(pop_next=1)
+    r = run_image(b.build())
+    got = np.frombuffer(r.outputs["out"], np.int8).reshape(2, 5, LANES)
+    assert np.array_equal(got[:, :2].reshape(4, LANES), vals.astype(np.int64).astype(np.int8))
+    assert not got[:, 2:].any()
+    assert r.counters["out_store_nbytes"] == 4 * CFG.out_elem_bytes
+
+
+def test_acc_8bit_sign_extends():
+    vals = np.arange(3 * LANES, dtype=np.int64).reshape(3, LANES) * 11 % 256 - 128
+    b = ProgramBuilder(CFG)
+    vb = b.data("v", vals.astype(np.int8))
+    b.load(memory_type=MEM_ACC_8BIT, sram_base=5, dram_base=vb, x_size=3)
+    b.finish()
+    img = b.build()
+    m = run_program(load_program(img), img.dram())
+    assert m.acc[5:8].tolist() == vals.tolist()
+    assert m.counters["acc_load_nbytes"] == 3 * CFG.acc_elem_bytes     # fsim counts acc element size
+
+
+def test_uop_load_2d():
+    b = ProgramBuilder(CFG)
+    ub = b.uops([(i, i + 1, i + 2) for i in range(8)])
+    b.load(memory_type=MEM_UOP, sram_base=10, dram_base=ub, y_size=2, x_size=2, x_stride=4, x_pad_0=1)
+    b.finish()
+    img = b.build()
+    m = run_program(load_program(img), img.dram())
+    from hw.isa import decode_uop
+    got = [decode_uop(CFG, int(w)) for w in m.uop[10:16]]
+    assert got == [(0, 0, 0), (0, 1, 2), (1, 2, 3), (0, 0, 0), (4, 5, 6), (5, 6, 7)]
+    assert m.counters["uop_load_nbytes"] == 16
+
+
+# ---- scheduler ------------------------------------------------------------------------------------
+def test_deadlock_is_reported():
+    b = ProgramBuilder(CFG)
+    b.nop("compute", pop_prev=1)        # waits for an l2g token nobody pushes
+    b.nop("store", pop_prev=1)
+    b.finish()
+    with pytest.raises(DeadlockError, match=r"compute insn 0 needs l2g; store insn 1 needs g2s; tokens l2g=0") as e:
+        run_image(b.build())
+    assert "NOP-COMPUTE-STAGE [pop_prev]" in e.value.report
+
+
+def test_finish_with_work_left_is_an_error():
+    b = ProgramBuilder(CFG)
+    b.nop("store", pop_prev=1)
+    b.alu(alu_opcode=ALU_ADD, use_imm=1, imm=1, uop_end=1, push_next=0)
+    b.finish()
+    with pytest.raises(RunError, match="store instruction 0"):
+        run_image(b.build())
+
+
+def test_token_order_matters_and_leftovers_are_reported():
+    # store runs only after compute pushes; compute's second push is never popped
+    b = ProgramBuilder(CFG)
+    b.nop("compute", push_next=1)
+    b.nop("compute", push_next=1)
+    b.nop("store", pop_prev=1, push_prev=1)
+    b.finish(pop_next=1)
+    r = run_image(b.build())
+    assert r.leftover_tokens == {"g2s": 1}
+
+
+def test_token_overflow():
+    cfg = CFG.replace(TOKEN_QUEUE_DEPTH=2)
+    b = ProgramBuilder(cfg)
+    for _ in range(3):
+        b.nop("load", push_next=1)
+    b.nop("compute", pop_prev=1)
+    b.finish()
+    with pytest.raises(TokenOverflowError, match="instruction 2: push to token queue l2g would exceed"):
+        run_image(b.build())
+
+
+def test_out_of_order_consumers_wait():
+    """Compute pops a token the load module pushes later in program order: the scheduler must wait."""
+    rng = np.random.default_rng(3)
+    vals = rng.integers(-100, 100, size=(2, LANES))
+    b = ProgramBuilder(CFG)
+    ab = b.data("a", vals.astype("<i4"))
+    out = b.output("out", 2 * CFG.out_elem_bytes)
+    b.store(dram_base=out, x_size=2, pop_prev=1, push_prev=1)     # first in program order
+    b.load(memory_type=MEM_ACC, dram_base=ab, x_size=2, push_next=1)
+    b.finish(pop_next=1)
+    r = run_image(b.build())
+    assert r.outputs["out"] == vals.astype(np.int8).tobytes()
