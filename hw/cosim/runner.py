@@ -180,10 +180,14 @@ def _tb_dram_bytes(header: Path) -> int:
     return int(m.group(1)) if m else DEFAULT_TB_DRAM_BYTES
 
 
+# The only signals Python touches (interface of hdl/tb_top.v); everything else stays private to
+# Verilator so it can optimise the design.
+TB_PORTS = ("clk", "rst", "launch", "insn_addr", "insn_count", "max_cycles", "cmd_load", "cmd_dump",
+            "dump_first", "dump_last", "done", "finish", "error", "error_code", "cycles")
+
+
 def _runner(sim: str):
-    from cocotb_tools.runner import Icarus, get_runner
-    if sim != "icarus":
-        return get_runner(sim)
+    from cocotb_tools.runner import Icarus, Verilator
 
     class _VcdIcarus(Icarus):
         """cocotb's Icarus runner forces ``-none``/``-fst``; our dump root writes a VCD instead."""
@@ -192,7 +196,19 @@ def _runner(sim: str):
             cmds = super()._test_command()
             return [[a for a in cmd if a not in ("-none", "-fst")] + ["-vcd"] for cmd in cmds]
 
-    return _VcdIcarus()
+    class _PortsVerilator(Verilator):
+        """cocotb makes every signal VPI-visible (``--public-flat-rw``), which stops Verilator from
+        optimising; a control file makes only the testbench ports visible instead."""
+
+        def _build_command(self):
+            cmds = super()._build_command()
+            vlt = Path(self.build_dir) / "vtasim_ports.vlt"
+            vlt.write_text("`verilator_config\n" + "".join(
+                f'public_flat_rw -module "{TB_TOP}" -var "{p}"\n' for p in TB_PORTS))
+            cmds[0] = [a for a in cmds[0] if a != "--public-flat-rw"] + [str(vlt)]
+            return cmds
+
+    return _VcdIcarus() if sim == "icarus" else _PortsVerilator()
 
 
 _memo: dict = {}
