@@ -1,0 +1,121 @@
+`include "vta_params.vh"
+// HDL testbench of the RTL <-> cosim interface: vta_top, the DRAM model, the retire monitor,
+// the watchdog and the file I/O.  cocotb only drives the ports below, never per cycle.
+//
+// DRAM model: TB_DRAM_BYTES bytes as bus words, read combinationally at the RTL's memory port
+// address, written with byte strobes at the clock edge.  The DRAM latency and the beat timing of
+// docs/timing.md 4.2 live in the RTL's port (vta_mem_port), so this model has no timing of its own.
+// trace.txt lines (docs/timing.md 9 order: end cycle, then load < compute < store):
+//   R <module> <index_in_module> <program_index> <opcode> <start> <end> <digest hex8>
+//   D <program_index> <cycle>      then at the end  F <cycles>  or  E <error_code> <cycle>
+module tb_top (
+  input  wire        clk,
+  input  wire        rst,
+  input  wire        launch,
+  input  wire [31:0] insn_addr,
+  input  wire [31:0] insn_count,
+  input  wire [31:0] max_cycles,
+  input  wire        cmd_load,
+  input  wire        cmd_dump,
+  input  wire [31:0] dump_first,
+  input  wire [31:0] dump_last,
+  output wire        done,
+  output wire        finish,
+  output wire        error,
+  output wire [7:0]  error_code,
+  output wire [31:0] cycles
+);
+  localparam integer BUS = `VTA_BUS_BITS;
+  localparam integer WORDS = `VTA_TB_DRAM_WORDS;
+  localparam integer LW = `VTA_LOG_TB_DRAM_WORDS;
+
+  reg [BUS-1:0] dram [0:WORDS-1];
+
+  wire [31:0]      mem_addr;
+  wire             mem_wr;
+  wire [BUS-1:0]   mem_wdata;
+  wire [BUS/8-1:0] mem_wstrb;
+  wire             in_range = (mem_addr >> LW) == 32'd0;
+  wire [BUS-1:0]   mem_rdata = in_range ? dram[mem_addr[LW-1:0]] : {BUS{1'b0}};
+
+  wire        running, v_done, v_finish, v_error;
+  wire [7:0]  v_code;
+  wire [31:0] v_cycles, cyc;
+  wire [2:0]  ret_valid;
+  wire [95:0] ret_midx, ret_pidx, ret_start, ret_digest;
+  wire [8:0]  ret_op;
+  wire        disp_valid, finish_now, error_now;
+  wire [31:0] disp_pidx;
+  wire [7:0]  error_code_now;
+  wire [63:0] tokens;
+
+  vta_top u_vta (
+    .clk(clk), .rst(rst), .launch(launch), .insn_addr(insn_addr), .insn_count(insn_count),
+    .mem_addr(mem_addr), .mem_rdata(mem_rdata), .mem_wr(mem_wr), .mem_wdata(mem_wdata),
+    .mem_wstrb(mem_wstrb), .running(running), .done(v_done), .finish(v_finish), .error(v_error),
+    .error_code(v_code), .cycles(v_cycles), .cyc(cyc), .ret_valid(ret_valid), .ret_midx(ret_midx),
+    .ret_pidx(ret_pidx), .ret_op(ret_op), .ret_start(ret_start), .ret_digest(ret_digest),
+    .disp_valid(disp_valid), .disp_pidx(disp_pidx), .finish_now(finish_now),
+    .error_now(error_now), .error_code_now(error_code_now), .tokens(tokens));
+
+  // ---- watchdog: no FINISH within max_cycles cycles -> error 2 -----------------------------
+  reg        wd;
+  reg [31:0] wd_cycles;
+  wire       wd_now = running && !finish_now && !error_now && (cyc + 32'd1 >= max_cycles);
+  assign done       = v_done || wd;
+  assign finish     = v_finish && !wd;
+  assign error      = v_error || wd;
+  assign error_code = wd ? 8'd2 : v_code;
+  assign cycles     = wd ? wd_cycles : v_cycles;
+
+  // ---- DRAM writes and file commands --------------------------------------------------------
+  // The DRAM is cleared on the first reset cycle, so bytes the image does not define read as 0.
+  integer i, fd;
+  reg rst_d;
+  reg [BUS-1:0] wword;
+  initial fd = 0;
+  always @(posedge clk) begin
+    rst_d <= rst;
+    if (rst && !rst_d) begin
+      for (i = 0; i < WORDS; i = i + 1) dram[i] <= {BUS{1'b0}};
+    end else if (mem_wr && in_range && !wd) begin
+      wword = dram[mem_addr[LW-1:0]];
+      for (i = 0; i < BUS / 8; i = i + 1)
+        if (mem_wstrb[i]) wword[i*8 +: 8] = mem_wdata[i*8 +: 8];
+      dram[mem_addr[LW-1:0]] <= wword;
+    end
+    if (cmd_load && !running) begin
+      $readmemh("dram_in.hex", dram);
+      if (fd != 0) $fclose(fd);
+      fd = $fopen("trace.txt", "w");
+    end
+    if (cmd_dump) begin
+      $writememh("dram_out.hex", dram, dump_first, dump_last);
+      if (fd != 0) $fclose(fd);
+      fd = 0;
+    end
+  end
+
+  // ---- retire monitor -----------------------------------------------------------------------
+  integer m;
+  always @(posedge clk) begin
+    if (rst) begin
+      wd <= 1'b0;
+      wd_cycles <= 32'd0;
+    end else if (running && !wd && fd != 0) begin
+      for (m = 0; m < 3; m = m + 1)
+        if (ret_valid[m])
+          $fwrite(fd, "R %0d %0d %0d %0d %0d %0d %08x\n", m, ret_midx[m*32 +: 32],
+                  ret_pidx[m*32 +: 32], ret_op[m*3 +: 3], ret_start[m*32 +: 32], cyc,
+                  ret_digest[m*32 +: 32]);
+      if (disp_valid) $fwrite(fd, "D %0d %0d\n", disp_pidx, cyc);
+      if (error_now) $fwrite(fd, "E %0d %0d\n", error_code_now, cyc);
+      else if (finish_now) $fwrite(fd, "F %0d\n", cyc + 32'd1);
+      else if (wd_now) $fwrite(fd, "E 2 %0d\n", cyc);
+    end
+    if (!rst && wd_now && !wd) begin
+      wd <= 1'b1;
+      wd_cycles <= cyc + 32'd1;
+    end
+  end
+endmodule

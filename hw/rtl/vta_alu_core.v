@@ -1,0 +1,37 @@
+`include "vta_params.vh"
+// One ALU micro-op on every accumulator lane (hardware spec 3.5, fsim semantics).  The shift
+// amount y is a signed 32-bit value: y >= 32 gives x >>> 31, y <= -32 gives 0, and -31..31 shift
+// right (y >= 0, arithmetic) or left (y < 0) as fsim does.
+module vta_alu_core (
+  input  wire [`VTA_ALU_ALU_OPCODE_W-1:0] op,
+  input  wire                             use_imm,
+  input  wire [15:0]                      imm,
+  input  wire [`VTA_ACC_ELEM_BITS-1:0]    dst_in,
+  input  wire [`VTA_ACC_ELEM_BITS-1:0]    src_in,
+  output reg  [`VTA_ACC_ELEM_BITS-1:0]    out
+);
+  localparam integer LANES = `VTA_BATCH * `VTA_BLOCK_OUT;
+  integer l;
+  reg signed [31:0] x, y, r;
+  reg [31:0] neg;
+  always @* begin
+    for (l = 0; l < LANES; l = l + 1) begin
+      x = dst_in[l*32 +: 32];
+      y = use_imm ? {{16{imm[15]}}, imm} : src_in[l*32 +: 32];
+      neg = 32'd0 - y;
+      case (op)
+        `VTA_ALU_MIN: r = (x < y) ? x : y;
+        `VTA_ALU_MAX: r = (x > y) ? x : y;
+        `VTA_ALU_ADD: r = x + y;
+        `VTA_ALU_SHR: begin
+          if (y >= 32) r = x >>> 31;
+          else if (y <= -32) r = 32'sd0;
+          else if (y >= 0) r = x >>> y[4:0];
+          else r = x <<< neg[4:0];
+        end
+        default: r = x * y;    // MUL (the only opcode left after dispatch checks)
+      endcase
+      out[l*32 +: 32] = r;
+    end
+  end
+endmodule
