@@ -110,19 +110,13 @@ def _acc_alu_program(cfg: VTAConfig, name: str, shape, lo, hi, ops, vector=False
                                out_store_nbytes=n * cfg.out_elem_bytes))
 
 
+_NUMPY_OPS = {ALU_MIN: np.minimum, ALU_MAX: np.maximum, ALU_ADD: np.add, ALU_MUL: np.multiply}
+
+
 def _alu_ref(op, x, y):
-    x = np.asarray(x, np.int64)
-    if op == ALU_MIN:
-        r = np.minimum(x, y)
-    elif op == ALU_MAX:
-        r = np.maximum(x, y)
-    elif op == ALU_ADD:
-        r = x + y
-    elif op == ALU_MUL:
-        r = x * y
-    else:
-        r = _shr_ref(x, y)
-    return ((r + (1 << 31)) % (1 << 32)) - (1 << 31)     # int32 wrap
+    """Whole-tensor numpy reference of one ALU op, wrapped to int32."""
+    r = _NUMPY_OPS.get(op, _shr_ref)(np.asarray(x, np.int64), y)
+    return ((r + (1 << 31)) % (1 << 32)) - (1 << 31)
 
 
 def _imm(name, lo, hi):

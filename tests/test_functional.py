@@ -291,3 +291,12 @@ def test_out_of_order_consumers_wait():
     b.finish(pop_next=1)
     r = run_image(b.build())
     assert r.outputs["out"] == vals.astype(np.int8).tobytes()
+
+
+def test_resnet_c2_scale_stream():
+    """~450k GEMM uops (the ResNet-18 C2 count) as a tiled GEMM with requantization, vs numpy."""
+    from sim.unit_programs import tiled_gemm
+    img = tiled_gemm(CFG, "c2scale", 3136, 576, 64, bm=64, bk=64, bn=64, vt=2, requant=(8, 0, 127))
+    r = run_image(img)
+    assert r.counters == img.expected_counters and r.counters["gemm_counter"] == 451584
+    assert r.outputs == img.expected and r.leftover_tokens == {}

@@ -105,78 +105,43 @@ def test_output_name_escaping(saved, name):
         MemoryImage.load(saved)
 
 
-def test_overlapping_segments(saved):
+def _set(*path_and_value, drop_expected=False):
+    """A mutation of image.json: set doc[path...] = value (optionally dropping 'expected')."""
+    *path, value = path_and_value
+
+    def mutate(doc):
+        node = doc
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value(node[path[-1]]) if callable(value) else value
+        if drop_expected:
+            doc.pop("expected", None)
+    return mutate
+
+
+JSON_CASES = {
+    "overlapping segments": (_set("segments", 1, "addr", lambda a: 0x1010), "overlap"),
+    "segment far beyond DRAM": (_set("segments", 0, "addr", MAX_DRAM_BYTES - 8), "MAX_DRAM_BYTES"),
+    # 2**62 must be refused by a range check, never by trying to allocate it
+    "forged output address": (_set("outputs", 0, "addr", 1 << 62), "out of range"),
+    "dram_size above limit": (_set("dram_size", MAX_DRAM_BYTES + 4096), "dram_size"),
+    "dram_size 2**40": (_set("dram_size", 1 << 40), "dram_size"),
+    "output beyond explicit DRAM": (_set("dram_size", 4096), "beyond dram_size"),
+    "output far beyond": (_set("outputs", 0, "nbytes", MAX_DRAM_BYTES, drop_expected=True), "MAX_DRAM_BYTES"),
+    "count larger than segment": (_set("insn", "count", lambda c: c + 1), "larger than the segment"),
+    "insn address misaligned": (_set("insn", "addr", lambda a: a + 8), "multiple of 16"),
+    "insn address not a segment": (_set("insn", "addr", lambda a: a + 16), "no segment starts"),
+    "missing segment file": (_set("segments", 0, "file", "nope.bin"), "cannot stat"),
+}
+
+
+@pytest.mark.parametrize("case", list(JSON_CASES))
+def test_hostile_json(saved, case):
+    mutate, msg = JSON_CASES[case]
     doc = _doc(saved)
-    doc["segments"][1]["addr"] = doc["segments"][0]["addr"] + 16
+    mutate(doc)
     _write(saved, doc)
-    with pytest.raises(ImageError, match="overlap"):
-        MemoryImage.load(saved)
-
-
-def test_segment_far_beyond_dram(saved):
-    doc = _doc(saved)
-    doc["segments"][0]["addr"] = MAX_DRAM_BYTES - 8
-    _write(saved, doc)
-    with pytest.raises(ImageError, match="MAX_DRAM_BYTES"):
-        MemoryImage.load(saved)
-
-
-def test_forged_addr_not_allocated(saved):
-    # an address of 2**62 must be refused by a range check, never by trying to allocate it
-    doc = _doc(saved)
-    doc["outputs"][0]["addr"] = 1 << 62
-    _write(saved, doc)
-    with pytest.raises(ImageError, match="out of range"):
-        MemoryImage.load(saved)
-
-
-@pytest.mark.parametrize("size", [MAX_DRAM_BYTES + 4096, 1 << 40])
-def test_dram_size_too_big(saved, size):
-    doc = _doc(saved)
-    doc["dram_size"] = size
-    _write(saved, doc)
-    with pytest.raises(ImageError, match="dram_size"):
-        MemoryImage.load(saved)
-
-
-def test_output_beyond_explicit_dram(saved):
-    doc = _doc(saved)
-    doc["dram_size"] = 4096
-    _write(saved, doc)
-    with pytest.raises(ImageError, match="beyond dram_size"):
-        MemoryImage.load(saved)
-
-
-def test_output_far_beyond(saved):
-    doc = _doc(saved)
-    doc["outputs"][0]["nbytes"] = MAX_DRAM_BYTES
-    doc.pop("expected", None)
-    _write(saved, doc)
-    with pytest.raises(ImageError, match="MAX_DRAM_BYTES"):
-        MemoryImage.load(saved)
-
-
-def test_insn_count_larger_than_segment(saved):
-    doc = _doc(saved)
-    doc["insn"]["count"] += 1
-    _write(saved, doc)
-    with pytest.raises(ImageError, match="larger than the segment"):
-        MemoryImage.load(saved)
-
-
-def test_insn_addr_misaligned(saved):
-    doc = _doc(saved)
-    doc["insn"]["addr"] += 8
-    _write(saved, doc)
-    with pytest.raises(ImageError, match="multiple of 16"):
-        MemoryImage.load(saved)
-
-
-def test_insn_addr_not_a_segment(saved):
-    doc = _doc(saved)
-    doc["insn"]["addr"] += 16
-    _write(saved, doc)
-    with pytest.raises(ImageError, match="no segment starts"):
+    with pytest.raises(ImageError, match=msg):
         MemoryImage.load(saved)
 
 
@@ -224,3 +189,56 @@ def test_not_json(saved):
 def test_constructor_checks(cfg):
     with pytest.raises(ImageError, match="overlap"):
         MemoryImage(cfg, 0, 0, [Segment(0, b"\0" * 32), Segment(16, b"\0" * 32)])
+
+
+def test_huge_sparse_segment_file_refused_before_reading(saved):
+    doc = _doc(saved)
+    big = saved / "big.bin"
+    with open(big, "wb") as f:
+        f.truncate(MAX_DRAM_BYTES + 1)          # sparse: no disk space, but a forged size
+    doc["segments"][0]["file"] = "big.bin"
+    _write(saved, doc)
+    with pytest.raises(ImageError, match="more than MAX_DRAM_BYTES"):
+        MemoryImage.load(saved)
+
+
+def test_expected_file_escaping(saved, tmp_path):
+    doc = _doc(saved)
+    doc["expected"][0]["file"] = "../outside.bin"
+    (tmp_path / "outside.bin").write_bytes(b"\0" * 64)
+    _write(saved, doc)
+    with pytest.raises(ImageError, match="escapes"):
+        MemoryImage.load(saved)
+
+
+def test_expected_for_unknown_output(saved):
+    doc = _doc(saved)
+    doc["expected"][0]["name"] = "zzz"
+    _write(saved, doc)
+    with pytest.raises(ImageError, match="not an output"):
+        MemoryImage.load(saved)
+
+
+def test_expected_counters_validated(saved):
+    doc = _doc(saved)
+    doc["expected_counters"] = {"gemm_counter": -1}
+    _write(saved, doc)
+    with pytest.raises(ImageError, match="expected_counters.gemm_counter = -1"):
+        MemoryImage.load(saved)
+    doc["expected_counters"] = {"cycles": 3}
+    _write(saved, doc)
+    with pytest.raises(ImageError, match="not one of"):
+        MemoryImage.load(saved)
+
+
+def test_builder_rejects_bad_names_and_misalignment(cfg):
+    b = ProgramBuilder(cfg)
+    with pytest.raises(ImageError, match="plain name"):
+        b.output("../x", 16)
+    x = b.data("x", np.zeros(16, np.int8))
+    with pytest.raises(ImageError, match="used twice"):
+        b.data("x", np.zeros(16, np.int8))
+    from sim.builder import Buffer
+    odd = Buffer(cfg, "odd", x.addr + 16, 16)
+    with pytest.raises(ImageError, match="not aligned to the 64-byte ACC element"):
+        odd.elem(MEM_ACC)
