@@ -183,9 +183,9 @@ class FunctionalMachine:
             return
         self.counters["alu_counter"] += n
         op, acc = f["alu_opcode"], self.acc
+        # src is range-checked even with an immediate, as fsim computes (and checks) it for every uop
+        dst, src = self._indices(f, index, ("dst", "src"))
         if f["use_imm"]:
-            # src is not read with an immediate, so only dst is range-checked
-            (dst,) = self._indices(f, index, ("dst",))
             imm = np.int64(f["imm"])
             if op in (ALU_MIN, ALU_MAX) or np.unique(dst).size == n:   # MIN/MAX imm are idempotent
                 udst = np.unique(dst)
@@ -194,7 +194,6 @@ class FunctionalMachine:
                 for d in dst:                          # a repeated dst must see its own update
                     acc[d] = alu_apply(op, acc[d], imm)
             return
-        dst, src = self._indices(f, index, ("dst", "src"))
         # Vector form is sequential in uop order: vectorise only if no uop reads (as dst or src) a
         # row an earlier uop of this instruction wrote.
         first_writer = np.full(self.cfg.acc_depth, n, dtype=np.int64)

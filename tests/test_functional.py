@@ -300,3 +300,14 @@ def test_resnet_c2_scale_stream():
     r = run_image(img)
     assert r.counters == img.expected_counters and r.counters["gemm_counter"] == 451584
     assert r.outputs == img.expected and r.leftover_tokens == {}
+
+
+def test_alu_immediate_still_checks_src_index():
+    b = ProgramBuilder(CFG)
+    ub = b.uops([(0, CFG.acc_depth - 1, 0)])
+    b.load(memory_type=MEM_UOP, dram_base=ub, x_size=1)
+    b.alu(alu_opcode=ALU_ADD, use_imm=1, imm=1, uop_end=1, iter_in=2, src_factor_in=1)
+    b.finish()
+    with pytest.raises(ProgramError, match=r"instruction 1: ALU src index 2048 .*depth 2048") as e:
+        run_image(b.build())
+    assert e.value.field == "src_idx"
