@@ -116,3 +116,13 @@ def test_console_entry_point_exit_codes(relu_dir):
     ok = subprocess.run([sys.executable, "-m", "sim.cli", "run", str(relu_dir), "--check"], cwd=ROOT,
                         capture_output=True, text=True)
     assert ok.returncode == 0 and "check: OK" in ok.stdout
+
+
+def test_demo_without_cycle_engine(tmp_path, capsys, monkeypatch):
+    import sim.cli
+    monkeypatch.setitem(sim.cli.ENGINES, "cycle", "sim.engine_that_is_not_installed")
+    assert main(["demo", "--out", str(tmp_path / "d")]) == 0
+    out = capsys.readouterr().out
+    assert "cycle      skipped: engine 'cycle' is not available" in out and "all outputs match" in out
+    assert main(["run", str(tmp_path / "d"), "--engine", "cycle"]) == 2
+    assert "not available" in capsys.readouterr().err
