@@ -105,8 +105,9 @@ def safe_child(base: Path, rel, what: str) -> Path:
 
 
 def _int(value, what: str, lo: int = 0, hi: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise ImageError(f"{what} = {value!r} must be an integer")
+    value = int(value)
     if value < lo or (hi is not None and value > hi):
         raise ImageError(f"{what} = {value} is out of range [{lo}, {hi if hi is not None else 'inf'}]")
     return value
@@ -128,8 +129,10 @@ class MemoryImage:
         self.cfg = cfg
         self.insn_addr = _int(insn_addr, "insn.addr", 0, MAX_DRAM_BYTES)
         self.insn_count = _int(insn_count, "insn.count", 0, MAX_DRAM_BYTES // INSN_BYTES)
-        self.segments = sorted((Segment(int(s.addr), bytes(s.data)) for s in segments), key=lambda s: s.addr)
-        self.outputs = [Output(check_output_name(o.name), int(o.addr), int(o.nbytes)) for o in outputs]
+        self.segments = sorted((Segment(_int(s.addr, "segment addr", 0, MAX_DRAM_BYTES), bytes(s.data))
+                                for s in segments), key=lambda s: s.addr)
+        self.outputs = [Output(check_output_name(o.name), _int(o.addr, f"output {o.name!r} addr", 0, MAX_DRAM_BYTES),
+                               _int(o.nbytes, f"output {o.name!r} nbytes", 0, MAX_DRAM_BYTES)) for o in outputs]
         self.expected = dict(expected or {})
         self.expected_counters = _check_counters(expected_counters)
         self._explicit_dram_size = dram_size

@@ -242,3 +242,11 @@ def test_builder_rejects_bad_names_and_misalignment(cfg):
     odd = Buffer(cfg, "odd", x.addr + 16, 16)
     with pytest.raises(ImageError, match="not aligned to the 64-byte ACC element"):
         odd.elem(MEM_ACC)
+
+
+def test_constructor_rejects_negative_and_forged(cfg):
+    from sim.image import Output
+    with pytest.raises(ImageError, match="segment addr = -16"):
+        MemoryImage(cfg, 0, 0, [Segment(-16, b"\0")])
+    with pytest.raises(ImageError, match="output 'y' nbytes = 1099511627776 is out of range"):
+        MemoryImage(cfg, 0, 0, [], [Output("y", 0, 1 << 40)])
