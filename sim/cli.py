@@ -136,6 +136,9 @@ def cmd_run(args) -> int:
                            for n, d in result.outputs.items()},
                "cycles": result.cycles, "leftover_tokens": result.leftover_tokens,
                "wall_s": result.wall_s}
+        if result.breakdown is not None:
+            doc["breakdown"] = result.breakdown
+            doc["cycles_per_s"] = result.cycles / result.wall_s if result.wall_s else None
         if args.check:
             doc["check"] = {"ok": not problems, "mismatches": problems}
         print(json.dumps(doc, indent=1))
