@@ -134,6 +134,9 @@ class ProgramBuilder:
             raise IsaError(f"instruction {len(self.insns)}: {exc}") from None
 
     def load(self, **f) -> int:
+        dram = f.get("dram_base")
+        if isinstance(dram, Buffer) and dram.count and "x_size" not in f:
+            f["x_size"] = dram.count          # a uop buffer loads all its uops unless told otherwise
         x = f.setdefault("x_size", 0)
         f.setdefault("y_size", 1 if x else 0)
         f.setdefault("x_stride", x)

@@ -87,6 +87,7 @@ class FunctionalMachine:
         self.acc = self.sram[MEM_ACC].view("<i4").reshape(cfg.acc_depth, cfg.batch * cfg.block_out)
         self.tokens = dict.fromkeys(TOKEN_QUEUES, 0)
         self.counters = dict.fromkeys(COUNTER_NAMES, 0)
+        self.order: list[int] = []        # program indices in execution order (a line trace)
 
     # ---- memory instructions ---------------------------------------------------------------------
     def _dram_rows(self, base, y, x, stride, ebytes) -> np.ndarray:
@@ -256,6 +257,7 @@ def run_program(prog: Program, dram: np.ndarray) -> FunctionalMachine:
                     if flag[i]:
                         tokens[name] -= 1
                 machine.execute(i)
+                machine.order.append(i)
                 for flag, name in pushes[m]:
                     if flag[i]:
                         if tokens[name] >= depth:
@@ -291,5 +293,5 @@ def run_image(image, **opts) -> RunResult:
     return RunResult(engine="functional", dram=machine.dram, counters=dict(machine.counters),
                      outputs=image.outputs_from(machine.dram),
                      leftover_tokens={k: v for k, v in machine.tokens.items() if v},
-                     cycles=None, wall_s=wall)
+                     cycles=None, wall_s=wall, extra={"order": machine.order})
 

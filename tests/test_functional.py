@@ -311,3 +311,23 @@ def test_alu_immediate_still_checks_src_index():
     with pytest.raises(ProgramError, match=r"instruction 1: ALU src index 2048 .*depth 2048") as e:
         run_image(b.build())
     assert e.value.field == "src_idx"
+
+
+def test_execution_order_follows_the_documented_scheduler():
+    """Scan load, compute, store; each runs while its tokens allow (order recorded in extra)."""
+    b = ProgramBuilder(CFG)
+    b.nop("compute", pop_prev=1, push_next=1)      # 0: waits for load's token
+    b.nop("load", push_next=1)                     # 1
+    b.nop("store", pop_prev=1, push_prev=1)        # 2
+    b.nop("load")                                  # 3
+    b.finish(pop_next=1)                           # 4
+    r = run_image(b.build())
+    assert r.extra["order"] == [1, 3, 0, 2, 4]
+
+
+def test_builder_uop_load_defaults_to_all_uops():
+    b = ProgramBuilder(CFG)
+    u = b.uops([(1, 0, 0), (2, 0, 0), (3, 0, 0)])
+    b.load(memory_type=MEM_UOP, dram_base=u)
+    b.finish()
+    assert b.insns[0].x_size == 3 and b.insns[0].y_size == 1 and b.insns[0].x_stride == 3
