@@ -331,3 +331,111 @@ def test_builder_uop_load_defaults_to_all_uops():
     b.load(memory_type=MEM_UOP, dram_base=u)
     b.finish()
     assert b.insns[0].x_size == 3 and b.insns[0].y_size == 1 and b.insns[0].x_stride == 3
+
+
+# ---- random programs against a literal transcription of spec 3.2-3.5 ---------------------------
+def naive_run(cfg, insns, uops, dram):
+    """Spec 3.x pseudocode, one uop and one lane at a time, program order (the streams below are
+    token-ordered so that program order is a legal schedule)."""
+    from hw.isa import OP_ALU as A, OP_GEMM as G, OP_LOAD as L, OP_STORE as S
+    inp = np.zeros((cfg.inp_depth, cfg.batch * cfg.block_in), np.int64)
+    wgt = np.zeros((cfg.wgt_depth, cfg.block_out * cfg.block_in), np.int64)
+    acc = np.zeros((cfg.acc_depth, LANES), np.int64)
+    uop = [None] * cfg.uop_depth
+    cnt = dict.fromkeys(["inp", "wgt", "acc", "uop", "out", "gemm", "alu"], 0)
+    for i in insns:
+        if i.opcode == L and i.x_size:
+            xt = i.x_pad_0 + i.x_size + i.x_pad_1
+            eb = cfg.dram_elem_bytes(i.memory_type)
+            for r in range(i.y_pad_0 + i.y_size + i.y_pad_1):
+                for c in range(xt):
+                    k = i.sram_base + r * xt + c
+                    dr, dc = r - i.y_pad_0, c - i.x_pad_0
+                    inside = 0 <= dr < i.y_size and 0 <= dc < i.x_size
+                    a = (i.dram_base + dr * i.x_stride + dc) * eb
+                    raw = dram[a:a + eb] if inside else np.zeros(eb, np.uint8)
+                    if i.memory_type == MEM_UOP:
+                        uop[k] = int.from_bytes(raw.tobytes(), "little")
+                    elif i.memory_type == MEM_INP:
+                        inp[k] = raw.view(np.int8)
+                    elif i.memory_type == MEM_WGT:
+                        wgt[k] = raw.view(np.int8)
+                    else:
+                        acc[k] = raw.view("<i4")
+            key = {MEM_UOP: "uop", MEM_INP: "inp", MEM_WGT: "wgt", MEM_ACC: "acc"}[i.memory_type]
+            cnt[key] += i.x_size * i.y_size * cfg.sram_elem_bytes(i.memory_type)
+        elif i.opcode == S and i.x_size:
+            for r in range(i.y_size):
+                for c in range(i.x_size):
+                    a = (i.dram_base + r * i.x_stride + c) * cfg.out_elem_bytes
+                    dram[a:a + LANES] = [v & 0xFF for v in acc[i.sram_base + r * i.x_size + c]]
+            cnt["out"] += i.x_size * i.y_size * cfg.out_elem_bytes
+        elif i.opcode in (G, A):
+            for io in range(i.iter_out):
+                for ii in range(i.iter_in):
+                    for u in range(i.uop_bgn, i.uop_end):
+                        d, s, w = decode_uop(cfg, uop[u])
+                        d += io * i.dst_factor_out + ii * i.dst_factor_in
+                        s += io * i.src_factor_out + ii * i.src_factor_in
+                        w += io * i.wgt_factor_out + ii * i.wgt_factor_in
+                        if i.opcode == G and i.reset_reg:
+                            acc[d] = 0
+                        elif i.opcode == G:
+                            x = inp[s].reshape(cfg.batch, cfg.block_in)
+                            m = wgt[w].reshape(cfg.block_out, cfg.block_in)
+                            acc[d] = [i32(int(v)) for v in acc[d] + (x @ m.T).reshape(-1)]
+                        else:
+                            acc[d] = [ref_alu(i.alu_opcode, int(a), i.imm if i.use_imm else int(b))
+                                      for a, b in zip(acc[d], acc[s])]
+            n = i.iter_out * i.iter_in * max(0, i.uop_end - i.uop_bgn)
+            if i.opcode == A:
+                cnt["alu"] += n
+            elif not i.reset_reg:
+                cnt["gemm"] += n
+    return cnt
+
+
+from hw.isa import Insn, OP_ALU, OP_GEMM, OP_LOAD, OP_STORE, decode_uop  # noqa: E402
+
+
+def random_program(cfg, seed):
+    rng = np.random.default_rng(seed)
+    r = lambda lo, hi: int(rng.integers(lo, hi))
+    b = ProgramBuilder(cfg)
+    xb = b.data("x", rng.integers(-128, 128, size=(16, cfg.batch * cfg.block_in)).astype(np.int8))
+    wb = b.data("w", rng.integers(-128, 128, size=(8, cfg.block_out * cfg.block_in)).astype(np.int8))
+    big = [-(1 << 31), (1 << 31) - 1, -1, 0, 1, 40, -40, 1 << 16]
+    acc0 = np.where(rng.random((24, LANES)) < 0.2, rng.choice(big, size=(24, LANES)),
+                    rng.integers(-1000, 1000, size=(24, LANES)))
+    ab = b.data("a", acc0.astype("<i4"))
+    ub = b.uops([(r(0, 24), r(0, 16), r(0, 8)) for _ in range(48)])
+    out = b.output("out", 64 * cfg.out_elem_bytes)
+    b.load(memory_type=MEM_INP, dram_base=xb, y_size=4, x_size=4, x_stride=4, x_pad_0=r(0, 2), y_pad_1=r(0, 2))
+    b.load(memory_type=MEM_WGT, dram_base=wb, x_size=8, push_next=1)
+    b.load(memory_type=MEM_UOP, dram_base=ub, pop_prev=1)
+    b.load(memory_type=MEM_ACC, dram_base=ab, y_size=4, x_size=6, x_stride=6, y_pad_0=r(0, 2), x_pad_1=r(0, 2))
+    for _ in range(25):
+        bgn = r(0, 48)
+        loop = dict(uop_bgn=bgn, uop_end=min(48, bgn + r(0, 4)), iter_out=r(0, 4), iter_in=r(0, 4),
+                    dst_factor_out=r(0, 4), dst_factor_in=r(0, 4), src_factor_out=r(0, 3), src_factor_in=r(0, 3))
+        if rng.random() < 0.4:
+            b.gemm(reset_reg=int(rng.random() < 0.2), wgt_factor_out=r(0, 2), wgt_factor_in=r(0, 2), **loop)
+        else:
+            op = r(0, 5)
+            imm = r(-40, 40) if op == ALU_SHR else r(-32768, 32768)
+            b.alu(alu_opcode=op, use_imm=r(0, 2), imm=imm, **loop)
+    b.nop("compute", push_next=1)
+    b.store(dram_base=out, y_size=4, x_size=16, x_stride=16, pop_prev=1, push_prev=1)
+    b.finish(pop_next=1)
+    return b.build(), b.insns
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_random_programs_match_spec_transcription(seed):
+    img, insns = random_program(CFG, seed)
+    r = run_image(img)
+    dram = img.dram()
+    cnt = naive_run(CFG, insns, None, dram)
+    assert r.outputs["out"] == img.output_bytes(dram, "out")
+    assert [r.counters[k] for k in ("inp_load_nbytes", "wgt_load_nbytes", "acc_load_nbytes", "uop_load_nbytes",
+                                    "out_store_nbytes", "gemm_counter", "alu_counter")] == list(cnt.values())
