@@ -80,6 +80,7 @@ def header_defines(cfg: VTAConfig, tb_dram_bytes: int = DEFAULT_TB_DRAM_BYTES) -
         "ALU_MUL": ALU_MUL,
         "LEGACY_ISA": int(cfg.legacy_isa),
         "INSN_BITS": 128, "LOG_INSN_BYTES": 4,
+        "HDR_BITS": sum(w for _, w in layout(cfg).finish.values()),
         "TB_DRAM_BYTES": tb_dram_bytes, "TB_DRAM_WORDS": tb_dram_bytes // bus_bytes,
         "LOG_TB_DRAM_WORDS": _log2(tb_dram_bytes // bus_bytes),
     }

@@ -13,12 +13,12 @@ module vta_alu_core (
   localparam integer LANES = `VTA_BATCH * `VTA_BLOCK_OUT;
   integer l;
   reg signed [31:0] x, y, r;
-  reg [31:0] neg;
+  reg [4:0] sh;
   always @* begin
     for (l = 0; l < LANES; l = l + 1) begin
       x = dst_in[l*32 +: 32];
       y = use_imm ? {{16{imm[15]}}, imm} : src_in[l*32 +: 32];
-      neg = 32'd0 - y;
+      sh = 5'd0 - y[4:0];                 // -y for -31 <= y < 0
       case (op)
         `VTA_ALU_MIN: r = (x < y) ? x : y;
         `VTA_ALU_MAX: r = (x > y) ? x : y;
@@ -27,7 +27,7 @@ module vta_alu_core (
           if (y >= 32) r = x >>> 31;
           else if (y <= -32) r = 32'sd0;
           else if (y >= 0) r = x >>> y[4:0];
-          else r = x <<< neg[4:0];
+          else r = x <<< sh;
         end
         default: r = x * y;    // MUL (the only opcode left after dispatch checks)
       endcase

@@ -16,12 +16,11 @@ module vta_cmd_queue (
   localparam integer DEPTH = `VTA_CMD_QUEUE_DEPTH;
   localparam integer DW = `VTA_INSN_BITS + 32;
   localparam integer PW = (LD > 0) ? LD : 1;
-  localparam [LD:0] DEPTH_C = DEPTH;
-  localparam [PW-1:0] LAST = DEPTH - 1;
+  localparam [PW-1:0] LAST = {PW{1'b1}} >> (PW - LD);   // DEPTH - 1
   reg [DW-1:0] mem [0:DEPTH-1];
   reg [PW-1:0] rp, wp;
 
-  assign full  = (count == DEPTH_C);
+  assign full  = count[LD];             // count == DEPTH = 2^LD
   assign valid = (count != {(LD+1){1'b0}});
   assign head  = mem[rp];
 

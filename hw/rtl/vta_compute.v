@@ -72,7 +72,7 @@ module vta_compute (
   end
 
   vta_ctrl #(.USE_PREV(1), .USE_NEXT(1)) u_ctrl (
-    .clk(clk), .rst(rst), .en(en), .cyc(cyc), .head_valid(head_valid), .head_insn(insn),
+    .clk(clk), .rst(rst), .en(en), .cyc(cyc), .head_valid(head_valid), .head_hdr(insn[`VTA_HDR_BITS-1:0]),
     .head_pidx(head[`VTA_INSN_BITS +: 32]), .head_nop(head_nop), .tok_prev_ok(tok_prev_ok),
     .tok_next_ok(tok_next_ok), .unit_fin(u_fin || a_fin || a8_fin || t_fin),
     .unit_digest(unit_digest), .start(start), .go(go), .pop_prev(pop_prev), .pop_next(pop_next),

@@ -12,7 +12,7 @@ module vta_ctrl #(
   input  wire        en,
   input  wire [31:0] cyc,
   input  wire        head_valid,
-  input  wire [`VTA_INSN_BITS-1:0] head_insn,
+  input  wire [`VTA_HDR_BITS-1:0] head_hdr,       // opcode and dependency flags of the queue head
   input  wire [31:0] head_pidx,
   input  wire        head_nop,
   input  wire        tok_prev_ok,
@@ -33,8 +33,8 @@ module vta_ctrl #(
   output reg  [31:0] ret_start,
   output wire [31:0] ret_digest
 );
-  wire h_pop_prev = (USE_PREV != 0) && head_insn[`VTA_HDR_POP_PREV_LSB];
-  wire h_pop_next = (USE_NEXT != 0) && head_insn[`VTA_HDR_POP_NEXT_LSB];
+  wire h_pop_prev = (USE_PREV != 0) && head_hdr[`VTA_HDR_POP_PREV_LSB];
+  wire h_pop_next = (USE_NEXT != 0) && head_hdr[`VTA_HDR_POP_NEXT_LSB];
   wire tok_ok = (!h_pop_prev || tok_prev_ok) && (!h_pop_next || tok_next_ok);
 
   assign start    = en && !busy && head_valid && tok_ok;
@@ -61,10 +61,10 @@ module vta_ctrl #(
     end else if (start) begin
       busy <= 1'b1;
       nop_pend <= head_nop;
-      r_push_prev <= (USE_PREV != 0) && head_insn[`VTA_HDR_PUSH_PREV_LSB];
-      r_push_next <= (USE_NEXT != 0) && head_insn[`VTA_HDR_PUSH_NEXT_LSB];
+      r_push_prev <= (USE_PREV != 0) && head_hdr[`VTA_HDR_PUSH_PREV_LSB];
+      r_push_next <= (USE_NEXT != 0) && head_hdr[`VTA_HDR_PUSH_NEXT_LSB];
       ret_pidx <= head_pidx;
-      ret_op <= head_insn[`VTA_HDR_OPCODE_LSB +: `VTA_HDR_OPCODE_W];
+      ret_op <= head_hdr[`VTA_HDR_OPCODE_LSB +: `VTA_HDR_OPCODE_W];
       ret_start <= cyc;
     end else if (ret_valid) begin
       busy <= 1'b0;

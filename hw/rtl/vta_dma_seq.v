@@ -22,10 +22,11 @@ module vta_dma_seq #(
   input  wire        beat,
   output reg  [31:0] beat_j,
   output reg  [15:0] row,
-  output reg  [31:0] row_addr,    // byte address of the current transfer
+  output wire [LB-1:0] row_off,   // byte address of the current transfer mod bus bytes
   output reg         done
 );
-  reg [31:0] rbytes, rstride;
+  reg [31:0] rbytes, rstride, row_addr;
+  assign row_off = row_addr[LB-1:0];
   reg [15:0] rows_left;
   reg [32:0] cur_w, end_w;        // word addresses (33 bits: a transfer may end at 2^32)
 
@@ -49,9 +50,9 @@ module vta_dma_seq #(
 
   wire [32:0] bound = (cur_w | ((33'd1 << LK) - 33'd1)) + 33'd1;
   wire [32:0] stop  = (bound < end_w) ? bound : end_w;
-  wire [32:0] nb    = stop - cur_w;
+  wire [8:0]  nb    = stop[8:0] - cur_w[8:0];   // <= BURST_BEATS <= 256
   assign req_addr  = cur_w[31:0];
-  assign req_beats = nb[8:0];
+  assign req_beats = nb;
 
   wire [31:0] next_row_addr = row_addr + rstride;
 

@@ -44,7 +44,8 @@ module vta_fetch (
   wire        last_disp;
   wire        more      = (next_pidx < insn_count);
   wire        seq_start = (launch && insn_count != 32'd0) || (last_disp && more);
-  wire [31:0] beat_j, row_addr;
+  wire [31:0] beat_j;
+  wire [LB-1:0] row_off;
   wire [15:0] row_unused;
   wire        seq_done;
   vta_dma_seq #(.LB(LB), .LK(`VTA_LOG_BURST_BEATS)) u_seq (
@@ -52,13 +53,13 @@ module vta_fetch (
     .base(insn_addr + (next_pidx << `VTA_LOG_INSN_BYTES)), .row_bytes(next_cnt << `VTA_LOG_INSN_BYTES),
     .stride(32'd0), .nrows(16'd1), .req(req), .req_addr(req_addr), .req_beats(req_beats),
     .grant(grant), .cmpl_next(cmpl_next), .beat(beat), .beat_j(beat_j), .row(row_unused),
-    .row_addr(row_addr), .done(seq_done));
+    .row_off(row_off), .done(seq_done));
 
   wire [NS-1:0]                  sv;
   wire [NS*32-1:0]               sx;
   wire [NS*`VTA_INSN_BITS-1:0]   sd;
   vta_unpack #(.EB(`VTA_INSN_BITS), .BUS(`VTA_BUS_BITS), .LB(LB), .NS(NS)) u_unpack (
-    .clk(clk), .rst(rst), .beat(beat), .data(rd_data), .beat_j(beat_j), .off(row_addr[LB-1:0]),
+    .clk(clk), .rst(rst), .beat(beat), .data(rd_data), .beat_j(beat_j), .off(row_off),
     .nel(chunk_cnt), .sv(sv), .sx(sx), .sd(sd));
 
   integer s;

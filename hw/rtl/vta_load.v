@@ -45,7 +45,7 @@ module vta_load (
   end
 
   vta_ctrl #(.USE_PREV(0), .USE_NEXT(1)) u_ctrl (
-    .clk(clk), .rst(rst), .en(en), .cyc(cyc), .head_valid(head_valid), .head_insn(insn),
+    .clk(clk), .rst(rst), .en(en), .cyc(cyc), .head_valid(head_valid), .head_hdr(insn[`VTA_HDR_BITS-1:0]),
     .head_pidx(head[`VTA_INSN_BITS +: 32]), .head_nop(head_nop), .tok_prev_ok(1'b0),
     .tok_next_ok(tok_next_ok), .unit_fin(i_fin || w_fin), .unit_digest(is_wgt ? w_dig : i_dig),
     .start(start), .go(go), .pop_prev(pop_prev_unused), .pop_next(pop_next),

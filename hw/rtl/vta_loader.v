@@ -14,7 +14,9 @@ module vta_loader #(
   input  wire                   clk,
   input  wire                   rst,
   input  wire                   go,
-  input  wire [`VTA_INSN_BITS-1:0] insn,
+  /* verilator lint_off UNUSEDSIGNAL */
+  input  wire [`VTA_INSN_BITS-1:0] insn,    // the whole word; a LOAD uses its memory fields
+  /* verilator lint_on UNUSEDSIGNAL */
   output wire                   req,
   output wire [31:0]            req_addr,
   output wire [8:0]             req_beats,
@@ -75,14 +77,15 @@ module vta_loader #(
   wire [15:0] s_xstr  = go ? f_xstr : r_xstr;
   wire [15:0] s_ysize = go ? f_ysize : r_ysize;
 
-  wire [31:0] beat_j, row_addr;
+  wire [31:0] beat_j;
+  wire [LB-1:0] row_off;
   wire [15:0] row;
   wire        seq_done;
   vta_dma_seq #(.LB(LB), .LK(`VTA_LOG_BURST_BEATS)) u_seq (
     .clk(clk), .rst(rst), .start(seq_start_go || seq_start_pad),
     .base(s_dram << LEB), .row_bytes({16'd0, s_xsize} << LEB), .stride({16'd0, s_xstr} << LEB),
     .nrows(s_ysize), .req(req), .req_addr(req_addr), .req_beats(req_beats), .grant(grant),
-    .cmpl_next(cmpl_next), .beat(beat), .beat_j(beat_j), .row(row), .row_addr(row_addr),
+    .cmpl_next(cmpl_next), .beat(beat), .beat_j(beat_j), .row(row), .row_off(row_off),
     .done(seq_done));
 
   wire [NS-1:0]     sv;
@@ -90,47 +93,39 @@ module vta_loader #(
   wire [NS*EBD-1:0] sd;
   vta_unpack #(.EB(EBD), .BUS(BUS), .LB(LB), .NS(NS)) u_unpack (
     .clk(clk), .rst(rst), .beat(beat && state == ST_DATA), .data(rd_data), .beat_j(beat_j),
-    .off(row_addr[LB-1:0]), .nel({16'd0, r_xsize}), .sv(sv), .sx(sx), .sd(sd));
+    .off(row_off), .nel({16'd0, r_xsize}), .sv(sv), .sx(sx), .sd(sd));
 
   assign fin = fin_reg || seq_done;
 
   // ---- SRAM writes: one pad zero per cycle, or the data slots of this beat ----------------
+  // Indices wrap to the buffer depth; out-of-range programs are rejected before they reach the
+  // RTL (sim.program), and the digest uses the full index.
   wire [31:0] row_base = r_sram + ({28'd0, r_yp0} + {16'd0, row}) * r_xt + {28'd0, r_xp0};
   wire [31:0] pad_abs  = r_sram + pad_rel;
-  integer s, l;
-  reg [31:0] wa32;
-  always @* begin
-    we = {NS{1'b0}};
-    wa = {(NS*AW){1'b0}};
-    wd = {(NS*EBS){1'b0}};
-    if (state == ST_PAD) begin
-      we[0] = 1'b1;
-      wa[0 +: AW] = pad_abs[AW-1:0];
-    end else begin
-      for (s = 0; s < NS; s = s + 1) begin
-        we[s] = sv[s];
-        wa32 = row_base + sx[s*32 +: 32];
-        wa[s*AW +: AW] = wa32[AW-1:0];
-        if (SEXT != 0) begin
-          for (l = 0; l < LANES; l = l + 1)
-            wd[s*EBS + l*LW +: LW] = {{(LW-8){sd[s*EBD + l*8 + 7]}}, sd[s*EBD + l*8 +: 8]};
-        end else begin
-          wd[s*EBS +: EBS] = sd[s*EBD +: EBD];
-        end
-      end
-    end
-  end
-
-  // ---- digest of this cycle's writes (indices are the untruncated element indices) ------
-  wire [NS*32-1:0] dsum;
-  genvar g;
+  wire [NS*32-1:0]  idx;     // element index of each slot this cycle
+  wire [NS*EBS-1:0] data;    // SRAM element of each slot (sign-extended for ACC_8BIT)
+  wire [NS*32-1:0]  dsum;
+  genvar g, gl;
   generate
-    for (g = 0; g < NS; g = g + 1) begin : g_dig
-      wire [31:0] idx = (state == ST_PAD) ? pad_abs : row_base + sx[g*32 +: 32];
-      vta_digest #(.W(EBS)) u_dig (.idx(idx), .data(wd[g*EBS +: EBS]), .mask({(EBS/32){we[g]}}),
-                                   .sum(dsum[g*32 +: 32]));
+    for (g = 0; g < NS; g = g + 1) begin : g_slot
+      assign idx[g*32 +: 32] = (state == ST_PAD) ? pad_abs : row_base + sx[g*32 +: 32];
+      if (SEXT != 0) begin : g_sext
+        for (gl = 0; gl < LANES; gl = gl + 1) begin : g_lane
+          assign data[g*EBS + gl*LW +: LW] = {{(LW-8){sd[g*EBD + gl*8 + 7]}}, sd[g*EBD + gl*8 +: 8]};
+        end
+      end else begin : g_copy
+        assign data[g*EBS +: EBS] = sd[g*EBD +: EBD];
+      end
+      always @* begin
+        we[g] = (state == ST_PAD) ? (g == 0) : sv[g];
+        wa[g*AW +: AW] = idx[g*32 +: AW];
+        wd[g*EBS +: EBS] = (state == ST_PAD) ? {EBS{1'b0}} : data[g*EBS +: EBS];
+      end
+      vta_digest #(.W(EBS)) u_dig (.idx(idx[g*32 +: 32]), .data(wd[g*EBS +: EBS]),
+                                   .mask({(EBS/32){we[g]}}), .sum(dsum[g*32 +: 32]));
     end
   endgenerate
+  integer s;
   reg [31:0] cyc_sum;
   always @* begin
     cyc_sum = 32'd0;

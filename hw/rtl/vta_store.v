@@ -38,7 +38,9 @@ module vta_store (
   localparam integer OW = `VTA_OUT_WIDTH;
   localparam integer LOE = `VTA_LOG_OUT_ELEM_BYTES;
 
-  wire [`VTA_INSN_BITS-1:0] insn = head[`VTA_INSN_BITS-1:0];
+  /* verilator lint_off UNUSEDSIGNAL */
+  wire [`VTA_INSN_BITS-1:0] insn = head[`VTA_INSN_BITS-1:0];   // a STORE uses its memory fields
+  /* verilator lint_on UNUSEDSIGNAL */
   wire [15:0] f_sram  = insn[`VTA_MEM_SRAM_BASE_LSB +: `VTA_MEM_SRAM_BASE_W];
   wire [31:0] f_dram  = insn[`VTA_MEM_DRAM_BASE_LSB +: `VTA_MEM_DRAM_BASE_W];
   wire [15:0] f_ysize = insn[`VTA_MEM_Y_SIZE_LSB +: `VTA_MEM_Y_SIZE_W];
@@ -51,7 +53,7 @@ module vta_store (
   reg  [31:0] digest, r_sram, r_xsize;
   wire seq_done;
   vta_ctrl #(.USE_PREV(1), .USE_NEXT(0)) u_ctrl (
-    .clk(clk), .rst(rst), .en(en), .cyc(cyc), .head_valid(head_valid), .head_insn(insn),
+    .clk(clk), .rst(rst), .en(en), .cyc(cyc), .head_valid(head_valid), .head_hdr(insn[`VTA_HDR_BITS-1:0]),
     .head_pidx(head[`VTA_INSN_BITS +: 32]), .head_nop(head_nop), .tok_prev_ok(tok_prev_ok),
     .tok_next_ok(1'b0), .unit_fin(fin_reg || seq_done), .unit_digest(digest), .start(start),
     .go(go), .pop_prev(pop_prev), .pop_next(pop_next_unused), .push_prev(push_prev),
@@ -59,13 +61,14 @@ module vta_store (
     .ret_pidx(ret_pidx), .ret_op(ret_op), .ret_start(ret_start), .ret_digest(ret_digest));
   assign deq = start;
 
-  wire [31:0] beat_j, row_addr;
+  wire [31:0] beat_j;
+  wire [LB-1:0] row_off;
   wire [15:0] row;
   vta_dma_seq #(.LB(LB), .LK(`VTA_LOG_BURST_BEATS)) u_seq (
     .clk(clk), .rst(rst), .start(go && f_ysize != 16'd0), .base(f_dram << LOE),
     .row_bytes({16'd0, f_xsize} << LOE), .stride({16'd0, f_xstr} << LOE), .nrows(f_ysize),
     .req(req), .req_addr(req_addr), .req_beats(req_beats), .grant(grant), .cmpl_next(cmpl_next),
-    .beat(beat), .beat_j(beat_j), .row(row), .row_addr(row_addr), .done(seq_done));
+    .beat(beat), .beat_j(beat_j), .row(row), .row_off(row_off), .done(seq_done));
 
   wire [31:0] row_base = r_sram + {16'd0, row} * r_xsize;
 
@@ -83,21 +86,25 @@ module vta_store (
     if (OEB > BUS) begin : g_wide
       localparam integer PB = OEB / BUS;
       wire [31:0] part = beat_j % PB;
-      wire [31:0] ra32 = row_base + beat_j / PB;
+      /* verilator lint_off UNUSEDSIGNAL */
+      wire [31:0] ra32 = row_base + beat_j / PB;     // wraps to the depth (see vta_tensor)
+      /* verilator lint_on UNUSEDSIGNAL */
       wire [OEB-1:0] elem = narrow(acc_rd[AEB-1:0]);
       assign acc_ra = ra32[AAW-1:0];
       always @* begin
         wr_data = elem[part*BUS +: BUS];
         wr_strb = {(BUS/8){beat}};
       end
-      wire unused_ok = &{1'b0, row_addr[LB-1:0]};
+      wire unused_ok = &{1'b0, row_off};
     end else begin : g_narrow
       localparam integer Q = BUS / OEB;
-      wire [31:0] off_el = {{(32-LB){1'b0}}, row_addr[LB-1:0]} >> LOE;
+      wire [31:0] off_el = {{(32-LB){1'b0}}, row_off} >> LOE;
       wire [NS-1:0] sv;
       for (g = 0; g < NS; g = g + 1) begin : g_slot
         wire [31:0] x = beat_j * Q + g - off_el;
+        /* verilator lint_off UNUSEDSIGNAL */
         wire [31:0] ra32 = row_base + x;
+        /* verilator lint_on UNUSEDSIGNAL */
         assign sv[g] = beat && !(beat_j == 32'd0 && g < off_el) && (x < r_xsize);
         assign acc_ra[g*AAW +: AAW] = ra32[AAW-1:0];
       end

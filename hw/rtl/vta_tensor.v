@@ -9,7 +9,9 @@ module vta_tensor (
   input  wire        clk,
   input  wire        rst,
   input  wire        go,
-  input  wire [`VTA_INSN_BITS-1:0] insn,
+  /* verilator lint_off UNUSEDSIGNAL */
+  input  wire [`VTA_INSN_BITS-1:0] insn,    // the whole word; GEMM/ALU use their loop fields
+  /* verilator lint_on UNUSEDSIGNAL */
   output wire [`VTA_LOG_UOP_DEPTH-1:0] uop_ra,
   input  wire [31:0] uop_rd,
   output wire [`VTA_LOG_ACC_DEPTH-1:0] acc_ra_dst,
@@ -64,9 +66,13 @@ module vta_tensor (
   wire [31:0] uop_dst = {{(32-`VTA_UOP_DST_IDX_W){1'b0}}, uop_rd[`VTA_UOP_DST_IDX_LSB +: `VTA_UOP_DST_IDX_W]};
   wire [31:0] uop_src = {{(32-`VTA_UOP_SRC_IDX_W){1'b0}}, uop_rd[`VTA_UOP_SRC_IDX_LSB +: `VTA_UOP_SRC_IDX_W]};
   wire [31:0] uop_wgt = {{(32-`VTA_UOP_WGT_IDX_W){1'b0}}, uop_rd[`VTA_UOP_WGT_IDX_LSB +: `VTA_UOP_WGT_IDX_W]};
+  // Indices wrap to the buffer depths; out-of-range programs are rejected before they reach the
+  // RTL (sim.program).  The digest uses the full destination index.
   wire [31:0] dst_idx = uop_dst + o_d + n_d;
+  /* verilator lint_off UNUSEDSIGNAL */
   wire [31:0] src_idx = uop_src + o_s + n_s;
   wire [31:0] wgt_idx = uop_wgt + o_w + n_w;
+  /* verilator lint_on UNUSEDSIGNAL */
 
   assign uop_ra     = u[UW-1:0];
   assign acc_ra_dst = dst_idx[`VTA_LOG_ACC_DEPTH-1:0];

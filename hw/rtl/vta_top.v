@@ -3,7 +3,9 @@
 // the on-chip buffers and the single memory port, implementing docs/timing.md cycle for cycle.
 // Cycle 0 is the first cycle after the clock edge at which `launch` is sampled 1 (after reset,
 // while not done).  The DRAM is outside (tb_top): a bus-word array read combinationally at
-// `mem_addr` and written at the clock edge when `mem_wr` is set.  The retire port reports, per
+// `mem_addr` and written at the clock edge when `mem_wr` is set; fetch reads `mem_insn_rdata`, the
+// same address in the DRAM image as it was at launch (docs/timing.md 3: a STORE into the
+// instruction region does not change what fetch reads).  The retire port reports, per
 // module (0 load, 1 compute, 2 store, 32-bit fields packed low module first), the instruction that
 // ends in the current cycle `cyc`; the dispatch port the instruction dispatched in it.
 module vta_top (
@@ -15,6 +17,7 @@ module vta_top (
   // memory port
   output wire [31:0] mem_addr,
   input  wire [`VTA_BUS_BITS-1:0]   mem_rdata,
+  input  wire [`VTA_BUS_BITS-1:0]   mem_insn_rdata,
   output wire        mem_wr,
   output wire [`VTA_BUS_BITS-1:0]   mem_wdata,
   output wire [`VTA_BUS_BITS/8-1:0] mem_wstrb,
@@ -95,7 +98,7 @@ module vta_top (
     .clk(clk), .rst(rst), .launch(launch_go), .en(en), .insn_addr(insn_addr),
     .insn_count(insn_count), .req(req[0]), .req_addr(req_addr[0 +: 32]),
     .req_beats(req_beats[0 +: 9]), .grant(grant[0]), .cmpl_next(cmpl_next[0]), .beat(beat[0]),
-    .rd_data(mem_rdata), .q_full(q_full), .enq(enq), .enq_data(enq_data),
+    .rd_data(mem_insn_rdata), .q_full(q_full), .enq(enq), .enq_data(enq_data),
     .disp_valid(disp_valid), .disp_pidx(disp_pidx), .err(fetch_err), .stall(fetch_stall),
     .state(fetch_state));
 
@@ -224,6 +227,6 @@ module vta_top (
   wire [LQ:0] load_q_count = q_count[0 +: LQ+1];
   wire [LQ:0] compute_q_count = q_count[(LQ+1) +: LQ+1];
   wire [LQ:0] store_q_count = q_count[2*(LQ+1) +: LQ+1];
-  wire unused_ok = &{1'b0, port_busy, fetch_stall, fetch_state, load_q_count, compute_q_count,
+  wire unused_ok = &{1'b0, port_busy, compute_busy, fetch_stall, fetch_state, load_q_count, compute_q_count,
                      store_q_count};
 endmodule

@@ -30,6 +30,7 @@ module tb_top (
   localparam integer LW = `VTA_LOG_TB_DRAM_WORDS;
 
   reg [BUS-1:0] dram [0:WORDS-1];
+  reg [BUS-1:0] dram_launch [0:WORDS-1];   // the image as loaded: what fetch reads
 
   wire [31:0]      mem_addr;
   wire             mem_wr;
@@ -37,6 +38,7 @@ module tb_top (
   wire [BUS/8-1:0] mem_wstrb;
   wire             in_range = (mem_addr >> LW) == 32'd0;
   wire [BUS-1:0]   mem_rdata = in_range ? dram[mem_addr[LW-1:0]] : {BUS{1'b0}};
+  wire [BUS-1:0]   mem_insn_rdata = in_range ? dram_launch[mem_addr[LW-1:0]] : {BUS{1'b0}};
 
   wire        running, v_done, v_finish, v_error;
   wire [7:0]  v_code;
@@ -51,7 +53,7 @@ module tb_top (
 
   vta_top u_vta (
     .clk(clk), .rst(rst), .launch(launch), .insn_addr(insn_addr), .insn_count(insn_count),
-    .mem_addr(mem_addr), .mem_rdata(mem_rdata), .mem_wr(mem_wr), .mem_wdata(mem_wdata),
+    .mem_addr(mem_addr), .mem_rdata(mem_rdata), .mem_insn_rdata(mem_insn_rdata), .mem_wr(mem_wr), .mem_wdata(mem_wdata),
     .mem_wstrb(mem_wstrb), .running(running), .done(v_done), .finish(v_finish), .error(v_error),
     .error_code(v_code), .cycles(v_cycles), .cyc(cyc), .ret_valid(ret_valid), .ret_midx(ret_midx),
     .ret_pidx(ret_pidx), .ret_op(ret_op), .ret_start(ret_start), .ret_digest(ret_digest),
@@ -86,6 +88,7 @@ module tb_top (
     end
     if (cmd_load && !running) begin
       $readmemh("dram_in.hex", dram);
+      $readmemh("dram_in.hex", dram_launch);
       if (fd != 0) $fclose(fd);
       fd = $fopen("trace.txt", "w");
     end
