@@ -18,10 +18,13 @@ Rules for the cases fsim leaves undefined (architecture.md section 2, identical 
 * FINISH with another instruction not yet executed: RunError.
 
 Scheduler (deterministic, unlike fsim's random one): scan load, compute, store in that order; each
-module runs its head instruction while the tokens it pops are available; stop after FINISH.  A full
-scan without progress before FINISH is a deadlock (:class:`~sim.errors.DeadlockError` naming each
-blocked module's head and the token it needs).  A push that would take a token queue above
-``TOKEN_QUEUE_DEPTH`` raises :class:`~sim.errors.TokenOverflowError` (docs/timing.md section 5).
+module runs its head instruction while the tokens it pops are available and the queues it pushes
+are below ``TOKEN_QUEUE_DEPTH``; stop after FINISH.  A full scan without progress before FINISH is
+either a token overflow - some head's push would take a queue above ``TOKEN_QUEUE_DEPTH`` and no
+order of execution lets the consumer pop first: :class:`~sim.errors.TokenOverflowError`
+(docs/timing.md section 5) - or a deadlock (:class:`~sim.errors.DeadlockError` naming each blocked
+module's head and the token it needs).  So the functional model never reports an overflow that a
+different (timing-dependent) interleaving would avoid.
 """
 
 from __future__ import annotations
@@ -235,6 +238,16 @@ def _blocked_report(prog: Program, heads, queues, tokens) -> tuple:
     return "; ".join(summary) + f"; tokens {tok}", "\n".join(lines + [f"  tokens: {tok}"])
 
 
+def _raise_if_overflow(heads, pushes, tokens, depth) -> None:
+    """TokenOverflowError for the first stuck head ``(module, index)`` whose push queue is full."""
+    for m, i in heads:
+        full = [name for flag, name in pushes[m] if flag[i] and tokens[name] >= depth]
+        if full:
+            raise TokenOverflowError(f"instruction {i}: push to token queue {full[0]} would exceed "
+                                     f"TOKEN_QUEUE_DEPTH = {depth}; no order of execution lets its consumer "
+                                     f"pop first", i, full[0])
+
+
 def run_program(prog: Program, dram: np.ndarray) -> FunctionalMachine:
     machine = FunctionalMachine(prog, dram)
     f = prog.fields
@@ -253,6 +266,8 @@ def run_program(prog: Program, dram: np.ndarray) -> FunctionalMachine:
                 i = int(q[heads[m]])
                 if any(flag[i] and tokens[name] == 0 for flag, name in pops[m]):
                     break
+                if any(flag[i] and tokens[name] >= depth for flag, name in pushes[m]):
+                    break                  # a full queue: let its consumer catch up first
                 for flag, name in pops[m]:
                     if flag[i]:
                         tokens[name] -= 1
@@ -260,10 +275,6 @@ def run_program(prog: Program, dram: np.ndarray) -> FunctionalMachine:
                 machine.order.append(i)
                 for flag, name in pushes[m]:
                     if flag[i]:
-                        if tokens[name] >= depth:
-                            raise TokenOverflowError(
-                                f"instruction {i}: push to token queue {name} would exceed TOKEN_QUEUE_DEPTH "
-                                f"= {depth} (its consumer is {depth} tokens behind)", i, name)
                         tokens[name] += 1
                 heads[m] += 1
                 progress = True
@@ -272,12 +283,15 @@ def run_program(prog: Program, dram: np.ndarray) -> FunctionalMachine:
                             if heads[mm] < len(queues[mm])]
                     if left:
                         from hw.disasm import one_line
+                        _raise_if_overflow(left, pushes, tokens, depth)
                         mm, j = left[0]
                         raise RunError(f"FINISH (instruction {i}) ran while {MODULE_NAMES[mm]} instruction {j} "
                                        f"`{one_line(prog.insn(j))}` had not executed (a FINISH must wait for "
                                        f"every other instruction: give it pops)")
                     return machine
         if not progress:
+            _raise_if_overflow([(m, int(queues[m][heads[m]])) for m in (MODULE_LOAD, MODULE_COMPUTE, MODULE_STORE)
+                                if heads[m] < len(queues[m])], pushes, tokens, depth)
             summary, report = _blocked_report(prog, heads, queues, tokens)
             raise DeadlockError(f"deadlock before FINISH: {summary}", report)
 

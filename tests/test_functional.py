@@ -268,15 +268,37 @@ def test_token_order_matters_and_leftovers_are_reported():
     assert r.leftover_tokens == {"g2s": 1}
 
 
+def _mutual_pushes(depth):
+    """Compute and store each push twice into queues that only the other module could drain."""
+    b = ProgramBuilder(CFG.replace(TOKEN_QUEUE_DEPTH=depth))
+    b.nop("compute", push_next=1)
+    b.nop("compute", push_next=1)      # g2s: store never pops it
+    b.nop("store", push_prev=1)
+    b.nop("store", push_prev=1)        # s2g: only FINISH pops one
+    b.finish(pop_next=1)
+    return b.build()
+
+
 def test_token_overflow():
+    with pytest.raises(TokenOverflowError, match="instruction 1: push to token queue g2s would exceed "
+                                                 "TOKEN_QUEUE_DEPTH = 1") as e:
+        run_image(_mutual_pushes(1))
+    assert e.value.index == 1 and e.value.field == "g2s"
+    # with room for two tokens the same program runs and reports what is left over
+    assert run_image(_mutual_pushes(2)).leftover_tokens == {"g2s": 2, "s2g": 1}
+
+
+def test_full_token_queue_stalls_the_producer():
+    """Three pushes into a queue of two are fine when the consumer can pop in between."""
     cfg = CFG.replace(TOKEN_QUEUE_DEPTH=2)
     b = ProgramBuilder(cfg)
     for _ in range(3):
         b.nop("load", push_next=1)
-    b.nop("compute", pop_prev=1)
+    for _ in range(3):
+        b.nop("compute", pop_prev=1)
     b.finish()
-    with pytest.raises(TokenOverflowError, match="instruction 2: push to token queue l2g would exceed"):
-        run_image(b.build())
+    r = run_image(b.build())
+    assert r.extra["order"] == [0, 1, 3, 4, 2, 5, 6]
 
 
 def test_out_of_order_consumers_wait():
