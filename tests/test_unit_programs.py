@@ -78,3 +78,18 @@ def test_corrupted_program_is_detected(name):
     bad = MemoryImage(cfg, img.insn_addr, img.insn_count, segs, img.outputs, img.expected)
     r = run_image(bad)
     assert r.outputs["out"] != img.expected["out"]
+
+
+@pytest.mark.parametrize("name", ["relu", "gemm_smt", "hw_alu_shr_vec_c", "alu_mul_vec", "hw_gemm_u"])
+def test_legacy_isa(name):
+    """HW_VER 0.0.1 (2-bit memory type / ALU opcode): same results; MUL cannot be encoded."""
+    from hw.isa import IsaError
+    cfg = load_config().replace(HW_VER="0.0.1")
+    if "mul" in name:
+        with pytest.raises(IsaError, match="alu_opcode = 4 does not fit 2 bits"):
+            build(name, cfg)
+        return
+    img = build(name, cfg)
+    r = run_image(img)
+    assert r.outputs == img.expected and r.counters == img.expected_counters
+    assert img.insn_bytes() != build(name, load_config()).insn_bytes()    # the layout really differs
