@@ -31,7 +31,7 @@ __all__ = [
     "MODULE_LOAD", "MODULE_COMPUTE", "MODULE_STORE", "MODULE_NAMES",
     "IsaError", "IsaLayout", "Insn", "layout", "check_isa_fit",
     "encode", "decode", "encode_stream", "decode_stream", "decode_fields", "module_of",
-    "encode_uop", "decode_uop", "decode_uops", "encode_uops",
+    "encode_uop", "decode_uop", "decode_uops", "encode_uops", "store_mem_type",
 ]
 
 OP_LOAD, OP_STORE, OP_GEMM, OP_FINISH, OP_ALU = 0, 1, 2, 3, 4
@@ -316,3 +316,9 @@ def encode_uops(cfg: VTAConfig, triples) -> np.ndarray:
 # Memory types valid for each opcode (used by validators; the names live in hw.config).
 LOAD_MEM_TYPES = (MEM_UOP, MEM_WGT, MEM_INP, MEM_ACC, MEM_ACC_8BIT)
 STORE_MEM_TYPES = (MEM_OUT,)
+
+
+def store_mem_type(cfg: VTAConfig) -> int:
+    """The memory_type field value of a STORE.  HW_VER 0.0.1 has a 2-bit field, so the runtime's
+    VTA_MEM_ID_OUT (4) lands in it as 4 mod 4 = 0 (hardware spec 2.9); 0.0.2 keeps 4."""
+    return MEM_OUT & ((1 << layout(cfg).mem["memory_type"][1]) - 1)

@@ -30,7 +30,8 @@ import numpy as np
 
 from hw.config import MEM_INP, MEM_OUT, MEM_UOP, MEM_NAMES, VTAConfig
 from hw.isa import (MODULE_COMPUTE, MODULE_LOAD, MODULE_NAMES, MODULE_STORE, OP_ALU, OP_FINISH, OP_GEMM,
-                    OP_LOAD, OP_STORE, Insn, IsaError, encode, encode_uops)
+                    OP_LOAD, OP_STORE, Insn, IsaError, encode, encode_uops,
+                    store_mem_type)
 from sim.image import PAGE_BYTES, MemoryImage, Output, Segment, check_output_name
 from sim.errors import ImageError
 
@@ -127,7 +128,7 @@ class ProgramBuilder:
         fields = dict(fields)
         dram = fields.get("dram_base")
         if isinstance(dram, Buffer):
-            fields["dram_base"] = dram.elem(fields.get("memory_type", 0))
+            fields["dram_base"] = dram.elem(MEM_OUT if opcode == OP_STORE else fields.get("memory_type", 0))
         try:
             return self.insn(Insn(opcode=opcode, **fields))
         except TypeError as exc:
@@ -143,7 +144,7 @@ class ProgramBuilder:
         return self._emit(OP_LOAD, f)
 
     def store(self, **f) -> int:
-        f.setdefault("memory_type", MEM_OUT)
+        f.setdefault("memory_type", store_mem_type(self.cfg))
         x = f.setdefault("x_size", 0)
         f.setdefault("y_size", 1 if x else 0)
         f.setdefault("x_stride", x)

@@ -7,7 +7,8 @@ value and the rule.  The rules:
 
 * opcode is LOAD, STORE, GEMM, FINISH or ALU;
 * memory type valid for the opcode: LOAD takes UOP, WGT, INP, ACC, ACC_8BIT; STORE takes OUT (a
-  STORE with ``x_size == 0`` is a NOP and may carry any type - the runtime's NOP-STORE uses UOP);
+  STORE with ``x_size == 0`` is a NOP and may carry any type - the runtime's NOP-STORE uses UOP;
+  under HW_VER 0.0.1 OUT reads as 0, see :func:`hw.isa.store_mem_type`);
 * ALU opcode is MIN, MAX, ADD, SHR or MUL;
 * STORE pads are 0;
 * a load-module instruction (LOAD INP/WGT) has no prev flags, a STORE has no next flags;
@@ -27,10 +28,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hw.config import MEM_INP, MEM_NAMES, MEM_OUT, MEM_WGT, VTAConfig
+from hw.config import MEM_INP, MEM_NAMES, MEM_WGT, VTAConfig
 from hw.isa import (ALU_NAMES, INSN_FIELDS, LOAD_MEM_TYPES, MODULE_COMPUTE, MODULE_LOAD, MODULE_NAMES,
                     MODULE_STORE, OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, OPCODE_NAMES, Insn,
-                    decode_fields)
+                    decode_fields, store_mem_type)
 from sim.errors import ProgramError
 
 __all__ = ["Program", "load_program", "decode_program", "check_program", "module_array"]
@@ -105,8 +106,9 @@ def check_program(cfg: VTAConfig, f: dict, dram_size: int) -> None:
     rule(is_load & ~np.isin(mt, list(LOAD_MEM_TYPES)), "memory_type",
          lambda i: f"LOAD field memory_type = {mt[i]} is not a loadable type "
                    f"({', '.join(f'{t} {MEM_NAMES[t]}' for t in LOAD_MEM_TYPES)})")
-    rule(is_store & (x > 0) & (mt != MEM_OUT), "memory_type",
-         lambda i: f"STORE field memory_type = {mt[i]} must be {MEM_OUT} OUT")
+    out_type = store_mem_type(cfg)
+    rule(is_store & (x > 0) & (mt != out_type), "memory_type",
+         lambda i: f"STORE field memory_type = {mt[i]} must be {out_type} OUT")
     rule((op == OP_ALU) & ~np.isin(f["alu_opcode"], list(ALU_NAMES)), "alu_opcode",
          lambda i: f"field alu_opcode = {f['alu_opcode'][i]} is not an ALU opcode "
                    f"({', '.join(f'{k} {v}' for k, v in ALU_NAMES.items())})")
@@ -147,9 +149,10 @@ def check_program(cfg: VTAConfig, f: dict, dram_size: int) -> None:
 
     # DRAM ranges: last byte touched = (dram_base + (y-1)*stride + x) * elem_bytes.
     ebytes = np.array([cfg.dram_elem_bytes(t) if t in MEM_NAMES else 0 for t in range(8)], dtype=np.int64)[mt & 7]
+    ebytes = np.where(is_store, cfg.out_elem_bytes, ebytes)        # a STORE always writes OUT elements
     dram_end = (f["dram_base"] + (y - 1) * stride + x) * ebytes
-    rule(active & known & (y > 0) & (dram_end > dram_size), "dram_base",
-         lambda i: f"{OPCODE_NAMES[int(op[i])]} {MEM_NAMES[int(mt[i])]} touches DRAM bytes up to {dram_end[i]:#x} "
+    rule(active & (known | is_store) & (y > 0) & (dram_end > dram_size), "dram_base",
+         lambda i: f"{OPCODE_NAMES[int(op[i])]} {'OUT' if is_store[i] else MEM_NAMES[int(mt[i])]} touches DRAM bytes up to {dram_end[i]:#x} "
                    f"((dram_base {f['dram_base'][i]} + (y_size-1)*x_stride + x_size) * {ebytes[i]} B) beyond "
                    f"the image DRAM of {dram_size:#x} bytes")
 

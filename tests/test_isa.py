@@ -164,3 +164,10 @@ def test_random_round_trip(cname):
     assert [decode_uop(cfg, w) for w in words] == uop
     assert list(zip(*(a.tolist() for a in decode_uops(cfg, words)))) == uop
     assert sum(w for _, w in lay.uop.values()) <= 32
+
+
+def test_legacy_store_memory_type():
+    """0.0.1's 2-bit memory_type holds VTA_MEM_ID_OUT (4) as 0; 0.0.2 keeps 4."""
+    from hw.isa import store_mem_type
+    assert store_mem_type(load_config()) == MEM_OUT
+    assert store_mem_type(cfg_of("legacy")) == 0
