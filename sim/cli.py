@@ -221,7 +221,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="build, run and check a tiled int8 GEMM with requantization")
     p.add_argument("--config", type=Path, default=None)
-    p.add_argument("--out", type=Path, default=Path("vtasim-demo"), help="where the demo image is saved")
+    p.add_argument("--out", type=Path, default=Path("runs/demo"), help="where the demo image, trace and plot are saved")
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("unit", help="list the spec 7.1/7.2 unit programs, or save one as a memory image")
