@@ -46,7 +46,8 @@ def run_images(images, sim: str = "verilator", waves: bool = False, max_cycles: 
             continue
         groups.setdefault(image.cfg, []).append(k)
     for cfg, idxs in groups.items():
-        build = runner.get_build(cfg, sim, waves=waves, rtl_dir=rtl_dir, tb_file=tb_file)
+        build = runner.get_build(cfg, sim, waves=waves, rtl_dir=rtl_dir, tb_file=tb_file,
+                                 dram_bytes=max(images[k].dram_size for k in idxs))
         if waves and waves_file is None:
             waves_file = Path.cwd() / "vtasim_rtl.vcd"
         jobs = [runner.Job(images[k].dram(), images[k].insn_addr, images[k].insn_count, max_cycles) for k in idxs]

@@ -42,7 +42,9 @@ HW_DIR = Path(__file__).resolve().parent.parent
 PROJECT_ROOT = HW_DIR.parent
 TB_TOP = "tb_top"
 TEST_MODULE = "hw.cosim.tb_batch"
-DEFAULT_TB_DRAM_BYTES = 16 << 20
+# Testbench DRAM per simulator: it is cleared on every reset, which costs Icarus about a second
+# per 16 MiB, so Icarus builds start small; a batch with a larger image gets a larger build.
+TB_DRAM_DEFAULT = {"verilator": 16 << 20, "icarus": 1 << 20}
 DEFAULT_MAX_CYCLES = 100_000_000
 # Verilator: fast C++ and no X randomisation (the contract has no X); two make jobs at most.
 VERILATOR_ARGS = ("-O3", "--x-assign", "fast", "--x-initial", "fast", "-Wno-fatal",
@@ -128,10 +130,10 @@ def _header_writer():
     return write_header
 
 
-def _build_key(cfg: VTAConfig, sim: str, waves: bool, sources: list[Path]) -> str:
+def _build_key(cfg: VTAConfig, sim: str, waves: bool, sources: list[Path], tb_dram_bytes: int = 0) -> str:
     h = hashlib.sha256()
     h.update(json.dumps(cfg.to_dict(), sort_keys=True).encode())
-    h.update(f"{sim}|{waves}|{sys.version_info[:2]}".encode())
+    h.update(f"{sim}|{waves}|{sys.version_info[:2]}|{tb_dram_bytes}".encode())
     if sim == "verilator":
         h.update(".".join(map(str, tools.verilator_version())).encode())
     h.update(repr(VERILATOR_ARGS).encode())
@@ -175,9 +177,12 @@ def _tail(path: Path, n: int = 15) -> str:
     return "\n".join(lines[-n:])
 
 
-def _tb_dram_bytes(header: Path) -> int:
-    m = re.search(r"TB_DRAM_BYTES\D*?(\d+)", header.read_text())
-    return int(m.group(1)) if m else DEFAULT_TB_DRAM_BYTES
+def tb_dram_bytes_for(sim: str, nbytes: int = 0) -> int:
+    """The testbench DRAM size a build needs for images of up to ``nbytes`` bytes."""
+    size = TB_DRAM_DEFAULT[sim]
+    while size < nbytes:
+        size *= 2
+    return size
 
 
 # The only signals Python touches (interface of hdl/tb_top.v); everything else stays private to
@@ -215,15 +220,17 @@ _memo: dict = {}
 
 
 def get_build(cfg: VTAConfig, sim: str = "verilator", waves: bool = False, rtl_dir=None,
-              tb_file=None, root=None) -> Build:
-    """The cached build for this config and simulator, compiling it first if needed."""
+              tb_file=None, root=None, dram_bytes: int = 0) -> Build:
+    """The cached build for this config and simulator (with a testbench DRAM of at least
+    ``dram_bytes``), compiling it first if needed."""
     if sim not in SIMULATORS:
         raise SimError(f"--sim {sim!r} is not one of {', '.join(SIMULATORS)}")
     waves = bool(waves) and sim == "verilator"      # Icarus builds dump on request (vtasim_dump)
     rtl_dir = Path(rtl_dir) if rtl_dir else default_rtl_dir()
     tb_file = Path(tb_file) if tb_file else default_tb_file()
     sources = _sources(rtl_dir, tb_file)
-    key = _build_key(cfg, sim, waves, sources)
+    tb_bytes = tb_dram_bytes_for(sim, dram_bytes)
+    key = _build_key(cfg, sim, waves, sources, tb_bytes)
     root = Path(root) if root else cache_root()
     memo_key = (root, key)
     if memo_key in _memo:
@@ -232,19 +239,19 @@ def get_build(cfg: VTAConfig, sim: str = "verilator", waves: bool = False, rtl_d
     done = bdir / "build.ok"
     with _locked(root / f"{sim}-{key}.lock"):
         if not done.is_file():
-            _compile(cfg, sim, waves, sources, bdir)
+            _compile(cfg, sim, waves, sources, bdir, tb_bytes)
             done.write_text(json.dumps({"sim": sim, "waves": waves, "config": cfg.to_dict()}))
     build = Build(cfg=cfg, sim=sim, waves=waves, dir=bdir, key=key,
-                  tb_dram_bytes=_tb_dram_bytes(bdir / "vta_params.vh"))
+                  tb_dram_bytes=tb_bytes)
     _memo[memo_key] = build
     return build
 
 
-def _compile(cfg, sim, waves, sources, bdir: Path):
+def _compile(cfg, sim, waves, sources, bdir: Path, tb_bytes: int):
     if bdir.exists():
         shutil.rmtree(bdir)
     bdir.mkdir(parents=True)
-    _header_writer()(cfg, bdir / "vta_params.vh")
+    _header_writer()(cfg, bdir / "vta_params.vh", tb_dram_bytes=tb_bytes)
     log = bdir / "build.log"
     with tools.tool_path(sim):
         runner = _runner(sim)
