@@ -50,10 +50,12 @@ def diff_image(image, against: str = "cycle", sim: str = "verilator", waves: boo
         if d.first is not None and d.waves["actual"]:
             from sim.diff import WINDOW_CYCLES
             from waveforms.gtkw import write_gtkw
+            from waveforms.vcd import signal_widths
             p = rtl_result.extra.get("clock_ns") or 10
             lo, hi = max(0, d.first.cycle - WINDOW_CYCLES), d.first.cycle + WINDOW_CYCLES
             d.waves["gtkw"] = str(write_gtkw(out_dir / "divergence.gtkw", d.waves["actual"],
-                                             window_ns=(t0 + lo * p, t0 + hi * p)))
+                                             window_ns=(t0 + lo * p, t0 + hi * p),
+                                             widths=signal_widths(image.cfg)))
     return d
 
 

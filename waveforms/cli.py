@@ -19,7 +19,7 @@ def cmd_waves(args) -> int:
     from sim.image import MemoryImage
     from waveforms.gtkw import write_gtkw
     from waveforms.plot import plot_timeline
-    from waveforms.vcd import write_model_vcd
+    from waveforms.vcd import signal_widths, write_model_vcd
     image = MemoryImage.load(args.image_dir)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -29,11 +29,11 @@ def cmd_waves(args) -> int:
         from hw.cosim import run_image as rtl_run
         rtl = rtl_run(image, sim=args.sim, waves=True, waves_file=(out / "rtl.vcd").resolve())
         offset = rtl.extra["launch_ns"]
-        write_gtkw(out / "rtl.gtkw", out / "rtl.vcd")
+        write_gtkw(out / "rtl.gtkw", out / "rtl.vcd", widths=signal_widths(image.cfg))
         plot_timeline(rtl, out / "timeline_rtl.png")
         print(f"rtl/{args.sim}: {rtl.cycles} cycles -> {out / 'rtl.vcd'}, {out / 'rtl.gtkw'}")
     write_model_vcd(image, model, out / "model.vcd", offset_ns=offset)
-    write_gtkw(out / "model.gtkw", out / "model.vcd")
+    write_gtkw(out / "model.gtkw", out / "model.vcd", widths=signal_widths(image.cfg))
     plot_timeline(model, out / "timeline.png")
     print(f"cycle engine: {model.cycles} cycles -> {out / 'model.vcd'}, {out / 'model.gtkw'}, "
           f"{out / 'timeline.png'}")

@@ -4,7 +4,7 @@ Groups: busy flags, command-queue occupancies, dependency tokens, retired counts
 :data:`waveforms.vcd.SIGNALS` the model VCD writes and the RTL exposes, so one save file serves the
 RTL FST and the model VCD alike::
 
-    >>> write_gtkw("view.gtkw", "rtl.fst")          # doctest: +SKIP
+    >>> write_gtkw("view.gtkw", "rtl.vcd")          # doctest: +SKIP
     $ gtkwave view.gtkw
 """
 
@@ -19,15 +19,15 @@ __all__ = ["GROUPS", "write_gtkw"]
 GROUPS = (
     ("busy", ("load_busy", "compute_busy", "store_busy")),
     ("command queues", ("load_q_count", "compute_q_count", "store_q_count")),
-    ("tokens", ("tok_l2g", "tok_g2l", "tok_s2g", "tok_g2s")),
-    ("retired", ("load_retired", "compute_retired", "store_retired")),
+    ("tokens l2g g2l s2g g2s (16 bits each, l2g lowest)", ("tokens",)),
+    ("retired", ("u_load.u_ctrl.ret_midx", "u_compute.u_ctrl.ret_midx", "u_store.u_ctrl.ret_midx")),
 )
 # GTKWave trace flags: 0x22 = hex + right-justified, 0x28 = binary; 0xc00200 = group begin etc.
 _FLAG_HEX, _FLAG_DEC, _FLAG_BIN = 0x22, 0x24, 0x28
 _GROUP_BEGIN, _GROUP_END = 0xc00200, 0x1401200
 
 
-def write_gtkw(path, dumpfile, scope=SCOPE, window_ns: tuple | None = None, signals=SIGNALS) -> Path:
+def write_gtkw(path, dumpfile, scope=SCOPE, window_ns: tuple | None = None, widths: dict | None = None) -> Path:
     """Write a save file for ``dumpfile``; ``window_ns=(lo, hi)`` zooms to a diff window."""
     path = Path(path)
     prefix = ".".join(scope)
@@ -42,8 +42,8 @@ def write_gtkw(path, dumpfile, scope=SCOPE, window_ns: tuple | None = None, sign
     for group, names in GROUPS:
         lines += [f"@{_GROUP_BEGIN:x}", f"-{group}"]
         for name in names:
-            width = signals.get(name, (32, ""))[0]
-            flag = _FLAG_BIN if width == 1 else _FLAG_DEC
+            width = (widths or {}).get(name) or SIGNALS[name][0] or 10
+            flag = _FLAG_BIN if width == 1 else (_FLAG_HEX if name == "tokens" else _FLAG_DEC)
             sig = f"{prefix}.{name}" + (f"[{width - 1}:0]" if width > 1 else "")
             lines += [f"@{flag:x}", sig]
         lines += [f"@{_GROUP_END:x}", f"-{group}"]

@@ -1,11 +1,18 @@
 """Model VCD: the cycle engine's run as waveforms with the RTL's hierarchical signal names.
 
-The signals are the ones the RTL exposes for co-verification (see :data:`SIGNALS`): per module a
-busy flag and the index of the last retired instruction, per command queue its occupancy, per
-dependency token queue its count.  Values follow docs/timing.md exactly - busy over ``[s, e]``,
-queue occupancy at t = dispatched before t - started before t, a token count at t = pushes at end
-cycles < t - pops at start cycles < t - so the model VCD and the RTL's FST open side by side in
-GTKWave (:mod:`waveforms.gtkw` writes the save file that groups them).
+The signals are the ones ``hw/rtl/vta_top.v`` carries (see :data:`SIGNALS`, paths below
+``tb_top.u_vta``): per module the busy register and the count of retired instructions, per command
+queue its occupancy, and the four dependency token counters packed as the RTL's ``tokens`` bus
+(16 bits each, l2g lowest).  Values follow docs/timing.md and the RTL's registers:
+
+* ``<module>_busy``: the RTL's busy register, 1 in cycles ``s + 1 .. e`` of each instruction (the
+  start cycle s is the cycle the instruction leaves its queue and the register is set);
+* ``<module>_q_count``: occupancy at t = dispatched before t - started before t;
+* ``tokens``: a counter at t = pushes at end cycles < t - pops at start cycles < t;
+* ``u_<module>.u_ctrl.ret_midx``: instructions the module retired before t.
+
+So the model VCD and the RTL's VCD open side by side in GTKWave (:mod:`waveforms.gtkw` writes the
+save file that groups them), and ``tests/rtl/test_waveforms.py`` checks them equal cycle by cycle.
 
 Time: one cycle is ``clock_ns`` nanoseconds and cycle 0 starts at ``offset_ns``; pass the RTL run's
 ``extra["launch_ns"]`` as the offset to line the two files up exactly::
@@ -21,25 +28,31 @@ import numpy as np
 
 from hw.isa import MODULE_NAMES
 
-__all__ = ["SCOPE", "SIGNALS", "model_changes", "write_vcd", "write_model_vcd"]
+__all__ = ["SCOPE", "SIGNALS", "TOKEN_ORDER", "model_changes", "signal_widths", "write_vcd", "write_model_vcd"]
 
-SCOPE = ("tb_top", "dut")           # the RTL instance path of vta_top inside the testbench
-# name -> (width, meaning).  The RTL declares the same names in vta_top.
+SCOPE = ("tb_top", "u_vta")          # the instance path of vta_top inside hdl/tb_top.v
+TOKEN_ORDER = ("l2g", "g2l", "s2g", "g2s")   # 16-bit lanes of the RTL's tokens bus, low first
+# path below SCOPE -> (width, meaning); width None = from the config (command-queue counters)
 SIGNALS = {
-    "load_busy": (1, "load module executes an instruction"),
-    "compute_busy": (1, "compute module executes an instruction"),
-    "store_busy": (1, "store module executes an instruction"),
-    "load_q_count": (16, "load command queue occupancy"),
-    "compute_q_count": (16, "compute command queue occupancy"),
-    "store_q_count": (16, "store command queue occupancy"),
-    "tok_l2g": (16, "load->compute tokens"),
-    "tok_g2l": (16, "compute->load tokens"),
-    "tok_s2g": (16, "store->compute tokens"),
-    "tok_g2s": (16, "compute->store tokens"),
-    "load_retired": (32, "retired instructions of the load module"),
-    "compute_retired": (32, "retired instructions of the compute module"),
-    "store_retired": (32, "retired instructions of the store module"),
+    "load_busy": (1, "load module busy register"),
+    "compute_busy": (1, "compute module busy register"),
+    "store_busy": (1, "store module busy register"),
+    "load_q_count": (None, "load command queue occupancy"),
+    "compute_q_count": (None, "compute command queue occupancy"),
+    "store_q_count": (None, "store command queue occupancy"),
+    "tokens": (64, "token counters l2g, g2l, s2g, g2s (16 bits each, l2g lowest)"),
+    "u_load.u_ctrl.ret_midx": (32, "instructions retired by the load module"),
+    "u_compute.u_ctrl.ret_midx": (32, "instructions retired by the compute module"),
+    "u_store.u_ctrl.ret_midx": (32, "instructions retired by the store module"),
 }
+
+
+def signal_widths(cfg) -> dict:
+    """Widths of :data:`SIGNALS` for a config (queue counters are LOG_CMD_QUEUE_DEPTH + 1 bits)."""
+    qbits = (cfg.CMD_QUEUE_DEPTH.bit_length() - 1) + 1
+    return {name: (w if w is not None else qbits) for name, (w, _) in SIGNALS.items()}
+
+
 _POPS = {0: (("pop_next", "g2l"),), 1: (("pop_prev", "l2g"), ("pop_next", "s2g")), 2: (("pop_prev", "g2s"),)}
 _PUSHES = {0: (("push_next", "l2g"),), 1: (("push_prev", "g2l"), ("push_next", "g2s")), 2: (("push_prev", "s2g"),)}
 
@@ -69,29 +82,28 @@ def model_changes(program, result) -> dict:
     dispatch = result.extra.get("dispatch_cycle")
     for m, name in enumerate(MODULE_NAMES):
         recs = [r for r in trace if r.module == name]
-        # busy: +1 at s, -1 at e + 1 (intervals of one module never overlap)
-        times = [r.start_cycle for r in recs] + [r.end_cycle + 1 for r in recs]
+        # busy register: set at the edge ending cycle s, cleared at the edge ending cycle e
+        times = [r.start_cycle + 1 for r in recs] + [r.end_cycle + 1 for r in recs]
         deltas = [1] * len(recs) + [-1] * len(recs)
         changes[f"{name}_busy"] = _steps(times, deltas, horizon)
-        changes[f"{name}_retired"] = _steps([r.end_cycle + 1 for r in recs], [1] * len(recs), horizon)
+        changes[f"u_{name}.u_ctrl.ret_midx"] = _steps([r.end_cycle + 1 for r in recs], [1] * len(recs), horizon)
         if dispatch is not None:
             d = np.asarray(dispatch)[np.asarray(mod) == m]
             times = list(d[d >= 0] + 1) + [r.start_cycle + 1 for r in recs]
             deltas = [1] * int((d >= 0).sum()) + [-1] * len(recs)
             changes[f"{name}_q_count"] = _steps(times, deltas, horizon)
-    tok_events = {k: ([], []) for k in ("l2g", "g2l", "s2g", "g2s")}
+    times, deltas = [], []
     for r in trace:
         m = MODULE_NAMES.index(r.module)
         for flag, tok in _POPS[m]:
             if f[flag][r.program_index]:
-                tok_events[tok][0].append(r.start_cycle + 1)
-                tok_events[tok][1].append(-1)
+                times.append(r.start_cycle + 1)
+                deltas.append(-(1 << (16 * TOKEN_ORDER.index(tok))))
         for flag, tok in _PUSHES[m]:
             if f[flag][r.program_index]:
-                tok_events[tok][0].append(r.end_cycle + 1)
-                tok_events[tok][1].append(1)
-    for tok, (times, deltas) in tok_events.items():
-        changes[f"tok_{tok}"] = _steps(times, deltas, horizon)
+                times.append(r.end_cycle + 1)
+                deltas.append(1 << (16 * TOKEN_ORDER.index(tok)))
+    changes["tokens"] = _steps(times, deltas, horizon)
     return changes
 
 
@@ -112,9 +124,17 @@ def write_vcd(path, changes: dict, widths: dict, scope=SCOPE, clock_ns: int = 10
     ids = {name: _ident(k) for k, name in enumerate(changes)}
     lines = ["$date vtasim model $end", "$version vtasim waveforms.vcd $end", "$timescale 1ns $end"]
     lines += [f"$scope module {s} $end" for s in scope]
+    # Dotted names are sub-scopes (u_load.u_ctrl.ret_midx): one nested $scope per distinct path.
+    by_scope = {}
     for name in changes:
-        w = widths.get(name, 32)
-        lines.append(f"$var wire {w} {ids[name]} {name}{f' [{w - 1}:0]' if w > 1 else ''} $end")
+        *sub, leaf = name.split(".")
+        by_scope.setdefault(tuple(sub), []).append((name, leaf))
+    for sub in sorted(by_scope):
+        lines += [f"$scope module {s} $end" for s in sub]
+        for name, leaf in by_scope[sub]:
+            w = widths.get(name, 32)
+            lines.append(f"$var wire {w} {ids[name]} {leaf}{f' [{w - 1}:0]' if w > 1 else ''} $end")
+        lines += ["$upscope $end"] * len(sub)
     lines += ["$upscope $end"] * len(scope) + ["$enddefinitions $end"]
     events = {}
     for name, seq in changes.items():
@@ -139,8 +159,8 @@ def write_vcd(path, changes: dict, widths: dict, scope=SCOPE, clock_ns: int = 10
 
 
 def write_model_vcd(image, result, path, clock_ns: int = 10, offset_ns: float = 0) -> Path:
-    """VCD of a cycle-engine RunResult with the RTL's signal names under ``tb_top.dut``."""
+    """VCD of a cycle-engine RunResult with the RTL's signal names under ``tb_top.u_vta``."""
     from sim.program import load_program
     changes = model_changes(load_program(image), result)
-    widths = {name: w for name, (w, _) in SIGNALS.items()}
+    widths = signal_widths(image.cfg)
     return write_vcd(path, changes, widths, clock_ns=clock_ns, offset_ns=offset_ns, end_cycle=result.cycles)
