@@ -16,7 +16,8 @@
   dispatched to its command queue (docs/timing.md 3);
 * ``extra["fetch_chunks"]``: list of ``(first_request_cycle, complete_cycle)``, one per fetch chunk
   (the cycle the chunk's first burst request was issued, the cycle its last burst completed);
-* ``extra["cycles_per_s"]``: simulated cycles per second of ``wall_s``.
+* ``extra["cycles_per_s"]``: simulated cycles per second of ``wall_s``; ``extra["cpu_s"]``: the
+  process CPU time of the same span (on a shared machine the steadier figure).
 
 ``trace`` / ``perfetto`` name files to write (CSV of retire records; Chrome trace-event JSON that
 opens in Perfetto).  ``progress``: None = a progress line on stderr for runs longer than two seconds

@@ -30,16 +30,16 @@ from numba import njit
 
 from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_UOP, MEM_WGT
 from hw.isa import OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE
-from sim.cycle.kernels import alu_kernel, gemm_kernel, load_kernel, store_kernel
+from sim.cycle.kernels import alu_kernel, gemm_kernel, load_kernel, pair_weights, store_kernel
 from sim.cycle.layout import (B_BUSY, B_IDLE, B_MEM_WAIT, B_QUEUE_STALL, B_TOKEN_WAIT, C_ACC, C_FETCH,
                               C_INP, C_OUT, C_UOP, C_WGT, CNT_ACC, CNT_ALU, CNT_GEMM, CNT_INP, CNT_OUT,
                               CNT_UOP, CNT_WGT, ERR_DECODE, ERR_TOKEN_OVERFLOW, ERR_UNFINISHED,
                               FLD_NONE, FLD_TOKEN, FPHASE_DISPATCH, FPHASE_DONE, FPHASE_XFER, F_ITER_IN,
                               F_ITER_OUT, F_MEMORY_TYPE, F_OPCODE, F_POP_NEXT, F_POP_PREV, F_PUSH_NEXT,
                               F_PUSH_PREV, F_UOP_BGN, F_UOP_END, F_USE_IMM, F_RESET_REG, F_X_PAD_0,
-                              F_X_PAD_1, F_X_SIZE, F_X_STRIDE, F_Y_PAD_0, F_Y_PAD_1, F_Y_SIZE, F_DRAM_BASE,
+                              F_X_PAD_1, F_X_SIZE, F_X_STRIDE, F_Y_PAD_0, F_Y_PAD_1, F_Y_SIZE, F_DRAM_BASE, F_SRAM_BASE,
                               P_ALU_PIPE, P_BURST, P_BUS_BYTES, P_CMDQ, P_EB_UOP, P_FETCH_INSNS,
-                              P_GEMM_PIPE, P_INSN_ADDR, P_INSN_COUNT, P_LATENCY, P_OUT_EB, P_TOKQ,
+                              P_BLOCK, P_GEMM_PIPE, P_INSN_ADDR, P_INSN_COUNT, P_LATENCY, P_OUT_EB, P_TOKQ,
                               S_CHUNK, S_ERR_CODE, S_ERR_FIELD, S_ERR_INSN, S_ERR_LIMIT, S_ERR_VALUE,
                               S_EVENTS, S_FINISH_E, S_FLASTD, S_FNEXT, S_FPHASE, S_PORT_UNIT,
                               S_PORT_UNTIL, S_STATUS, S_T, S_TOK0, ST_DEADLOCK, ST_DONE, ST_ERROR,
@@ -112,7 +112,7 @@ def _fail(S, code, j, field, value, limit):
 
 
 @njit(cache=True)
-def _execute(u, j, t, S, US, F, P, CNT, err, dram, uop32, uop_b, inp_b, inp2, wgt_b, wgt2, acc_b, acc2):
+def _execute(u, j, t, S, US, F, P, CNT, err, dram, uop32, uop_b, inp_b, inp2, wgt_b, wgt2, wgt_pairs, acc_b, acc2):
     """Apply instruction j's data effect and schedule its end (or its first DMA request)."""
     op = F[j, F_OPCODE]
     dig = np.uint64(0)
@@ -139,6 +139,10 @@ def _execute(u, j, t, S, US, F, P, CNT, err, dram, uop32, uop_b, inp_b, inp2, wg
                 client = C_INP
             elif mt == MEM_WGT:
                 dig = load_kernel(F, j, wgt_b, wgt2.shape[0], wgt2.shape[1], eb, False, dram, err)
+                if err[0] == 0:
+                    xt = F[j, F_X_PAD_0] + x + F[j, F_X_PAD_1]
+                    yt = F[j, F_Y_PAD_0] + y + F[j, F_Y_PAD_1]
+                    pair_weights(wgt2, wgt_pairs, F[j, F_SRAM_BASE], xt * yt, P[P_BLOCK])
                 CNT[CNT_WGT] += x * y * eb
                 client = C_WGT
             elif mt == MEM_ACC or mt == MEM_ACC_8BIT:
@@ -161,7 +165,7 @@ def _execute(u, j, t, S, US, F, P, CNT, err, dram, uop32, uop_b, inp_b, inp2, wg
     if op == OP_GEMM or op == OP_ALU:
         n = F[j, F_ITER_OUT] * F[j, F_ITER_IN] * max(0, F[j, F_UOP_END] - F[j, F_UOP_BGN])
         if op == OP_GEMM:
-            dig = gemm_kernel(F, j, uop32, P, inp2, wgt2, acc2, err)
+            dig = gemm_kernel(F, j, uop32, P, inp2, wgt_pairs, acc2, err)
             if F[j, F_RESET_REG] == 0:
                 CNT[CNT_GEMM] += n
             dur = n + P[P_GEMM_PIPE]
@@ -180,7 +184,7 @@ def _execute(u, j, t, S, US, F, P, CNT, err, dram, uop32, uop_b, inp_b, inp2, wg
 
 @njit(cache=True)
 def _try_start(u, t, S, US, F, P, modq, disp, s_cyc, dig_out, CNT, err, dram, uop32, uop_b, inp_b, inp2,
-               wgt_b, wgt2, acc_b, acc2):
+               wgt_b, wgt2, wgt_pairs, acc_b, acc2):
     if US[u, US_BUSY] or US[u, US_NSTART] >= US[u, US_NDISP]:
         return False
     j = modq[US[u, US_QOFF] + US[u, US_NSTART]]
@@ -201,7 +205,7 @@ def _try_start(u, t, S, US, F, P, modq, disp, s_cyc, dig_out, CNT, err, dram, uo
     US[u, US_S] = t
     US[u, US_E] = -1
     s_cyc[j] = t
-    d = _execute(u, j, t, S, US, F, P, CNT, err, dram, uop32, uop_b, inp_b, inp2, wgt_b, wgt2, acc_b, acc2)
+    d = _execute(u, j, t, S, US, F, P, CNT, err, dram, uop32, uop_b, inp_b, inp2, wgt_b, wgt2, wgt_pairs, acc_b, acc2)
     dig_out[j] = np.int64(d)
     if err[0] != 0:
         _fail(S, err[0], j, err[1], err[2], err[3])
@@ -232,7 +236,7 @@ def init_state(S, US, P, chunk_req):
 
 @njit(cache=True)
 def run_slice(S, US, F, P, unit_of, modq, disp, s_cyc, e_cyc, dig, chunk_req, chunk_done, BD, CNT, dram,
-              uop32, uop_b, inp_b, inp2, wgt_b, wgt2, acc_b, acc2, event_budget):
+              uop32, uop_b, inp_b, inp2, wgt_b, wgt2, wgt_pairs, acc_b, acc2, event_budget):
     """Run at most ``event_budget`` loop iterations; state lives in S/US so the next call resumes."""
     err = np.zeros(4, np.int64)
     ended = np.zeros(4, np.int64)
@@ -297,7 +301,7 @@ def run_slice(S, US, F, P, unit_of, modq, disp, s_cyc, e_cyc, dig, chunk_req, ch
         # D. starts
         for u in range(1, 4):
             if not ended[u] and _try_start(u, t, S, US, F, P, modq, disp, s_cyc, dig, CNT, err, dram, uop32, uop_b, inp_b,
-                          inp2, wgt_b, wgt2, acc_b, acc2):
+                          inp2, wgt_b, wgt2, wgt_pairs, acc_b, acc2):
                 active = True
                 if S[S_STATUS] == ST_ERROR:
                     S[S_T] = t

@@ -86,6 +86,7 @@ class CycleMachine:
         self.uop32 = np.zeros(cfg.uop_depth, np.uint32)
         self.inp2 = np.zeros((cfg.inp_depth, cfg.inp_elem_bytes), np.int8)
         self.wgt2 = np.zeros((cfg.wgt_depth, cfg.wgt_elem_bytes), np.int8)
+        self.wgt_pairs = np.zeros_like(self.wgt2)          # the GEMM's layout, see kernels.pair_weights
         self.acc2 = np.zeros((cfg.acc_depth, cfg.batch * cfg.block_out), np.int32)
         core.init_state(self.S, self.US, self.P, self.chunk_req)
 
@@ -93,7 +94,8 @@ class CycleMachine:
         core.run_slice(self.S, self.US, self.F, self.P, self.unit_of, self.modq, self.disp, self.s_cyc,
                        self.e_cyc, self.dig, self.chunk_req, self.chunk_done, self.BD, self.CNT, self.dram,
                        self.uop32, self.uop32.view(np.uint8), self.inp2.view(np.uint8).reshape(-1), self.inp2,
-                       self.wgt2.view(np.uint8).reshape(-1), self.wgt2, self.acc2.view(np.uint8).reshape(-1),
+                       self.wgt2.view(np.uint8).reshape(-1), self.wgt2, self.wgt_pairs,
+                       self.acc2.view(np.uint8).reshape(-1),
                        self.acc2, events)
         return int(self.S[S_STATUS])
 
@@ -179,10 +181,10 @@ def warm_up() -> None:
 def run_image(image, trace=None, perfetto=None, progress=None, **ignored) -> RunResult:
     warm_up()
     prog = load_program(image)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     m = CycleMachine(prog, image.dram(), image.insn_addr)
     m.run(progress)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     records = m.records()
     result = RunResult(engine="cycle", dram=m.dram, counters=dict(zip(COUNTER_NAMES, (int(c) for c in m.CNT))),
                        outputs=image.outputs_from(m.dram),
@@ -190,7 +192,7 @@ def run_image(image, trace=None, perfetto=None, progress=None, **ignored) -> Run
                        cycles=m.cycles, trace=records, breakdown=m.breakdown(), wall_s=wall,
                        extra={"dispatch_cycle": m.disp.copy(),
                               "fetch_chunks": [(int(a), int(b)) for a, b in zip(m.chunk_req, m.chunk_done)],
-                              "cycles_per_s": m.cycles / wall if wall > 0 else None})
+                              "cycles_per_s": m.cycles / wall if wall > 0 else None, "cpu_s": cpu})
     if trace is not None or perfetto is not None:
         from sim import trace as trace_io
         if trace is not None:

@@ -179,18 +179,38 @@ def check_loop_indices(F, j, uops, P, is_gemm, reset, acc_depth, src_depth, wgt_
 
 
 @njit(cache=True)
-def gemm_kernel(F, j, uops, P, inp, wgt, acc, err):
-    """GEMM over the whole loop nest (uop innermost).  inp int8 [depth, BATCH*BLOCK_IN], wgt int8
-    [depth, BLOCK_OUT*BLOCK_IN], acc int32 [depth, BATCH*BLOCK_OUT].
+def pair_weights(wgt, wgt_pairs, first, count, blk):
+    """Refresh the GEMM's copy of weight elements ``[first, first + count)``.
 
-    The dot products of one uop go to a small int32 tile first, with BLOCK_IN innermost over
-    contiguous bytes, which LLVM vectorises; the accumulate and the digest follow in one pass."""
+    ``wgt_pairs[e, (j * blk + o) * 2 + t] = wgt[e, o * blk + 2 j + t]``: for each pair of input
+    channels, the two weights of every output channel side by side.  With that layout the GEMM's
+    innermost loop runs over output channels with unit stride and LLVM turns each pair of
+    multiply-adds into one vpmaddwd (dot form over BLOCK_IN needs a horizontal sum per output)."""
+    half = blk // 2
+    for e in range(first, first + count):
+        for o in range(blk):
+            for jj in range(half):
+                for t in range(2):
+                    wgt_pairs[e, (jj * blk + o) * 2 + t] = wgt[e, o * blk + 2 * jj + t]
+
+
+@njit(cache=True)
+def gemm_kernel(F, j, uops, P, inp, wgt_pairs, acc, err):
+    """GEMM over the whole loop nest (uop innermost).  inp int8 [depth, BATCH*BLOCK_IN], wgt_pairs
+    int8 [depth, BLOCK_OUT*BLOCK_IN] (layout of :func:`pair_weights`), acc int32 [depth, BATCH*BLOCK_OUT].
+
+    Products of int8 fit 16 bits and 16-term sums fit int32 exactly, so the per-uop tile is exact;
+    the accumulate wraps to int32 and the digest is taken in the same pass.  Offsets are unsigned
+    flat indices: numba then emits no negative-index fix-ups and the loops vectorise."""
     reset = F[j, F_RESET_REG] != 0
-    if not check_loop_indices(F, j, uops, P, True, reset, acc.shape[0], inp.shape[0], wgt.shape[0], err):
+    if not check_loop_indices(F, j, uops, P, True, reset, acc.shape[0], inp.shape[0], wgt_pairs.shape[0], err):
         return np.uint64(0)
     bgn, end = F[j, F_UOP_BGN], F[j, F_UOP_END]
     lanes = acc.shape[1]
     blk, batch = P[P_BLOCK], P[P_BATCH]
+    half = blk // 2
+    accf, inpf, wf = acc.reshape(-1), inp.reshape(-1), wgt_pairs.reshape(-1)
+    in_row, w_row = np.uint64(inp.shape[1]), np.uint64(wgt_pairs.shape[1])
     tile = np.empty(lanes, np.int32)
     d = np.uint64(0)
     for io in range(F[j, F_ITER_OUT]):
@@ -200,26 +220,29 @@ def gemm_kernel(F, j, uops, P, inp, wgt, acc, err):
             woff = io * F[j, F_WGT_FACTOR_OUT] + ii * F[j, F_WGT_FACTOR_IN]
             for u in range(bgn, end):
                 dst, src, wg = uop_fields(uops, u, P)
-                a = dst + doff
-                ar = acc[a]
-                base = np.uint64(a * lanes)
+                ao = np.uint64((dst + doff) * lanes)
                 if reset:
                     for ln in range(lanes):
-                        ar[ln] = 0
-                        d += mix(base + np.uint64(ln), np.uint64(0))
+                        accf[ao + np.uint64(ln)] = 0
+                        d += mix(ao + np.uint64(ln), np.uint64(0))
                     continue
-                ir = inp[src + soff]
-                wr = wgt[wg + woff]
-                for b in range(batch):
-                    for o in range(blk):
-                        s = np.int32(0)
-                        for k in range(blk):
-                            s += np.int32(ir[b * blk + k]) * np.int32(wr[o * blk + k])
-                        tile[b * blk + o] = s
+                so = np.uint64(src + soff) * in_row
+                wo = np.uint64(wg + woff) * w_row
                 for ln in range(lanes):
-                    v = np.int32(ar[ln] + tile[ln])
-                    ar[ln] = v
-                    d += mix(base + np.uint64(ln), np.uint64(np.uint32(v)))
+                    tile[ln] = 0
+                for b in range(batch):
+                    for jj in range(half):
+                        xa = np.int32(inpf[so + np.uint64(b * blk + 2 * jj)])
+                        xb = np.int32(inpf[so + np.uint64(b * blk + 2 * jj + 1)])
+                        wj = wo + np.uint64(jj * 2 * blk)
+                        for o in range(blk):
+                            tile[b * blk + o] += (xa * np.int32(wf[wj + np.uint64(2 * o)])
+                                                  + xb * np.int32(wf[wj + np.uint64(2 * o + 1)]))
+                for ln in range(lanes):
+                    idx = ao + np.uint64(ln)
+                    v = np.int32(accf[idx] + tile[ln])
+                    accf[idx] = v
+                    d += mix(idx, np.uint64(np.uint32(v)))
     return d & M32
 
 

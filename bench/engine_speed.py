@@ -1,0 +1,106 @@
+"""Engine speed: functional vs cycle engine wall time, simulated cycles per second, and the host
+limit (a float32 BLAS matmul with the same multiply-accumulate count), measured in one run.
+
+    python bench/engine_speed.py                         # C2-C11 full size + GEMM-bound stream
+    python bench/engine_speed.py --layers C2,C5 --reduce 4
+    python bench/engine_speed.py --config config/presets/1x32x32.json --no-synthetic
+
+Columns: ``fsim s`` functional engine, ``cycle s`` cycle engine (JIT excluded: warmed up first),
+``cyc/fsim`` their ratio (the target is <= 2), ``Mcyc/s`` simulated cycles per second of the cycle
+engine (target >= 20 on the GEMM-bound stream), ``Mc/cpu-s`` the same per second of process CPU
+time (steadier on a loaded machine), ``blas s`` np.dot on float32 of the same MAC count,
+``cyc/blas`` how far the cycle engine is from that host limit.  The machine is shared and noisy:
+ratios measured in one run are what this prints; it asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from hw.config import load_config  # noqa: E402
+from sim import functional  # noqa: E402
+from sim import cycle  # noqa: E402
+from sim.workloads import RESNET18, conv_image, gemm_bound_image  # noqa: E402
+
+
+def blas_seconds(macs: int, k: int, n: int) -> float:
+    """Wall time of one float32 (m x k) @ (k x n) with m*k*n ~= macs (best of 2 after warm-up)."""
+    m = max(1, round(macs / (k * n)))
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal((k, n), dtype=np.float32)
+    np.dot(a[:8], b)
+    best = float("inf")
+    for _ in range(2):
+        t = time.perf_counter()
+        np.dot(a, b)
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def measure(name, image, k, n, macs_per_uop):
+    t = time.perf_counter()
+    ref = functional.run_image(image)
+    t_fn = time.perf_counter() - t
+    t = time.perf_counter()
+    res = cycle.run_image(image, progress=False)
+    t_cy = time.perf_counter() - t
+    if res.outputs != ref.outputs:
+        raise SystemExit(f"{name}: the engines disagree on the output bytes")
+    if image.expected and res.outputs != image.expected:
+        raise SystemExit(f"{name}: output differs from the reference")
+    macs = res.counters["gemm_counter"] * macs_per_uop
+    t_blas = blas_seconds(macs, k, n)
+    return dict(name=name, cycles=res.cycles, uops=res.counters["gemm_counter"], fn=t_fn, cy=t_cy,
+                core=res.wall_s, cpu=res.extra["cpu_s"], blas=t_blas)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--layers", default=",".join(RESNET18), help="comma-separated, e.g. C2,C5")
+    ap.add_argument("--reduce", type=int, default=1, help="divide H and W by this (quick runs)")
+    ap.add_argument("--config", default=None, help="VTA config json (default: config/vta_config.json)")
+    ap.add_argument("--no-synthetic", action="store_true", help="skip the GEMM-bound synthetic stream")
+    args = ap.parse_args(argv)
+    cfg = load_config(args.config)
+    layers = [x for x in args.layers.split(",") if x]
+    unknown = [x for x in layers if x not in RESNET18]
+    if unknown:
+        ap.error(f"unknown layer {unknown[0]!r}; layers: {', '.join(RESNET18)}")
+    macs_per_uop = cfg.batch * cfg.block_in * cfg.block_out
+    cycle.engine.warm_up()
+    rows = []
+    for name in layers:
+        c = RESNET18[name].reduced(args.reduce)
+        rows.append(measure(name if args.reduce == 1 else f"{name}/{args.reduce}", conv_image(cfg, name, args.reduce),
+                            c.cin * c.k * c.k, c.cout, macs_per_uop))
+    if not args.no_synthetic:
+        rows.append(measure("gemm-bound", gemm_bound_image(cfg), cfg.block_in * 16, cfg.block_out * 16,
+                            macs_per_uop))
+    head = (f"{'workload':<11}{'cycles':>12}{'GEMM uops':>11}{'fsim s':>9}{'cycle s':>9}{'cyc/fsim':>9}"
+            f"{'Mcyc/s':>8}{'Mc/cpu-s':>9}{'Muop/s':>8}{'blas s':>9}{'cyc/blas':>9}")
+    print(f"config {cfg.bitstream}  (cycle s = run_image wall incl. setup; Mcyc/s from the core's wall_s)")
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        print(f"{r['name']:<11}{r['cycles']:>12,}{r['uops']:>11,}{r['fn']:>9.3f}{r['cy']:>9.3f}"
+              f"{r['cy'] / r['fn']:>9.2f}{r['cycles'] / r['core'] / 1e6:>8.1f}{r['cycles'] / r['cpu'] / 1e6:>9.1f}"
+              f"{r['uops'] / r['core'] / 1e6:>8.1f}"
+              f"{r['blas']:>9.4f}{r['cy'] / r['blas']:>9.1f}")
+    tot = {k: sum(r[k] for r in rows) for k in ("cycles", "fn", "cy", "core", "cpu", "blas")}
+    print("-" * len(head))
+    print(f"{'total':<11}{tot['cycles']:>12,}{'':>11}{tot['fn']:>9.3f}{tot['cy']:>9.3f}{tot['cy'] / tot['fn']:>9.2f}"
+          f"{tot['cycles'] / tot['core'] / 1e6:>8.1f}{tot['cycles'] / tot['cpu'] / 1e6:>9.1f}{'':>8}"
+          f"{tot['blas']:>9.4f}{tot['cy'] / tot['blas']:>9.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
