@@ -76,24 +76,22 @@ def test_unit_program(preset_name, name):
     check_invariants(img, r)
 
 
+def check_random(cfg, seed, **knobs):
+    img = generate(cfg, seed, **knobs)
+    r = run_image(img)
+    check_against_functional(img, r, functional.run_image(img))
+    check_invariants(img, r)
+
+
 @pytest.mark.parametrize("preset_name", PRESETS)
 @pytest.mark.parametrize("seed", range(RANDOM_PER_PRESET))
 def test_random_program(preset_name, seed):
-    cfg = cfg_of(preset_name)
-    img = generate(cfg, seed)
-    r = run_image(img)
-    ref = functional.run_image(img)
-    check_against_functional(img, r, ref)
-    check_invariants(img, r)
+    check_random(cfg_of(preset_name), seed)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("preset_name", PRESETS)
 def test_random_programs_many_large(preset_name):
-    cfg = cfg_of(preset_name)
     for seed in range(10_000, 12_000):
-        img = generate(cfg, seed, blocks=(4, 12), region=48, max_iter=6, max_uops=8, max_pad=4, max_rows=6)
-        r = run_image(img)
-        ref = functional.run_image(img)
-        check_against_functional(img, r, ref)
-        check_invariants(img, r)
+        check_random(cfg_of(preset_name), seed, blocks=(4, 12), region=48, max_iter=6, max_uops=8, max_pad=4,
+                     max_rows=6)

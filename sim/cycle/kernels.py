@@ -63,6 +63,20 @@ def set_err(err, code, field, value, limit):
 
 
 @njit(cache=True)
+def ranges_ok(sram_end, depth, dbase, y, x, stride, ebytes, dram_size, err):
+    """The engine's own guard (the static checks of sim.program come first): SRAM and DRAM extents
+    of a DMA instruction inside their memories, else the error is recorded."""
+    if sram_end > depth:
+        set_err(err, ERR_SRAM_RANGE, FLD_SRAM_BASE, sram_end, depth)
+        return False
+    last = (dbase + (y - 1) * stride + x) * ebytes
+    if y > 0 and last > dram_size:
+        set_err(err, ERR_DRAM_RANGE, FLD_DRAM_BASE, last, dram_size)
+        return False
+    return True
+
+
+@njit(cache=True)
 def load_kernel(F, j, sram, depth, elem_bytes, dram_elem_bytes, widen, dram, err):
     """LOAD into an SRAM byte array (2-D DMA with zero pads).  ``widen`` = ACC_8BIT sign extension.
 
@@ -72,14 +86,8 @@ def load_kernel(F, j, sram, depth, elem_bytes, dram_elem_bytes, widen, dram, err
     xp0, xp1, yp0, yp1 = F[j, F_X_PAD_0], F[j, F_X_PAD_1], F[j, F_Y_PAD_0], F[j, F_Y_PAD_1]
     base, dbase, stride = F[j, F_SRAM_BASE], F[j, F_DRAM_BASE], F[j, F_X_STRIDE]
     xt, yt = xp0 + x + xp1, yp0 + y + yp1
-    if base + xt * yt > depth:
-        set_err(err, ERR_SRAM_RANGE, FLD_SRAM_BASE, base + xt * yt, depth)
+    if not ranges_ok(base + xt * yt, depth, dbase, y, x, stride, dram_elem_bytes, dram.size, err):
         return np.uint64(0)
-    if y > 0:
-        last = (dbase + (y - 1) * stride + x) * dram_elem_bytes
-        if last > dram.size:
-            set_err(err, ERR_DRAM_RANGE, FLD_DRAM_BASE, last, dram.size)
-            return np.uint64(0)
     sram[base * elem_bytes:(base + xt * yp0) * elem_bytes] = 0
     for r in range(y):
         row = (base + (yp0 + r) * xt) * elem_bytes
@@ -113,14 +121,8 @@ def store_kernel(F, j, acc, acc_depth, out_elem_bytes, dram, err):
     x, y = F[j, F_X_SIZE], F[j, F_Y_SIZE]
     base, dbase, stride = F[j, F_SRAM_BASE], F[j, F_DRAM_BASE], F[j, F_X_STRIDE]
     lanes = acc.shape[1]
-    if base + x * y > acc_depth:
-        set_err(err, ERR_SRAM_RANGE, FLD_SRAM_BASE, base + x * y, acc_depth)
+    if not ranges_ok(base + x * y, acc_depth, dbase, y, x, stride, out_elem_bytes, dram.size, err):
         return np.uint64(0)
-    if y > 0:
-        last = (dbase + (y - 1) * stride + x) * out_elem_bytes
-        if last > dram.size:
-            set_err(err, ERR_DRAM_RANGE, FLD_DRAM_BASE, last, dram.size)
-            return np.uint64(0)
     d = np.uint64(0)
     for r in range(y):
         a0 = (dbase + r * stride) * out_elem_bytes
