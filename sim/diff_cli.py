@@ -31,15 +31,18 @@ def run_engine(name: str, image, **opts):
 
 
 def diff_image(image, against: str = "cycle", sim: str = "verilator", waves: bool = False,
-               reproduce: str = "", rtl_result=None, out_dir=None):
-    """Run ``against`` and the RTL on ``image``; the :class:`sim.diff.Diff` (RTL = actual side)."""
+               reproduce: str = "", rtl_result=None, out_dir=None, rtl_dir=None):
+    """Run ``against`` and the RTL on ``image``; the :class:`sim.diff.Diff` (RTL = actual side).
+
+    ``rtl_dir`` runs a different copy of ``hw/rtl`` (the mutation tests do)."""
     if against not in AGAINST:
         raise ValueError(f"--against {against!r} is not one of {', '.join(AGAINST)}")
     expected = run_engine(against, image)
     out_dir = Path(out_dir or ".")
     if rtl_result is None:
-        rtl_result = run_engine("rtl", image, sim=sim, waves=waves,
-                                waves_file=(out_dir / "rtl.vcd").resolve() if waves else None)
+        from hw.cosim import run_images
+        rtl_result = run_images([image], sim=sim, waves=waves, rtl_dir=rtl_dir,
+                                waves_file=(out_dir / "rtl.vcd").resolve() if waves else None)[0]
     d = compare(expected, rtl_result, image, reproduce=reproduce, timing=against != "functional")
     if waves:
         d.waves["actual"] = rtl_result.extra.get("waves")

@@ -46,19 +46,21 @@ def _lanes(arr: np.ndarray) -> str:
 def _waves_lines(diff, cycle):
     lo, hi = max(0, cycle - WINDOW_CYCLES), cycle + WINDOW_CYCLES
     out = [f"waveform window: cycles {lo}..{hi}"]
+    rtl = diff.actual_result if diff.actual_result is not None and diff.actual_result.engine == "rtl" else None
+    if rtl is not None and rtl.extra.get("launch_ns") is not None:
+        # The model VCD is written on the RTL's time base (launch time + cycle * clock period).
+        t0, p = rtl.extra["launch_ns"], rtl.extra["clock_ns"]
+        span = f"time {t0 + lo * p:g}..{t0 + hi * p:g} ns"
+    else:
+        span = f"time {lo * 10}..{hi * 10} ns"
     for side, res in (("expected", diff.expected_result), ("actual", diff.actual_result)):
         path = diff.waves.get(side) or (res.extra.get("waves") if res is not None else None)
-        if not path:
-            continue
-        if res.engine == "rtl" and res.extra.get("launch_ns") is not None:
-            t0, p = res.extra["launch_ns"], res.extra["clock_ns"]
-            out.append(f"  {side} ({res.engine}): {path}  time {t0 + lo * p:g}..{t0 + hi * p:g} ns")
-        else:
-            out.append(f"  {side} ({res.engine}): {path}  time {lo}..{hi} (1 unit = 1 cycle)")
+        if path:
+            out.append(f"  {side} ({res.engine}): {path}  {span}")
     if diff.waves.get("gtkw"):
         out.append(f"  gtkwave {diff.waves['gtkw']}   (opens the RTL waves zoomed on this window)")
     if len(out) == 1:
-        out.append("  (no waveforms recorded: add --waves to write the RTL FST and the model VCD)")
+        out.append("  (no waveforms recorded: add --waves to write rtl.vcd and model.vcd)")
     return out
 
 

@@ -36,7 +36,7 @@ def write_gtkw(path, dumpfile, scope=SCOPE, window_ns: tuple | None = None, widt
     if window_ns:
         lo, hi = window_ns
         # GTKWave's zoom line: "*<zoom> <primary marker> <26 named markers>"; zoom is log2-based.
-        lines.append(f"*{-float(max(1, hi - lo).bit_length() - 10):.6f} {int((lo + hi) / 2)} "
+        lines.append(f"*{-float(int(max(1, hi - lo)).bit_length() - 10):.6f} {int((lo + hi) / 2)} "
                      + " ".join(["-1"] * 26))
     lines.append(f"[treeopen] {scope[0]}.")
     for group, names in GROUPS:

@@ -1,0 +1,93 @@
+"""Mutation tests of the co-verification: a copy of the RTL with one injected bug must make
+``diff`` name the first divergent instruction, its module and its cycle.
+
+The mutants are built with Icarus (a build takes about a second); the program is a unit program
+with ALU work, and where the bug must show is worked out from the cycle engine's trace (the
+reference), not from the mutant."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from hw.isa import OP_ALU
+
+pytestmark = pytest.mark.rtl
+
+TENSOR = "vta_tensor.v"
+# One extra cycle for every ALU instruction: its tail is one cycle longer than ALU_PIPE_DEPTH.
+EXTRA_CYCLE = ("tail <= r_alu ? ALU_PD : GEMM_PD;", "tail <= r_alu ? ALU_PD + 8'd1 : GEMM_PD;")
+# One wrong data bit: bit 0 of the first lane of every ALU result is flipped.
+WRONG_BIT = ("assign acc_wd = r_alu ? alu_out :",
+             "assign acc_wd = r_alu ? (alu_out ^ {{(`VTA_ACC_ELEM_BITS-1){1'b0}}, 1'b1}) :")
+
+
+def _mutant(tmp_path, edit):
+    from hw.cosim.runner import default_rtl_dir
+    rtl = tmp_path / "rtl"
+    shutil.copytree(default_rtl_dir(), rtl)
+    path = rtl / TENSOR
+    text = path.read_text()
+    old, new = edit
+    assert text.count(old) == 1, f"mutation site {old!r} not found once in {TENSOR}: update the test"
+    path.write_text(text.replace(old, new))
+    return rtl
+
+
+@pytest.fixture(scope="module")
+def program(cfg):
+    """A unit program with ALU instructions, its cycle-engine run, and the first ALU that works."""
+    from sim.cycle import run_image
+    from sim.program import load_program
+    from sim.unit_programs import UNIT_PROGRAMS
+    image = UNIT_PROGRAMS["relu"](cfg)
+    ref = run_image(image)
+    f = load_program(image).fields
+    work = lambda i: f["iter_out"][i] * f["iter_in"][i] * max(0, f["uop_end"][i] - f["uop_bgn"][i])
+    alus = [r for r in ref.trace if r.opcode == OP_ALU and work(r.program_index) > 0]
+    first = min(alus, key=lambda r: r.end_cycle)
+    return image, ref, first
+
+
+def _diff(image, rtl_dir):
+    from sim.diff_cli import diff_image
+    return diff_image(image, against="cycle", sim="icarus", rtl_dir=rtl_dir, reproduce="vtasim diff IMAGE")
+
+
+def test_extra_cycle_is_found(program, tmp_path):
+    image, ref, first = program
+    d = _diff(image, _mutant(tmp_path, EXTRA_CYCLE))
+    assert not d.ok
+    assert d.first.program_index == first.program_index
+    assert d.first.expected.module == "compute"
+    assert d.first.cycle == first.end_cycle                 # where the ALU should have ended
+    assert d.first.actual.end_cycle == first.end_cycle + 1
+    assert d.first.fields == ("end_cycle",)
+    text = d.report()
+    assert (f"FIRST DIVERGENCE at cycle {first.end_cycle}: compute module, instruction "
+            f"{first.program_index}") in text
+    assert text.splitlines()[-1].endswith("mismatched") and " 0 mismatched" not in text
+
+
+def test_wrong_data_bit_is_found(program, tmp_path):
+    image, ref, first = program
+    d = _diff(image, _mutant(tmp_path, WRONG_BIT))
+    assert not d.ok
+    assert d.first.program_index == first.program_index
+    assert d.first.expected.module == "compute"
+    assert d.first.cycle == first.end_cycle
+    assert d.first.fields == ("digest",)                     # timing intact, data wrong
+    assert d.data and d.data[0].name in {o.name for o in image.outputs}
+    text = d.report()
+    assert "expected lanes after it (functional model" in text
+    assert f"FIRST DIVERGENCE at cycle {first.end_cycle}: compute module" in text
+
+
+def test_unmutated_copy_matches(program, tmp_path):
+    """The copy mechanism itself changes nothing: an unedited copy agrees with the model."""
+    from hw.cosim.runner import default_rtl_dir
+    image, ref, _ = program
+    rtl = tmp_path / "rtl"
+    shutil.copytree(default_rtl_dir(), rtl)
+    assert _diff(image, rtl).ok
