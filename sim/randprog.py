@@ -33,10 +33,23 @@ from hw.isa import (ALU_MUL, ALU_NAMES, ALU_SHR, MODULE_NAMES, OP_ALU, OP_GEMM, 
 from sim.builder import ProgramBuilder
 from sim.program import module_array
 
-__all__ = ["generate", "coverage_bins", "DEFAULT_KNOBS"]
+__all__ = ["generate", "coverage_bins", "ALL_BINS", "DEFAULT_KNOBS"]
 
 DEFAULT_KNOBS = dict(blocks=(1, 4), nbuf=(1, 2), region=16, max_iter=3, max_uops=4, max_pad=2,
                      max_rows=3, leftover=None)
+
+
+# every bin coverage_bins can report for a legal program (LOAD OUT is not legal)
+ALL_BINS = tuple(
+    [f"op:{n}" for n in OPCODE_NAMES.values()]
+    + [f"load:{MEM_NAMES[t]}" for t in (MEM_UOP, MEM_WGT, MEM_INP, MEM_ACC, MEM_ACC_8BIT)]
+    + [f"nop:{m}" for m in MODULE_NAMES]
+    + [f"alu:{n}:{k}" for n in ALU_NAMES.values() for k in ("imm", "vec")]
+    + ["alu:shr:negative", "alu:shr:beyond31"]
+    + [f"pad:{p}" for p in ("y_pad_0", "y_pad_1", "x_pad_0", "x_pad_1")]
+    + ["dma:multi_row", "dma:strided", "gemm:reset", "loop:empty", "loop:2d", "loop:multi_uop"]
+    + ["flag:load:pop_next", "flag:load:push_next", "flag:store:pop_prev", "flag:store:push_prev"]
+    + [f"flag:compute:{f}" for f in ("pop_prev", "pop_next", "push_prev", "push_next")])
 
 
 class _Gen:
@@ -249,7 +262,8 @@ def generate(cfg: VTAConfig, seed: int, **knobs):
 
 
 def coverage_bins(image) -> dict:
-    """Functional coverage of one program: ``{bin name: hit count}`` (only bins that were hit)."""
+    """Functional coverage of one program: ``{bin name: hit count}`` for the bins of :data:`ALL_BINS`
+    that were hit."""
     f = decode_fields(image.cfg, image.insn_bytes())
     op, mt, x = f["opcode"], f["memory_type"], f["x_size"]
     mod = module_array(f)
@@ -259,7 +273,7 @@ def coverage_bins(image) -> dict:
 
     def hit(name, mask):
         c = int(np.count_nonzero(mask))
-        if c:
+        if c and name in ALL_BINS:
             bins[name] = bins.get(name, 0) + c
 
     for code, name in OPCODE_NAMES.items():
@@ -288,5 +302,5 @@ def coverage_bins(image) -> dict:
     hit("loop:multi_uop", loops & (f["uop_end"] - f["uop_bgn"] > 1))
     for flag in ("pop_prev", "pop_next", "push_prev", "push_next"):
         for m, name in enumerate(MODULE_NAMES):
-            hit(f"flag:{name}:{flag}", (mod == m) & (f[flag] == 1))
+            hit(f"flag:{name}:{flag}", (mod == m) & (f[flag] == 1))     # only legal ones are in ALL_BINS
     return bins

@@ -8,7 +8,7 @@ from hw.config import default_config_path, load_config
 from sim import functional
 from sim.cycle import run_image
 from sim.program import load_program
-from sim.randprog import coverage_bins, generate
+from sim.randprog import ALL_BINS, coverage_bins, generate
 
 EXPECTED_BINS = (
     {f"op:{n}" for n in ("LOAD", "STORE", "GEMM", "ALU", "FINISH")}
@@ -47,6 +47,7 @@ def test_coverage_over_200_seeds(cfg):
             total[k] = total.get(k, 0) + v
     missing = EXPECTED_BINS - set(total)
     assert not missing, f"bins never hit: {sorted(missing)}"
+    assert set(ALL_BINS) == EXPECTED_BINS and set(total) <= EXPECTED_BINS
 
 
 @pytest.mark.parametrize("preset", ["1x8x8", "2x16x16", "1x32x32"])
