@@ -51,3 +51,17 @@ def test_breakdown_table_text(cfg):
     text = breakdown_table(r.breakdown, r.cycles)
     assert text.splitlines()[0].split()[:3] == ["module", "busy", "mem_wait"]
     assert len(text.splitlines()) == 5
+
+
+def test_sliced_run_equals_one_call_and_shows_progress(cfg, monkeypatch, capsys):
+    """The core resumes from its state arrays: tiny slices give the same run, with progress lines."""
+    from sim.cycle import engine
+    img = build("hw_blocked_gemm_vt2", cfg)
+    whole = run_image(img)
+    monkeypatch.setattr(engine, "SLICE_EVENTS", 3)
+    monkeypatch.setattr(engine, "PROGRESS_AFTER_S", 0.0)
+    sliced = run_image(img, progress=True)
+    assert sliced.trace == whole.trace and sliced.breakdown == whole.breakdown
+    assert bytes(sliced.dram) == bytes(whole.dram)
+    err = capsys.readouterr().err
+    assert "[vtasim cycle] cycle" in err and f"/{img.insn_count}" in err

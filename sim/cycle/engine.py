@@ -90,13 +90,14 @@ class CycleMachine:
         self.acc2 = np.zeros((cfg.acc_depth, cfg.batch * cfg.block_out), np.int32)
         core.init_state(self.S, self.US, self.P, self.chunk_req)
 
-    def step(self, events: int = SLICE_EVENTS) -> int:
+    def step(self, events: int | None = None) -> int:
+        """Run one slice of at most ``events`` loop iterations; returns the status (0 = running)."""
         core.run_slice(self.S, self.US, self.F, self.P, self.unit_of, self.modq, self.disp, self.s_cyc,
                        self.e_cyc, self.dig, self.chunk_req, self.chunk_done, self.BD, self.CNT, self.dram,
                        self.uop32, self.uop32.view(np.uint8), self.inp2.view(np.uint8).reshape(-1), self.inp2,
                        self.wgt2.view(np.uint8).reshape(-1), self.wgt2, self.wgt_pairs,
                        self.acc2.view(np.uint8).reshape(-1),
-                       self.acc2, events)
+                       self.acc2, SLICE_EVENTS if events is None else events)
         return int(self.S[S_STATUS])
 
     def run(self, progress=None) -> None:
