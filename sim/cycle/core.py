@@ -51,7 +51,7 @@ from sim.cycle.layout import (B_BUSY, B_IDLE, B_MEM_WAIT, B_QUEUE_STALL, B_TOKEN
 NO_TIME = np.int64(1) << np.int64(62)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _set_row(US, u, P):
     a = US[u, US_ADDR0] + US[u, US_ROW] * US[u, US_STRIDE]
     B = P[P_BUS_BYTES]
@@ -60,14 +60,14 @@ def _set_row(US, u, P):
     _set_beats(US, u, P)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _set_beats(US, u, P):
     # a burst never crosses a BURST_BEATS-word aligned boundary (timing.md 4.1)
     w, K = US[u, US_W], P[P_BURST]
     US[u, US_BEATS] = min(US[u, US_W1], (w // K + 1) * K) - w
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _xfer_begin(US, u, client, addr0, stride, nbytes, nrows, req_t, P):
     US[u, US_XFER] = 1
     US[u, US_CLIENT] = client
@@ -81,7 +81,7 @@ def _xfer_begin(US, u, client, addr0, stride, nbytes, nrows, req_t, P):
     _set_row(US, u, P)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _fetch_begin(S, US, P, chunk_req, req_t):
     k = S[S_CHUNK]
     first = k * P[P_FETCH_INSNS]
@@ -91,7 +91,7 @@ def _fetch_begin(S, US, P, chunk_req, req_t):
     _xfer_begin(US, U_FETCH, C_FETCH, P[P_INSN_ADDR] + 16 * first, 0, 16 * n, 1, req_t, P)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _token_slots(u, F, j):
     """(slot popped by pop_prev, by pop_next, pushed by push_prev, by push_next); -1 = flag unused."""
     if u == U_LOAD:
@@ -101,7 +101,7 @@ def _token_slots(u, F, j):
     return TOK_G2S, -1, TOK_S2G, -1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _fail(S, code, j, field, value, limit):
     S[S_STATUS] = ST_ERROR
     S[S_ERR_CODE] = code
@@ -182,19 +182,28 @@ def _execute(u, j, t, S, US, F, P, CNT, err, dram, uop32, uop_b, inp_b, inp2, wg
     return dig
 
 
-@njit(cache=True)
-def _try_start(u, t, S, US, F, P, modq, disp, s_cyc, dig_out, CNT, err, dram, uop32, uop_b, inp_b, inp2,
-               wgt_b, wgt2, wgt_pairs, acc_b, acc2):
+@njit(cache=True, inline="always")
+def _can_start(u, t, S, US, F, modq, disp):
+    """The queue head of idle module u is visible at t and its tokens are there: its index, else -1."""
     if US[u, US_BUSY] or US[u, US_NSTART] >= US[u, US_NDISP]:
-        return False
+        return -1
     j = modq[US[u, US_QOFF] + US[u, US_NSTART]]
     if disp[j] >= t:
-        return False
+        return -1
+    pp, pn, _, _ = _token_slots(u, F, j)
+    if (F[j, F_POP_PREV] != 0 and pp >= 0 and S[S_TOK0 + pp] == 0) or \
+            (F[j, F_POP_NEXT] != 0 and pn >= 0 and S[S_TOK0 + pn] == 0):
+        return -1
+    return j
+
+
+@njit(cache=True)
+def _start(u, j, t, S, US, F, P, s_cyc, dig_out, CNT, err, dram, uop32, uop_b, inp_b, inp2,
+           wgt_b, wgt2, wgt_pairs, acc_b, acc2):
+    """Start instruction j on module u at t: pop its tokens, apply its data effect, schedule it."""
     pp, pn, _, _ = _token_slots(u, F, j)
     need_p = F[j, F_POP_PREV] != 0 and pp >= 0
     need_n = F[j, F_POP_NEXT] != 0 and pn >= 0
-    if (need_p and S[S_TOK0 + pp] == 0) or (need_n and S[S_TOK0 + pn] == 0):
-        return False
     if need_p:
         S[S_TOK0 + pp] -= 1
     if need_n:
@@ -209,10 +218,9 @@ def _try_start(u, t, S, US, F, P, modq, disp, s_cyc, dig_out, CNT, err, dram, uo
     dig_out[j] = np.int64(d)
     if err[0] != 0:
         _fail(S, err[0], j, err[1], err[2], err[3])
-    return True
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _head_waits_token(u, t, S, US, F, modq, disp):
     if US[u, US_NSTART] >= US[u, US_NDISP]:
         return False
@@ -300,8 +308,10 @@ def run_slice(S, US, F, P, unit_of, modq, disp, s_cyc, e_cyc, dig, chunk_req, ch
                     _fetch_begin(S, US, P, chunk_req, t + 1)
         # D. starts
         for u in range(1, 4):
-            if not ended[u] and _try_start(u, t, S, US, F, P, modq, disp, s_cyc, dig, CNT, err, dram, uop32, uop_b, inp_b,
-                          inp2, wgt_b, wgt2, wgt_pairs, acc_b, acc2):
+            j = -1 if ended[u] else _can_start(u, t, S, US, F, modq, disp)
+            if j >= 0:
+                _start(u, j, t, S, US, F, P, s_cyc, dig, CNT, err, dram, uop32, uop_b, inp_b, inp2, wgt_b, wgt2,
+                       wgt_pairs, acc_b, acc2)
                 active = True
                 if S[S_STATUS] == ST_ERROR:
                     S[S_T] = t
