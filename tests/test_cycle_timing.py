@@ -10,7 +10,7 @@ none).  Every such address is a multiple of 16 words, so a transfer of <= 128 by
 import numpy as np
 import pytest
 
-from hw.config import MEM_ACC, MEM_INP, MEM_UOP, load_config
+from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_UOP, MEM_WGT, load_config
 from hw.isa import ALU_ADD, ALU_MAX, OP_FINISH, OP_LOAD
 from sim.builder import ProgramBuilder
 from sim.cycle import run_image
@@ -212,3 +212,56 @@ def test_retire_order_and_opcodes(cfg):
             for x in r.trace] == [("load", 0, 0, OP_LOAD, 23, 24), ("compute", 0, 1, OP_LOAD, 25, 26),
                                   ("compute", 1, 2, OP_FINISH, 27, 28)]
     assert r.cycles == 29
+
+
+def test_load_wgt_two_bursts(cfg):
+    b = ProgramBuilder(cfg)
+    w = b.data("w", np.zeros(256, np.int8))                # 0x1000, one WGT element = 256 B = 32 beats
+    b.load(memory_type=MEM_WGT, dram_base=w, x_size=1, push_next=1)
+    b.nop("compute", pop_prev=1)
+    b.finish()
+    r = run_image(b.build())
+    # fetch 3 insns -> 22; LOAD WGT s 23, words 512..544 = bursts [512, 528) and [528, 544)
+    # burst 1 granted 24 -> 24 + 16 + 16 = 56; burst 2 granted 56 -> 88 = e
+    # NOP (89, 90); FINISH (91, 92); cycles 93
+    assert timeline(r) == {0: (23, 88), 1: (89, 90), 2: (91, 92)}
+    assert r.cycles == 93
+
+
+def test_load_acc_8bit(cfg):
+    b = ProgramBuilder(cfg)
+    a = b.data("a", np.zeros(32, np.int8))                 # 0x1000, two ACC_8BIT elements of 16 B
+    b.load(memory_type=MEM_ACC_8BIT, dram_base=a, x_size=2)
+    b.finish()
+    r = run_image(b.build())
+    # DRAM element = BATCH * BLOCK_OUT = 16 B: 32 B = 4 beats; s 21, request 22 -> 22 + 16 + 4 = 42
+    # FINISH (43, 44); cycles 45
+    assert timeline(r) == {0: (21, 42), 1: (43, 44)}
+    assert r.cycles == 45
+
+
+def test_multi_row_load(cfg):
+    b = ProgramBuilder(cfg)
+    x = b.data("x", np.zeros(128, np.int8))                # 0x1000, 8 INP elements
+    b.load(memory_type=MEM_INP, dram_base=x, y_size=2, x_size=1, x_stride=4, push_next=1)
+    b.nop("compute", pop_prev=1)
+    b.finish()
+    r = run_image(b.build())
+    # rows: bytes [0x1000, 0x1010) = 2 beats, [0x1040, 0x1050) = 2 beats, one transfer each
+    # s 23; row 0 requested 24 -> 24 + 16 + 2 = 42; row 1 requested 42 -> 60 = e
+    # NOP (61, 62); FINISH (63, 64); cycles 65
+    assert timeline(r) == {0: (23, 60), 1: (61, 62), 2: (63, 64)}
+    assert r.cycles == 65
+
+
+def test_nop_store_token(cfg):
+    b = ProgramBuilder(cfg)
+    b.nop("store", push_prev=1)
+    b.nop("compute", pop_next=1)
+    b.finish()
+    r = run_image(b.build())
+    # fetch 3 insns -> 22; NOP-STORE d 22 -> (23, 24), s2g visible 25
+    # NOP-COMPUTE d 23, visible 24, waits for s2g -> (25, 26); FINISH (27, 28); cycles 29
+    assert timeline(r) == {0: (23, 24), 1: (25, 26), 2: (27, 28)}
+    assert r.cycles == 29
+    assert r.breakdown["compute"]["token_wait"] == 1      # cycle 24
