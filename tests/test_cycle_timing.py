@@ -265,3 +265,18 @@ def test_nop_store_token(cfg):
     assert timeline(r) == {0: (23, 24), 1: (25, 26), 2: (27, 28)}
     assert r.cycles == 29
     assert r.breakdown["compute"]["token_wait"] == 1      # cycle 24
+
+
+def test_load_without_rows_only_pads(cfg):
+    from sim import functional
+    b = ProgramBuilder(cfg)
+    a = b.data("a", np.arange(16, dtype=np.int32))
+    b.load(memory_type=MEM_ACC, dram_base=a, sram_base=3, x_size=2, y_size=0, y_pad_0=1, x_pad_1=1)
+    b.finish()
+    img = b.build()
+    r = run_image(img)
+    # xt = 3, yt = 1, P = 3 - 0 = 3 pad elements at 22..24; no transfer: e = s + 1 + P = 21 + 4 = 25
+    # FINISH (26, 27); cycles 28
+    assert timeline(r) == {0: (21, 25), 1: (26, 27)}
+    assert r.cycles == 28
+    assert np.array_equal(r.dram, functional.run_image(img).dram)
