@@ -1,6 +1,6 @@
 """RTL (cocotb + Verilator or Icarus) vs cycle engine: wall time on the same streams, one run.
 
-    python bench/rtl_vs_model.py                     # unit programs + reduced ResNet-18 C2-C11
+    python bench/rtl_vs_model.py                     # unit programs + full ResNet-18 C2-C11 + GEMM-bound
     python bench/rtl_vs_model.py --sim icarus --streams unit
     python bench/rtl_vs_model.py --layers C2,C5 --reduce 4
 
@@ -30,13 +30,10 @@ def _streams(cfg, which, layers, reduce):
             if name in UNIT_PROGRAMS:
                 out.append((name, UNIT_PROGRAMS[name](cfg)))
     if which in ("all", "resnet"):
-        try:
-            from sim.workloads import resnet_layer_image
-        except ImportError as exc:
-            print(f"(ResNet streams skipped: sim.workloads is not available: {exc})")
-        else:
-            for layer in layers:
-                out.append((f"{layer}/r{reduce}", resnet_layer_image(cfg, layer, reduce=reduce)))
+        from sim.workloads import conv_image, gemm_bound_image
+        for layer in layers:
+            out.append((layer + (f"/r{reduce}" if reduce > 1 else ""), conv_image(cfg, layer, reduce=reduce)))
+        out.append(("gemm_bound", gemm_bound_image(cfg)))
     return out
 
 
@@ -45,7 +42,7 @@ def main(argv=None) -> int:
     p.add_argument("--sim", choices=("verilator", "icarus"), default="verilator")
     p.add_argument("--streams", choices=("all", "unit", "resnet"), default="all")
     p.add_argument("--layers", default="C2,C3,C4,C5,C6,C7,C8,C9,C10,C11")
-    p.add_argument("--reduce", type=int, default=4, help="spatial reduction of the ResNet layers")
+    p.add_argument("--reduce", type=int, default=1, help="spatial reduction of the ResNet layers (1 = full)")
     p.add_argument("--config", type=Path, default=None)
     args = p.parse_args(argv)
     cfg = load_config(args.config)
