@@ -129,6 +129,8 @@ def _execute(u, j, t, S, US, F, P, CNT, err, dram, uop32, uop_b, inp_b, inp2, wg
             client, pads = C_OUT, 0
         else:
             eb = P[P_EB_UOP + mt]
+            n_sram = (F[j, F_X_PAD_0] + x + F[j, F_X_PAD_1]) * (F[j, F_Y_PAD_0] + y + F[j, F_Y_PAD_1])
+            pads = n_sram - x * y
             if mt == MEM_UOP:
                 dig = load_kernel(F, j, uop_b, uop32.size, 4, 4, False, dram, err)
                 CNT[CNT_UOP] += x * y * 4
@@ -140,9 +142,7 @@ def _execute(u, j, t, S, US, F, P, CNT, err, dram, uop32, uop_b, inp_b, inp2, wg
             elif mt == MEM_WGT:
                 dig = load_kernel(F, j, wgt_b, wgt2.shape[0], wgt2.shape[1], eb, False, dram, err)
                 if err[0] == 0:
-                    xt = F[j, F_X_PAD_0] + x + F[j, F_X_PAD_1]
-                    yt = F[j, F_Y_PAD_0] + y + F[j, F_Y_PAD_1]
-                    pair_weights(wgt2, wgt_pairs, F[j, F_SRAM_BASE], xt * yt, P[P_BLOCK])
+                    pair_weights(wgt2, wgt_pairs, F[j, F_SRAM_BASE], n_sram, P[P_BLOCK])
                 CNT[CNT_WGT] += x * y * eb
                 client = C_WGT
             elif mt == MEM_ACC or mt == MEM_ACC_8BIT:
@@ -153,9 +153,6 @@ def _execute(u, j, t, S, US, F, P, CNT, err, dram, uop32, uop_b, inp_b, inp2, wg
             else:
                 _fail(S, ERR_DECODE, j, FLD_NONE, mt, 0)
                 return dig
-            xt = F[j, F_X_PAD_0] + x + F[j, F_X_PAD_1]
-            yt = F[j, F_Y_PAD_0] + y + F[j, F_Y_PAD_1]
-            pads = xt * yt - x * y
         if y == 0:
             US[u, US_E] = t + 1 + pads
         else:
