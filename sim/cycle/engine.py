@@ -86,7 +86,7 @@ class CycleMachine:
         self.uop32 = np.zeros(cfg.uop_depth, np.uint32)
         self.inp2 = np.zeros((cfg.inp_depth, cfg.inp_elem_bytes), np.int8)
         self.wgt2 = np.zeros((cfg.wgt_depth, cfg.wgt_elem_bytes), np.int8)
-        self.wgt_pairs = np.zeros_like(self.wgt2)          # the GEMM's layout, see kernels.pair_weights
+        self.wgt_pairs = np.zeros_like(self.wgt2)           # the GEMM's layout, see kernels.pair_weights
         self.acc2 = np.zeros((cfg.acc_depth, cfg.batch * cfg.block_out), np.int32)
         core.init_state(self.S, self.US, self.P, self.chunk_req)
 

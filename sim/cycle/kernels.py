@@ -214,22 +214,25 @@ def gemm_kernel(F, j, uops, P, inp, wgt_pairs, acc, err):
     accf, inpf, wf = acc.reshape(-1), inp.reshape(-1), wgt_pairs.reshape(-1)
     in_row, w_row = np.uint64(inp.shape[1]), np.uint64(wgt_pairs.shape[1])
     tile = np.empty(lanes, np.int32)
+    nu = max(0, end - bgn)
+    udst, usrc, uwgt = np.empty(nu, np.int64), np.empty(nu, np.int64), np.empty(nu, np.int64)
+    for u in range(nu):
+        udst[u], usrc[u], uwgt[u] = uop_fields(uops, bgn + u, P)
     d = np.uint64(0)
     for io in range(F[j, F_ITER_OUT]):
         for ii in range(F[j, F_ITER_IN]):
             doff = io * F[j, F_DST_FACTOR_OUT] + ii * F[j, F_DST_FACTOR_IN]
             soff = io * F[j, F_SRC_FACTOR_OUT] + ii * F[j, F_SRC_FACTOR_IN]
             woff = io * F[j, F_WGT_FACTOR_OUT] + ii * F[j, F_WGT_FACTOR_IN]
-            for u in range(bgn, end):
-                dst, src, wg = uop_fields(uops, u, P)
-                ao = np.uint64((dst + doff) * lanes)
+            for u in range(nu):
+                ao = np.uint64((udst[u] + doff) * lanes)
                 if reset:
                     for ln in range(lanes):
                         accf[ao + np.uint64(ln)] = 0
                         d += mix(ao + np.uint64(ln), np.uint64(0))
                     continue
-                so = np.uint64(src + soff) * in_row
-                wo = np.uint64(wg + woff) * w_row
+                so = np.uint64(usrc[u] + soff) * in_row
+                wo = np.uint64(uwgt[u] + woff) * w_row
                 for ln in range(lanes):
                     tile[ln] = 0
                 for b in range(batch):
