@@ -32,3 +32,16 @@ def test_engine_matches_per_cycle_reference(variant, seed):
     assert {j: int(d) for j, d in enumerate(r.extra["dispatch_cycle"])} == ref["dispatch"]
     assert r.cycles == ref["cycles"]
     assert r.breakdown == ref["breakdown"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_engine_matches_per_cycle_reference_many(variant):
+    cfg = load_config().replace(**VARIANTS[variant])
+    for seed in range(1000, 1150):
+        img = generate(cfg, seed, blocks=(2, 5))
+        r = run_image(img)
+        ref = simulate(cfg, load_program(img).fields, img.insn_addr)
+        assert {x.program_index: (x.start_cycle, x.end_cycle) for x in r.trace} == \
+            {j: (ref["start"][j], ref["end"][j]) for j in ref["end"]}, seed
+        assert r.breakdown == ref["breakdown"], seed
