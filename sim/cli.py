@@ -38,7 +38,7 @@ from sim.result import COUNTER_NAMES
 __all__ = ["main", "run_engine", "check_result", "ENGINES", "PLUGINS"]
 
 ENGINES = {"functional": "sim.functional", "cycle": "sim.cycle", "rtl": "hw.cosim"}
-PLUGINS = ("sim.diff_cli", "sim.replay_cli", "compiler.cli", "waveforms.cli")
+PLUGINS = ("sim.diff_cli", "sim.replay_cli", "compiler.cli", "waveforms.cli", "sim.workloads_cli")
 USER_ERRORS = (SimError, ConfigError, IsaError, OSError)
 
 
@@ -145,6 +145,9 @@ def cmd_run(args) -> int:
     else:
         print(f"engine {result.engine}: {image.insn_count} instructions"
               + (f", {result.cycles} cycles" if result.cycles is not None else ""))
+        if result.breakdown:
+            from sim.trace import breakdown_table
+            print(breakdown_table(result.breakdown, result.cycles))
         for k in COUNTER_NAMES:
             print(f"  {k:18s} {result.counters[k]}")
         if result.leftover_tokens:

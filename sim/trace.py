@@ -74,6 +74,6 @@ def breakdown_table(breakdown: dict, cycles: int) -> str:
     buckets = ("busy", "mem_wait", "token_wait", "queue_stall", "idle")
     lines = [f"{'module':<8}" + "".join(f"{b:>20}" for b in buckets)]
     for mod, row in breakdown.items():
-        cells = "".join(f"{row[b]:>12,} {100 * row[b] / max(cycles, 1):5.1f}%" for b in buckets)
+        cells = "".join(f"{row[b]:>13,} {100 * row[b] / max(cycles, 1):5.1f}%" for b in buckets)
         lines.append(f"{mod:<8}" + cells)
     return "\n".join(lines)

@@ -31,6 +31,7 @@ import numpy as np
 from hw.config import MEM_ACC, MEM_INP, MEM_OUT, MEM_UOP, MEM_WGT, VTAConfig
 from hw.isa import ALU_ADD, ALU_MAX, ALU_MIN, ALU_SHR
 from sim.builder import ProgramBuilder
+from sim.errors import SimError
 
 __all__ = ["Conv", "RESNET18", "conv_image", "conv_reference", "gemm_bound_image", "plan"]
 
@@ -47,8 +48,8 @@ class Conv:
     stride: int
 
     def reduced(self, reduce: int) -> "Conv":
-        if reduce < 1:
-            raise ValueError(f"reduce = {reduce} must be >= 1")
+        if not isinstance(reduce, int) or reduce < 1:
+            raise SimError(f"reduce = {reduce!r} must be an integer >= 1")
         h = max(self.h // reduce, self.k)
         w = max(self.w // reduce, self.k)
         return Conv(self.name, h, w, self.cin, self.cout, self.k, self.pad, self.stride)
@@ -107,7 +108,7 @@ def plan(cfg: VTAConfig, c: Conv) -> Plan:
             for cbs in _divisors_desc(n_cb):
                 if cbs * rows_t * wp <= inp_half and obs * cbs * kk <= wgt_half:
                     return Plan(th, obs, cbs, rows_t, wp, inp_half, wgt_half, acc_half, bias_len)
-    raise ValueError(f"{c.name}: no tiling fits the buffers of config {cfg.bitstream}")
+    raise SimError(f"{c.name}: no tiling fits the buffers of config {cfg.bitstream}")
 
 
 def conv_reference(c: Conv, x, w, bias) -> np.ndarray:
@@ -134,7 +135,7 @@ def conv_image(cfg: VTAConfig, layer, reduce: int = 1, seed: int = 0):
     """MemoryImage of one conv layer (``layer``: a name of :data:`RESNET18` or a :class:`Conv`)."""
     c = (RESNET18[layer] if isinstance(layer, str) else layer).reduced(reduce)
     if c.cin % cfg.block_in or c.cout % cfg.block_out:
-        raise ValueError(f"{c.name}: channels {c.cin}->{c.cout} not multiples of BLOCK {cfg.block_in}")
+        raise SimError(f"{c.name}: channels {c.cin}->{c.cout} are not multiples of BLOCK {cfg.block_in}")
     p = plan(cfg, c)
     rng = np.random.default_rng([seed, c.h, c.cin, c.cout, c.k, c.stride])
     nb = cfg.batch
@@ -176,7 +177,7 @@ def conv_image(cfg: VTAConfig, layer, reduce: int = 1, seed: int = 0):
             kernel(("bias", hs, ob0), [(acc_base(hs) + o * p.th * c.ow, ob0 + o, 0) for o in range(p.obs)])
     ub = b.uops(triples)
     if len(triples) > cfg.uop_depth:
-        raise ValueError(f"{c.name}: {len(triples)} uops exceed the uop buffer ({cfg.uop_depth})")
+        raise SimError(f"{c.name}: {len(triples)} uops exceed the uop buffer ({cfg.uop_depth})")
     b.load(memory_type=MEM_UOP, sram_base=0, dram_base=ub, x_size=len(triples))
     b.load(memory_type=MEM_ACC, sram_base=0, dram_base=biasb, x_size=n_ob)
 

@@ -81,3 +81,24 @@ def test_full_c2_peak_memory_under_1gb(tmp_path):
     doc = json.loads(out.stdout.strip().splitlines()[-1])
     assert doc["ok"]
     assert doc["maxrss_kb"] * 1024 < 1 << 30, f"peak RSS {doc['maxrss_kb'] / 1024:.0f} MiB"
+
+
+def test_cli_workload_then_run_cycle_json(tmp_path, capsys):
+    from sim.cli import main
+    assert main(["workload", "C4", "--reduce", "8", "--out", str(tmp_path / "c4")]) == 0
+    capsys.readouterr()
+    assert main(["run", str(tmp_path / "c4"), "--engine", "cycle", "--check", "--json",
+                 "--trace", str(tmp_path / "t.csv"), "--perfetto", str(tmp_path / "p.json")]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["check"]["ok"] and doc["cycles"] > doc["counters"]["gemm_counter"] > 0
+    assert set(doc["breakdown"]) == {"fetch", "load", "compute", "store"}
+    assert all(sum(b.values()) == doc["cycles"] for b in doc["breakdown"].values())
+    assert doc["cycles_per_s"] > 0 and doc["wall_s"] > 0
+    assert (tmp_path / "t.csv").stat().st_size > 0 and json.loads((tmp_path / "p.json").read_text())["traceEvents"]
+
+
+def test_cli_workload_bad_reduce_is_one_line_error(tmp_path, capsys):
+    from sim.cli import main
+    assert main(["workload", "C2", "--reduce", "0", "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "reduce = 0" in err
