@@ -21,6 +21,18 @@ def cfg():
     return load_config()
 
 
+def load_then_wait(cfg, data, **load):
+    """``LOAD (push_next); NOP-COMPUTE (pop_prev); FINISH`` with ``data`` as the one buffer at 0x1000
+    (instructions at 0x2000, 3 instructions = 6 beats: fetch completes at 22, the LOAD starts at 23
+    and the NOP, visible at 24, waits for the LOAD's l2g token)."""
+    b = ProgramBuilder(cfg)
+    buf = b.data("x", data)
+    b.load(dram_base=buf, push_next=1, **load)
+    b.nop("compute", pop_prev=1)
+    b.finish()
+    return run_image(b.build())
+
+
 def timeline(result):
     """{program_index: (start, end)} from the retire trace."""
     return {r.program_index: (r.start_cycle, r.end_cycle) for r in result.trace}
@@ -110,12 +122,7 @@ def test_alu(cfg, use_imm, end):
 
 
 def test_load_inp_token_wait(cfg):
-    b = ProgramBuilder(cfg)
-    x = b.data("x", np.arange(64, dtype=np.int8))          # 0x1000, 4 INP elements; insns at 0x2000
-    b.load(memory_type=MEM_INP, dram_base=x, x_size=4, push_next=1)
-    b.nop("compute", pop_prev=1)
-    b.finish()
-    r = run_image(b.build())
+    r = load_then_wait(cfg, np.arange(64, dtype=np.int8), memory_type=MEM_INP, x_size=4)   # 4 INP elements
     # fetch 3 insns = 6 beats -> 22; d = 22 (load q), 23 (NOP), 24 (FINISH)
     # LOAD INP s 23, request 24: 64 B at word 512 = 8 beats, granted 24 -> 24 + 16 + 8 = 48 = e
     # l2g pushed at 48, visible 49: NOP (49, 50); FINISH (51, 52); cycles 53
@@ -215,12 +222,7 @@ def test_retire_order_and_opcodes(cfg):
 
 
 def test_load_wgt_two_bursts(cfg):
-    b = ProgramBuilder(cfg)
-    w = b.data("w", np.zeros(256, np.int8))                # 0x1000, one WGT element = 256 B = 32 beats
-    b.load(memory_type=MEM_WGT, dram_base=w, x_size=1, push_next=1)
-    b.nop("compute", pop_prev=1)
-    b.finish()
-    r = run_image(b.build())
+    r = load_then_wait(cfg, np.zeros(256, np.int8), memory_type=MEM_WGT, x_size=1)   # 256 B = 32 beats
     # fetch 3 insns -> 22; LOAD WGT s 23, words 512..544 = bursts [512, 528) and [528, 544)
     # burst 1 granted 24 -> 24 + 16 + 16 = 56; burst 2 granted 56 -> 88 = e
     # NOP (89, 90); FINISH (91, 92); cycles 93
@@ -241,12 +243,7 @@ def test_load_acc_8bit(cfg):
 
 
 def test_multi_row_load(cfg):
-    b = ProgramBuilder(cfg)
-    x = b.data("x", np.zeros(128, np.int8))                # 0x1000, 8 INP elements
-    b.load(memory_type=MEM_INP, dram_base=x, y_size=2, x_size=1, x_stride=4, push_next=1)
-    b.nop("compute", pop_prev=1)
-    b.finish()
-    r = run_image(b.build())
+    r = load_then_wait(cfg, np.zeros(128, np.int8), memory_type=MEM_INP, y_size=2, x_size=1, x_stride=4)
     # rows: bytes [0x1000, 0x1010) = 2 beats, [0x1040, 0x1050) = 2 beats, one transfer each
     # s 23; row 0 requested 24 -> 24 + 16 + 2 = 42; row 1 requested 42 -> 60 = e
     # NOP (61, 62); FINISH (63, 64); cycles 65
