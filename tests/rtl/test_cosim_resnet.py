@@ -21,25 +21,23 @@ def _runs(cfg, reduce):
     return {n: (images[n], cycle_run(images[n]), r) for n, r in zip(LAYERS, rtl)}
 
 
-@pytest.fixture(scope="module")
-def reduced(cfg, verilator_build):
-    return _runs(cfg, 4)
+def _check_all(runs, same_run):
+    """Every layer checked, every failing layer named (one test per batch, so pytest-xdist does
+    not run the batch once per worker)."""
+    failures = []
+    for name, (image, model, rtl) in runs.items():
+        try:
+            assert image.expected, "the workload carries its numpy reference"
+            same_run(image, model, rtl)
+        except Exception as exc:     # noqa: BLE001 - collected (assertions included), then reported
+            failures.append(f"{name}: {exc}")
+    assert not failures, f"{len(failures)} of {len(runs)} layers differ:\n" + "\n".join(failures)
 
 
-@pytest.fixture(scope="module")
-def full(cfg, verilator_build):
-    return _runs(cfg, 1)
-
-
-@pytest.mark.parametrize("layer", LAYERS)
-def test_resnet_reduced(layer, reduced, same_run):
-    image, model, rtl = reduced[layer]
-    assert image.expected, "the workload carries its numpy reference"
-    same_run(image, model, rtl)
+def test_resnet_reduced(cfg, verilator_build, same_run):
+    _check_all(_runs(cfg, 4), same_run)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("layer", LAYERS)
-def test_resnet_full(layer, full, same_run):
-    image, model, rtl = full[layer]
-    same_run(image, model, rtl)
+def test_resnet_full(cfg, verilator_build, same_run):
+    _check_all(_runs(cfg, 1), same_run)
