@@ -21,7 +21,8 @@ import numpy as np
 
 from hw.isa import MODULE_NAMES, OPCODE_NAMES
 
-__all__ = ["Diff", "Divergence", "compare", "machine_state", "WINDOW_CYCLES", "LAST_N"]
+__all__ = ["Diff", "Divergence", "compare", "machine_state", "WINDOW_CYCLES", "LAST_N", "TOKEN_POPS",
+           "TOKEN_PUSHES", "TOKENS"]
 
 WINDOW_CYCLES = 20          # half-width of the waveform window named by a report
 LAST_N = 5                  # retirements shown on each side

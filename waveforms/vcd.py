@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from hw.isa import MODULE_NAMES
+from sim.diff import TOKEN_POPS, TOKEN_PUSHES
 
 __all__ = ["SCOPE", "SIGNALS", "TOKEN_ORDER", "model_changes", "signal_widths", "write_vcd", "write_model_vcd"]
 
@@ -53,8 +54,6 @@ def signal_widths(cfg) -> dict:
     return {name: (w if w is not None else qbits) for name, (w, _) in SIGNALS.items()}
 
 
-_POPS = {0: (("pop_next", "g2l"),), 1: (("pop_prev", "l2g"), ("pop_next", "s2g")), 2: (("pop_prev", "g2s"),)}
-_PUSHES = {0: (("push_next", "l2g"),), 1: (("push_prev", "g2l"), ("push_next", "g2s")), 2: (("push_prev", "s2g"),)}
 
 
 def _steps(times, deltas, horizon):
@@ -95,11 +94,11 @@ def model_changes(program, result) -> dict:
     times, deltas = [], []
     for r in trace:
         m = MODULE_NAMES.index(r.module)
-        for flag, tok in _POPS[m]:
+        for flag, tok in TOKEN_POPS[m]:
             if f[flag][r.program_index]:
                 times.append(r.start_cycle + 1)
                 deltas.append(-(1 << (16 * TOKEN_ORDER.index(tok))))
-        for flag, tok in _PUSHES[m]:
+        for flag, tok in TOKEN_PUSHES[m]:
             if f[flag][r.program_index]:
                 times.append(r.end_cycle + 1)
                 deltas.append(1 << (16 * TOKEN_ORDER.index(tok)))

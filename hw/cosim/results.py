@@ -80,14 +80,14 @@ def stream_counters(cfg, f: dict) -> dict:
 
 def leftover_tokens(f: dict) -> dict:
     """Pushes minus pops per token queue over the whole stream (every instruction retired)."""
+    from sim.diff import TOKEN_POPS, TOKEN_PUSHES
     mods = module_array(f)
-    load, comp, store = mods == 0, mods == 1, mods == 2
-    count = {
-        "l2g": int(f["push_next"][load].sum() - f["pop_prev"][comp].sum()),
-        "g2l": int(f["push_prev"][comp].sum() - f["pop_next"][load].sum()),
-        "g2s": int(f["push_next"][comp].sum() - f["pop_prev"][store].sum()),
-        "s2g": int(f["push_prev"][store].sum() - f["pop_next"][comp].sum()),
-    }
+    count = {}
+    for m in TOKEN_POPS:
+        for flag, tok in TOKEN_PUSHES[m]:
+            count[tok] = count.get(tok, 0) + int(f[flag][mods == m].sum())
+        for flag, tok in TOKEN_POPS[m]:
+            count[tok] = count.get(tok, 0) - int(f[flag][mods == m].sum())
     return {k: v for k, v in count.items() if v}
 
 

@@ -55,33 +55,26 @@ def _diff(image, rtl_dir):
     return diff_image(image, against="cycle", sim="icarus", rtl_dir=rtl_dir, reproduce="vtasim diff IMAGE")
 
 
-def test_extra_cycle_is_found(program, tmp_path):
+@pytest.mark.parametrize("edit, fields, late", [(EXTRA_CYCLE, ("end_cycle",), 1), (WRONG_BIT, ("digest",), 0)],
+                         ids=["extra_cycle", "wrong_bit"])
+def test_mutant_is_found(program, tmp_path, edit, fields, late):
+    """The first working ALU is where either bug shows: at its end cycle, in the compute module;
+    the extra cycle moves its end, the wrong bit only its digest (and the stored bytes)."""
     image, ref, first = program
-    d = _diff(image, _mutant(tmp_path, EXTRA_CYCLE))
+    d = _diff(image, _mutant(tmp_path, edit))
     assert not d.ok
     assert d.first.program_index == first.program_index
-    assert d.first.expected.module == "compute"
-    assert d.first.cycle == first.end_cycle                 # where the ALU should have ended
-    assert d.first.actual.end_cycle == first.end_cycle + 1
-    assert d.first.fields == ("end_cycle",)
+    assert d.first.expected.module == d.first.actual.module == "compute"
+    assert d.first.cycle == first.end_cycle
+    assert d.first.actual.end_cycle == first.end_cycle + late
+    assert d.first.fields == fields
     text = d.report()
     assert (f"FIRST DIVERGENCE at cycle {first.end_cycle}: compute module, instruction "
             f"{first.program_index}") in text
-    assert text.splitlines()[-1].endswith("mismatched") and " 0 mismatched" not in text
-
-
-def test_wrong_data_bit_is_found(program, tmp_path):
-    image, ref, first = program
-    d = _diff(image, _mutant(tmp_path, WRONG_BIT))
-    assert not d.ok
-    assert d.first.program_index == first.program_index
-    assert d.first.expected.module == "compute"
-    assert d.first.cycle == first.end_cycle
-    assert d.first.fields == ("digest",)                     # timing intact, data wrong
-    assert d.data and d.data[0].name in {o.name for o in image.outputs}
-    text = d.report()
-    assert "expected lanes after it (functional model" in text
-    assert f"FIRST DIVERGENCE at cycle {first.end_cycle}: compute module" in text
+    assert " 0 mismatched" not in text.splitlines()[-1]
+    if edit is WRONG_BIT:
+        assert d.data and d.data[0].name in {o.name for o in image.outputs}
+        assert "expected lanes after it (functional model" in text
 
 
 def test_unmutated_copy_matches(program, tmp_path):
