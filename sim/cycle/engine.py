@@ -165,13 +165,17 @@ class CycleMachine:
 _warmed = []
 
 
-def warm_up() -> None:
-    """Compile (or load from cache) the core once per process, so ``wall_s`` excludes the JIT."""
+def warm_up(cfg: VTAConfig | None = None) -> None:
+    """Compile (or load from cache) the core once per process, so ``wall_s`` excludes the JIT.
+
+    The compiled types do not depend on the config; ``cfg`` only avoids reading the default file."""
     if _warmed:
         return
     from sim.builder import ProgramBuilder
-    from hw.config import load_config
-    b = ProgramBuilder(load_config())
+    if cfg is None:
+        from hw.config import load_config
+        cfg = load_config()
+    b = ProgramBuilder(cfg)
     b.finish()
     img = b.build()
     m = CycleMachine(load_program(img), img.dram(), img.insn_addr)
@@ -180,7 +184,7 @@ def warm_up() -> None:
 
 
 def run_image(image, trace=None, perfetto=None, progress=None, **ignored) -> RunResult:
-    warm_up()
+    warm_up(image.cfg)
     prog = load_program(image)
     t0, c0 = time.perf_counter(), time.process_time()
     m = CycleMachine(prog, image.dram(), image.insn_addr)
