@@ -71,10 +71,11 @@ class Diff:
     reproduce: str = ""
     waves: dict = field(default_factory=dict)       # side -> path of a waveform of that run
     expected_lanes: str | None = None                # functional-model view of the divergent write
+    error: str | None = None                         # the actual side stopped with this error
 
     @property
     def ok(self) -> bool:
-        return self.mismatched == 0 and self.cycles[0] == self.cycles[1]
+        return self.error is None and self.mismatched == 0 and self.cycles[0] == self.cycles[1]
 
     def report(self) -> str:
         from sim.diff_report import render
@@ -103,9 +104,9 @@ def compare_traces(exp_trace, act_trace):
         e, a = exp.get(prog), act.get(prog)
         if e is None or a is None:
             mismatched += 1
-            rec = e or a
-            candidates.append(((rec.end_cycle, MODULE_NAMES.index(rec.module)),
-                               Divergence(prog, rec.end_cycle, ("missing",) if a is None else ("extra",), e, a)))
+            rec = e or a        # a record on one side only shows from the cycle it started
+            candidates.append(((rec.start_cycle, MODULE_NAMES.index(rec.module)),
+                               Divergence(prog, rec.start_cycle, ("missing",) if a is None else ("extra",), e, a)))
             continue
         diff = tuple(f for f in RECORD_FIELDS if getattr(e, f) != getattr(a, f))
         if not diff:
@@ -179,16 +180,21 @@ def machine_state(program, trace, dispatch, t: int) -> dict:
     return {"queues": queues, "tokens": tokens, "running": running}
 
 
-def compare(expected, actual, image, reproduce: str = "", timing: bool = True) -> Diff:
-    """Diff two RunResults of ``image``; ``timing=False`` compares data only (functional side)."""
+def compare(expected, actual, image, reproduce: str = "", timing: bool = True, error: str | None = None) -> Diff:
+    """Diff two RunResults of ``image``; ``timing=False`` compares data only (functional side).
+
+    ``error``: the actual run stopped with this error; ``actual`` then holds only its partial trace
+    (``dram`` None) and the data is not compared."""
     d = Diff(image, expected.engine, actual.engine, expected_result=expected, actual_result=actual,
-             reproduce=reproduce)
+             reproduce=reproduce, error=error)
     if timing and expected.trace is not None and actual.trace is not None:
         d.matched, d.mismatched, d.first = compare_traces(expected.trace, actual.trace)
         d.cycles = (expected.cycles, actual.cycles)
         if d.first is not None and d.first.program_index is not None and "digest" in d.first.fields:
             order = [r.program_index for r in sorted(expected.trace, key=_key)]
             d.expected_lanes = functional_lanes(image, order, d.first.program_index)
+    if actual.dram is None:
+        return d
     d.data = compare_data(image, expected.dram, actual.dram)
     # Output regions count as items next to the retire records, so a data-only divergence is counted.
     bad_outputs = len({x.name for x in d.data if x.name != "dram"})

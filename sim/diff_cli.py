@@ -11,6 +11,8 @@ import shlex
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from sim.diff import compare
 
 __all__ = ["add_commands", "diff_image", "cmd_diff", "cmd_fuzz", "run_engine"]
@@ -31,19 +33,39 @@ def run_engine(name: str, image, **opts):
 
 
 def diff_image(image, against: str = "cycle", sim: str = "verilator", waves: bool = False,
-               reproduce: str = "", rtl_result=None, out_dir=None, rtl_dir=None):
+               reproduce: str = "", rtl_result=None, out_dir=None, rtl_dir=None, max_cycles=None):
     """Run ``against`` and the RTL on ``image``; the :class:`sim.diff.Diff` (RTL = actual side).
 
-    ``rtl_dir`` runs a different copy of ``hw/rtl`` (the mutation tests do)."""
+    ``rtl_dir`` runs a different copy of ``hw/rtl`` (the mutation tests do).  The RTL's watchdog is
+    ``max_cycles``, by default twice the cycle engine's count plus 10,000 (so a hung RTL ends soon
+    after it should have finished)."""
     if against not in AGAINST:
         raise ValueError(f"--against {against!r} is not one of {', '.join(AGAINST)}")
     expected = run_engine(against, image)
+    if max_cycles is None:
+        model_cycles = expected.cycles if expected.cycles is not None else run_engine("cycle", image).cycles
+        max_cycles = 2 * model_cycles + 10_000
     out_dir = Path(out_dir or ".")
+    error = None
     if rtl_result is None:
         from hw.cosim import run_images
-        rtl_result = run_images([image], sim=sim, waves=waves, rtl_dir=rtl_dir,
-                                waves_file=(out_dir / "rtl.vcd").resolve() if waves else None)[0]
-    d = compare(expected, rtl_result, image, reproduce=reproduce, timing=against != "functional")
+        from sim.errors import SimError
+        from sim.result import RunResult
+        try:
+            rtl_result = run_images([image], sim=sim, waves=waves, rtl_dir=rtl_dir, max_cycles=max_cycles,
+                                    waves_file=(out_dir / "rtl.vcd").resolve() if waves else None)[0]
+        except SimError as exc:
+            if not hasattr(exc, "rtl_trace"):
+                raise
+            # The RTL stopped (error code, watchdog): diff what it retired before that.
+            error = str(exc)
+            disp = np.full(image.insn_count, -1, dtype=np.int64)
+            for prog, cyc in exc.rtl_dispatch.items():
+                if 0 <= prog < image.insn_count:
+                    disp[prog] = cyc
+            rtl_result = RunResult("rtl", dram=None, counters={}, outputs={}, cycles=None,
+                                   trace=exc.rtl_trace, extra={"dispatch_cycle": disp})
+    d = compare(expected, rtl_result, image, reproduce=reproduce, timing=against != "functional", error=error)
     if waves:
         d.waves["actual"] = rtl_result.extra.get("waves")
         t0 = rtl_result.extra.get("launch_ns") or 0.0

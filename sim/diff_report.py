@@ -68,6 +68,8 @@ def render(diff) -> str:
     image, cfg = diff.image, diff.image.cfg
     E, A = diff.expected_engine, diff.actual_engine
     lines = [f"vtasim diff: {E} (expected) vs {A} (actual), {image.insn_count} instructions"]
+    if diff.error:
+        lines.append(f"{A.upper()} ERROR: {diff.error}")
     first = diff.first
     if first is not None:
         from sim.program import load_program

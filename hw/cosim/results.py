@@ -99,13 +99,17 @@ def _error(status: dict, trace: RtlTrace, max_cycles: int) -> SimError:
              f"ended at cycle {last.end_cycle}" if last else "; nothing retired")
     what = ERROR_CODES.get(code, f"error code {code}")
     if code == 1:
-        return TokenOverflowError(f"RTL stopped at cycle {cycle}: {what} (a push above TOKEN_QUEUE_DEPTH){where}")
-    if code == 2:
-        return RunError(f"RTL watchdog: no FINISH within max_cycles={max_cycles} (deadlock, or raise "
-                        f"max_cycles){where}")
-    if code == 3:
-        return ProgramError(f"RTL stopped at cycle {cycle}: {what}{where}")
-    return RunError(f"RTL stopped at cycle {cycle}: {what}{where}")
+        exc = TokenOverflowError(f"RTL stopped at cycle {cycle}: {what} (a push above TOKEN_QUEUE_DEPTH){where}")
+    elif code == 2:
+        exc = RunError(f"RTL watchdog: no FINISH within max_cycles={max_cycles} (deadlock, or raise "
+                       f"max_cycles){where}")
+    elif code == 3:
+        exc = ProgramError(f"RTL stopped at cycle {cycle}: {what}{where}")
+    else:
+        exc = RunError(f"RTL stopped at cycle {cycle}: {what}{where}")
+    # What the RTL did before it stopped, so `vtasim diff` can still point at the first divergence.
+    exc.rtl_trace, exc.rtl_dispatch, exc.rtl_stop_cycle = trace.records, trace.dispatch, cycle
+    return exc
 
 
 def to_run_result(image, outcome, max_cycles: int) -> RunResult:

@@ -84,3 +84,26 @@ def test_unmutated_copy_matches(program, tmp_path):
     rtl = tmp_path / "rtl"
     shutil.copytree(default_rtl_dir(), rtl)
     assert _diff(image, rtl).ok
+
+
+def test_hung_rtl_is_diffed_up_to_where_it_stopped(program, tmp_path):
+    """A token counter that reports 'available' only above 1 deadlocks the RTL: the watchdog stops
+    it and the diff points at the first instruction the RTL never retired, one that pops a token."""
+    from sim.program import load_program
+    image, ref, _ = program
+    rtl = tmp_path / "rtl"
+    from hw.cosim.runner import default_rtl_dir
+    shutil.copytree(default_rtl_dir(), rtl)
+    path = rtl / "vta_tokens.v"
+    old = "assign avail[t] = (cnt != 17'd0);"
+    assert path.read_text().count(old) == 1, "mutation site not found in vta_tokens.v: update the test"
+    path.write_text(path.read_text().replace(old, "assign avail[t] = (cnt > 17'd1);"))
+    d = _diff(image, rtl)
+    assert not d.ok and "watchdog" in d.error
+    f = load_program(image).fields
+    assert d.first.fields == ("missing",)
+    i = d.first.program_index
+    assert f["pop_prev"][i] or f["pop_next"][i]
+    text = d.report()
+    assert text.splitlines()[1].startswith("RTL ERROR: RTL watchdog")
+    assert f"instruction {i}" in text
