@@ -106,7 +106,10 @@ def plan(cfg: VTAConfig, c: Conv) -> Plan:
             if obs * th * c.ow > acc_half:
                 continue
             for cbs in _divisors_desc(n_cb):
-                if cbs * rows_t * wp <= inp_half and obs * cbs * kk <= wgt_half:
+                # uop kernels: 4 GEMM variants (inp/wgt half x acc half) + per acc half a tile and a
+                # bias kernel per output-block group, all resident at once
+                uops = 4 * obs * cbs * kk + 2 * obs * (1 + n_ob // obs)
+                if cbs * rows_t * wp <= inp_half and obs * cbs * kk <= wgt_half and uops <= cfg.uop_depth:
                     return Plan(th, obs, cbs, rows_t, wp, inp_half, wgt_half, acc_half, bias_len)
     raise SimError(f"{c.name}: no tiling fits the buffers of config {cfg.bitstream}")
 
