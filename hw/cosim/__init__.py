@@ -29,13 +29,19 @@ def run_images(images, sim: str = "verilator", waves: bool = False, max_cycles: 
     """Run ``images`` in one simulator process per config; a list of RunResult in input order.
 
     ``errors="return"`` puts the exception of a failing image in its slot instead of raising
-    (fuzzing keeps going); ``"raise"`` raises the first one after the batch ran."""
+    (fuzzing keeps going); ``"raise"`` raises the first one after the batch ran.  ``max_cycles`` is
+    the HDL watchdog: one number for all images or one per image (default 100 M cycles)."""
     from hw.cosim import runner
     from hw.cosim.results import to_run_result
     if errors not in ("raise", "return"):
         raise ValueError(f"errors={errors!r} is not 'raise' or 'return'")
     images = list(images)
-    max_cycles = runner.DEFAULT_MAX_CYCLES if max_cycles is None else int(max_cycles)
+    if max_cycles is None or isinstance(max_cycles, int):
+        limits = [runner.DEFAULT_MAX_CYCLES if max_cycles is None else int(max_cycles)] * len(images)
+    else:
+        limits = [int(m) for m in max_cycles]       # one watchdog per image
+        if len(limits) != len(images):
+            raise ValueError(f"max_cycles has {len(limits)} entries for {len(images)} images")
     results: list = [None] * len(images)
     groups: dict = {}
     for k, image in enumerate(images):
@@ -50,11 +56,11 @@ def run_images(images, sim: str = "verilator", waves: bool = False, max_cycles: 
                                  dram_bytes=max(images[k].dram_size for k in idxs))
         if waves and waves_file is None:
             waves_file = Path.cwd() / "vtasim_rtl.vcd"
-        jobs = [runner.Job(images[k].dram(), images[k].insn_addr, images[k].insn_count, max_cycles) for k in idxs]
+        jobs = [runner.Job(images[k].dram(), images[k].insn_addr, images[k].insn_count, limits[k]) for k in idxs]
         outcomes = runner.run_jobs(build, jobs, work_dir=work_dir, waves_file=waves_file if waves else None)
         for k, outcome in zip(idxs, outcomes):
             try:
-                results[k] = to_run_result(images[k], outcome, max_cycles)
+                results[k] = to_run_result(images[k], outcome, limits[k])
             except Exception as exc:      # noqa: BLE001 - reported per image
                 results[k] = exc
     if errors == "raise":

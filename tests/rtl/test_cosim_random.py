@@ -23,10 +23,10 @@ def _campaign(cfg, seeds, sim="verilator"):
     from sim.diff import compare
     from sim.randprog import generate
     images = [generate(cfg, s) for s in seeds]
-    rtl = run_images(images, sim=sim, errors="return")
+    model = [cycle_run(im) for im in images]
+    rtl = run_images(images, sim=sim, errors="return", max_cycles=[2 * m.cycles + 10_000 for m in model])
     failures = []
-    for seed, image, act in zip(seeds, images, rtl):
-        exp = cycle_run(image)
+    for seed, image, exp, act in zip(seeds, images, model, rtl):
         if isinstance(act, BaseException):
             failures.append((seed, f"RTL error: {act}"))
             continue
