@@ -241,10 +241,23 @@ def get_build(cfg: VTAConfig, sim: str = "verilator", waves: bool = False, rtl_d
         if not done.is_file():
             _compile(cfg, sim, waves, sources, bdir, tb_bytes)
             done.write_text(json.dumps({"sim": sim, "waves": waves, "config": cfg.to_dict()}))
+            _prune(root, sim)
     build = Build(cfg=cfg, sim=sim, waves=waves, dir=bdir, key=key,
                   tb_dram_bytes=tb_bytes)
     _memo[memo_key] = build
     return build
+
+
+KEEP_BUILDS = 8      # per simulator; older builds (of RTL sources since edited) are removed
+
+
+def _prune(root: Path, sim: str):
+    """Remove all but the :data:`KEEP_BUILDS` most recently built builds of ``sim``."""
+    builds = sorted((p for p in root.glob(f"{sim}-*") if (p / "build.ok").is_file()),
+                    key=lambda p: (p / "build.ok").stat().st_mtime, reverse=True)
+    for old in builds[KEEP_BUILDS:]:
+        shutil.rmtree(old, ignore_errors=True)
+        (root / f"{old.name.replace('waves-', '')}.lock").unlink(missing_ok=True)
 
 
 def _compile(cfg, sim, waves, sources, bdir: Path, tb_bytes: int):

@@ -50,6 +50,12 @@ def program(cfg):
     return image, ref, first
 
 
+@pytest.fixture(autouse=True)
+def _private_build_cache(tmp_path, monkeypatch):
+    """Mutant builds go to a temporary cache, never next to the real RTL's builds."""
+    monkeypatch.setenv("VTASIM_BUILD_DIR", str(tmp_path / "builds"))
+
+
 def _diff(image, rtl_dir):
     from sim.diff_cli import diff_image
     return diff_image(image, against="cycle", sim="icarus", rtl_dir=rtl_dir, reproduce="vtasim diff IMAGE")
