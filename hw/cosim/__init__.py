@@ -7,7 +7,8 @@ The same contract as every engine (``run_image(image, **opts) -> RunResult``)::
     >>> result.cycles, result.trace[0]                   # doctest: +SKIP
     >>> results = run_images(images, sim="icarus")       # one simulator process for all
 
-The first call for a config compiles the RTL (minutes under Verilator) into the build cache
+The first call for a config compiles the RTL (about 20 s under Verilator for the default config,
+about a second under Icarus) into the build cache
 (``$VTASIM_BUILD_DIR``, default ``~/.cache/vtasim/rtl``); later calls, in any process, reuse it.
 """
 
