@@ -239,6 +239,9 @@ def get_build(cfg: VTAConfig, sim: str = "verilator", waves: bool = False, rtl_d
     done = bdir / "build.ok"
     with _locked(root / f"{sim}-{key}.lock"):
         if not done.is_file():
+            # A build takes a while (tens of seconds under Verilator): say so instead of going quiet.
+            print(f"vtasim: building the RTL for {cfg.bitstream} with {sim} into {bdir} (cached for later runs)",
+                  file=sys.stderr, flush=True)
             _compile(cfg, sim, waves, sources, bdir, tb_bytes)
             done.write_text(json.dumps({"sim": sim, "waves": waves, "config": cfg.to_dict()}))
             _prune(root, sim)
