@@ -146,13 +146,18 @@ def cmd_fuzz(args) -> int:
 
 
 def _print_coverage(hit: dict, n: int):
-    """Bins hit, each with the number of programs that hit it, grouped by the bin's first word."""
-    print(f"coverage: {len(hit)} bins hit by {n} programs (bin: programs hitting it)")
+    """Bins hit out of :data:`sim.randprog.ALL_BINS`, each with the number of programs that hit it,
+    grouped by the bin's first word; then the bins no program hit."""
+    from sim.randprog import ALL_BINS
+    print(f"coverage: {len(hit)} of {len(ALL_BINS)} bins hit by {n} programs (bin: programs hitting it)")
     groups = {}
-    for b in sorted(hit):
-        groups.setdefault(str(b).split(":")[0], []).append(f"{b} {hit[b]}")
+    for b in ALL_BINS:
+        if b in hit:
+            groups.setdefault(b.split(":")[0], []).append(f"{b} {hit[b]}")
     for g, items in groups.items():
         print(f"  {g:<6} " + ", ".join(items))
+    missed = [b for b in ALL_BINS if b not in hit]
+    print("  not hit: " + (", ".join(missed) if missed else "none"))
 
 
 def add_commands(sub) -> None:

@@ -65,4 +65,5 @@ def test_fuzz_command_reports_seed_and_coverage(verilator_build, capsys, tmp_pat
     out = capsys.readouterr().out
     assert rc == 0, out
     assert "seeds 77..84" in out and "seed 77: 8 programs identical, 0 diverged" in out
-    assert "coverage:" in out and "op:GEMM" in out
+    from sim.randprog import ALL_BINS
+    assert f"of {len(ALL_BINS)} bins hit by 8 programs" in out and "op:GEMM" in out and "not hit:" in out
