@@ -33,6 +33,9 @@ def _campaign(cfg, seeds, sim="verilator"):
         d = compare(exp, act, image, reproduce=f"vtasim fuzz --n 1 --seed {seed}")
         if not d.ok:
             failures.append((seed, d.report()))
+        elif (act.counters, act.leftover_tokens) != (exp.counters, exp.leftover_tokens):
+            failures.append((seed, f"counters/leftover tokens differ: rtl {act.counters} {act.leftover_tokens}, "
+                                   f"cycle engine {exp.counters} {exp.leftover_tokens}"))
     return len(seeds) - len(failures), failures
 
 
