@@ -73,7 +73,7 @@ module tb_top (
   // ---- DRAM writes and file commands --------------------------------------------------------
   // The DRAM is cleared on the first reset cycle, so bytes the image does not define read as 0.
   integer i, fd;
-  reg rst_d;
+  reg rst_d = 1'b0;
   reg [BUS-1:0] wword;
   initial fd = 0;
   always @(posedge clk) begin
