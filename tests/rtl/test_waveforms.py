@@ -10,13 +10,15 @@ from waveforms.vcdread import read_vcd, sample_cycles
 pytestmark = pytest.mark.rtl
 
 
-@pytest.mark.parametrize("name", ["gemm_smt", "relu"])
-def test_model_vcd_equals_rtl_vcd(name, cfg, icarus_build, tmp_path):
+@pytest.mark.parametrize("sim, name", [("icarus", "gemm_smt"), ("icarus", "relu"),
+                                       pytest.param("verilator", "gemm_smt", marks=pytest.mark.slow)])
+def test_model_vcd_equals_rtl_vcd(sim, name, cfg, tmp_path):
+    """Icarus in CI; Verilator (which needs its own --trace build) in the slow set."""
     from hw.cosim import run_image
     from sim.cycle import run_image as cycle_run
     from sim.unit_programs import UNIT_PROGRAMS
     image = UNIT_PROGRAMS[name](cfg)
-    rtl = run_image(image, sim="icarus", waves=True, waves_file=tmp_path / "rtl.vcd")
+    rtl = run_image(image, sim=sim, waves=True, waves_file=tmp_path / "rtl.vcd")
     model = cycle_run(image)
     assert rtl.cycles == model.cycles
     t0, p = rtl.extra["launch_ns"], rtl.extra["clock_ns"]
