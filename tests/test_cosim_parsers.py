@@ -41,3 +41,12 @@ def test_trace_parse():
 def test_trace_bad_line(line):
     with pytest.raises(SimError, match="line 1"):
         parse_trace(line + "\n")
+
+
+def test_testbench_dram_grows_with_the_image():
+    from hw.cosim.runner import TB_DRAM_DEFAULT, tb_dram_bytes_for
+    assert tb_dram_bytes_for("icarus", 0) == TB_DRAM_DEFAULT["icarus"] == 1 << 20
+    assert tb_dram_bytes_for("icarus", (1 << 20) + 1) == 2 << 20
+    assert tb_dram_bytes_for("icarus", 2_437_120) == 4 << 20          # full ResNet C11
+    assert tb_dram_bytes_for("verilator", 2_437_120) == 16 << 20
+    assert tb_dram_bytes_for("verilator", (16 << 20) + 4096) == 32 << 20
