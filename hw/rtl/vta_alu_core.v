@@ -3,6 +3,7 @@
 // amount y is a signed 32-bit value: y >= 32 gives x >>> 31, y <= -32 gives 0, and -31..31 shift
 // right (y >= 0, arithmetic) or left (y < 0) as fsim does.
 module vta_alu_core (
+  input  wire                             en,       // an ALU uop issues: otherwise skip the lanes
   input  wire [`VTA_ALU_ALU_OPCODE_W-1:0] op,
   input  wire                             use_imm,
   input  wire [15:0]                      imm,
@@ -15,7 +16,12 @@ module vta_alu_core (
   reg signed [31:0] x, y, r;
   reg [4:0] sh;
   always @* begin
-    for (l = 0; l < LANES; l = l + 1) begin
+    out = dst_in;
+    x = 32'sd0;
+    y = 32'sd0;
+    r = 32'sd0;
+    sh = 5'd0;
+    if (en) for (l = 0; l < LANES; l = l + 1) begin
       x = dst_in[l*32 +: 32];
       y = use_imm ? {{16{imm[15]}}, imm} : src_in[l*32 +: 32];
       sh = 5'd0 - y[4:0];                 // -y for -31 <= y < 0

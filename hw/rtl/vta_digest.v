@@ -16,9 +16,12 @@ module vta_digest #(
   integer i;
   always @* begin
     sum = 32'd0;
-    for (i = 0; i < WPE; i = i + 1) begin
-      x = idx * WPE32 + i[31:0];
-      if (mask[i]) sum = sum + ((data[i*32 +: 32] ^ (x * GOLD)) * MULT);
+    x = 32'd0;
+    if (mask != {WPE{1'b0}}) begin     // most cycles write nothing: skip the arithmetic
+      for (i = 0; i < WPE; i = i + 1) begin
+        x = idx * WPE32 + i[31:0];
+        if (mask[i]) sum = sum + ((data[i*32 +: 32] ^ (x * GOLD)) * MULT);
+      end
     end
   end
 endmodule

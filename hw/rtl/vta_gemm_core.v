@@ -2,6 +2,7 @@
 // One GEMM micro-op on a whole tile (hardware spec 3.4): for every batch row b and output o,
 // acc[b][o] + sum_k int8(inp[b][k]) * int8(wgt[o][k]), wrapped to 32 bits.
 module vta_gemm_core (
+  input  wire                          en,       // a GEMM uop issues: otherwise skip the MACs
   input  wire [`VTA_ACC_ELEM_BITS-1:0] acc_in,
   input  wire [`VTA_INP_ELEM_BITS-1:0] inp,
   input  wire [`VTA_WGT_ELEM_BITS-1:0] wgt,
@@ -19,7 +20,12 @@ module vta_gemm_core (
   reg signed [WW-1:0] w;
   reg signed [IW+WW-1:0] p;
   always @* begin
-    for (b = 0; b < NB; b = b + 1) begin
+    acc_out = acc_in;
+    dot = {AW{1'b0}};
+    a = {IW{1'b0}};
+    w = {WW{1'b0}};
+    p = {(IW+WW){1'b0}};
+    if (en) for (b = 0; b < NB; b = b + 1) begin
       for (o = 0; o < NO; o = o + 1) begin
         dot = acc_in[(b*NO + o)*AW +: AW];
         for (k = 0; k < NI; k = k + 1) begin

@@ -119,7 +119,7 @@ module vta_loader #(
       always @* begin
         we[g] = (state == ST_PAD) ? (g == 0) : sv[g];
         wa[g*AW +: AW] = idx[g*32 +: AW];
-        wd[g*EBS +: EBS] = (state == ST_PAD) ? {EBS{1'b0}} : data[g*EBS +: EBS];
+        wd[g*EBS +: EBS] = (state != ST_PAD && sv[g]) ? data[g*EBS +: EBS] : {EBS{1'b0}};
       end
       vta_digest #(.W(EBS)) u_dig (.idx(idx[g*32 +: 32]), .data(wd[g*EBS +: EBS]),
                                    .mask({(EBS/32){we[g]}}), .sum(dsum[g*32 +: 32]));

@@ -80,12 +80,12 @@ module vta_tensor (
   assign inp_ra     = src_idx[`VTA_LOG_INP_DEPTH-1:0];
   assign wgt_ra     = wgt_idx[`VTA_LOG_WGT_DEPTH-1:0];
 
+  wire issue = (state == ST_ISSUE) && !phase;
   wire [`VTA_ACC_ELEM_BITS-1:0] gemm_out, alu_out;
-  vta_gemm_core u_gemm (.acc_in(acc_rd_dst), .inp(inp_rd), .wgt(wgt_rd), .acc_out(gemm_out));
-  vta_alu_core u_alu (.op(r_aop), .use_imm(r_imm_en), .imm(r_imm), .dst_in(acc_rd_dst),
+  vta_gemm_core u_gemm (.en(issue && !r_alu && !r_reset), .acc_in(acc_rd_dst), .inp(inp_rd), .wgt(wgt_rd), .acc_out(gemm_out));
+  vta_alu_core u_alu (.en(issue && r_alu), .op(r_aop), .use_imm(r_imm_en), .imm(r_imm), .dst_in(acc_rd_dst),
                       .src_in(acc_rd_src), .out(alu_out));
 
-  wire issue = (state == ST_ISSUE) && !phase;
   assign acc_we = issue;
   assign acc_wa = dst_idx[`VTA_LOG_ACC_DEPTH-1:0];
   assign acc_wd = r_alu ? alu_out : (r_reset ? {`VTA_ACC_ELEM_BITS{1'b0}} : gemm_out);

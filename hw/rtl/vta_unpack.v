@@ -30,7 +30,7 @@ module vta_unpack #(
       end
       assign sv = beat && (part == PB - 1);
       assign sx = beat_j / PB;
-      assign sd = {data, partial};
+      assign sd = beat ? {data, partial} : {EB{1'b0}};   // quiet between own beats (cheap on Icarus)
       wire unused_ok = &{1'b0, off, nel};
     end else begin : g_narrow
       localparam integer Q = BUS / EB;
@@ -41,7 +41,7 @@ module vta_unpack #(
         wire [31:0] x = beat_j * Q + s - off_el;
         assign sv[s] = beat && !(beat_j == 32'd0 && s < off_el) && (x < nel);
         assign sx[s*32 +: 32] = x;
-        assign sd[s*EB +: EB] = data[s*EB +: EB];
+        assign sd[s*EB +: EB] = beat ? data[s*EB +: EB] : {EB{1'b0}};
       end
       wire unused_ok = &{1'b0, clk, rst};
     end
