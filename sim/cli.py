@@ -179,7 +179,7 @@ def cmd_unit(args) -> int:
 
 def cmd_demo(args) -> int:
     from sim.demo import run_demo
-    return run_demo(load_config(args.config), Path(args.out))
+    return run_demo(load_config(args.config), Path(args.out), rtl=args.rtl)
 
 
 def cmd_import_tvm(args) -> int:
@@ -225,6 +225,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="build, run and check a tiled int8 GEMM with requantization")
     p.add_argument("--config", type=Path, default=None)
     p.add_argument("--out", type=Path, default=Path("runs/demo"), help="where the demo image, trace and plot are saved")
+    p.add_argument("--rtl", choices=("verilator", "icarus"), default=None,
+                   help="also run the RTL on this simulator and compare it with the cycle engine")
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("unit", help="list the spec 7.1/7.2 unit programs, or save one as a memory image")

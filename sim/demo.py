@@ -41,7 +41,23 @@ def _report(name, image, result, check_result):
     return not problems
 
 
-def run_demo(cfg, out: Path) -> int:
+def _write_reports(out: Path, result) -> None:
+    """Trace CSV, Perfetto JSON and a timeline PNG of a timed run, next to the image."""
+    from sim.trace import breakdown_table, write_csv, write_perfetto
+    print(breakdown_table(result.breakdown, result.cycles))
+    stem = out / result.engine
+    write_csv(f"{stem}_trace.csv", result.trace)
+    write_perfetto(f"{stem}_perfetto.json", result)
+    written = [f"{stem}_trace.csv", f"{stem}_perfetto.json"]
+    try:
+        from waveforms.plot import plot_timeline
+        written.append(str(plot_timeline(result, f"{stem}_timeline.png")))
+    except ImportError as exc:          # matplotlib missing: the rest of the report still stands
+        print(f"           no timeline plot ({exc})")
+    print("           wrote " + ", ".join(written))
+
+
+def run_demo(cfg, out: Path, rtl: str | None = None) -> int:
     from sim.cli import EngineUnavailable, check_result, run_engine
     image = build_demo(cfg)
     image.save(out)
@@ -60,6 +76,19 @@ def run_demo(cfg, out: Path) -> int:
         if bytes(cyc.dram) != bytes(func.dram):
             print("cycle      final DRAM differs from the functional model")
             ok = False
-    print(f"re-run: vtasim run {out} --engine functional --check")
+        _write_reports(out, cyc)
+        if rtl:
+            ok = _run_rtl(image, cyc, rtl, check_result, run_engine) and ok
+    print(f"re-run: vtasim run {out} --engine cycle --check   (or: vtasim diff {out})")
     print("demo: " + ("all outputs match the numpy reference" if ok else "FAILED"))
     return 0 if ok else 1
+
+
+def _run_rtl(image, cyc, sim: str, check_result, run_engine) -> bool:
+    """Run the RTL too and hold its bytes and retire records against the cycle engine."""
+    rtl = run_engine("rtl", image, sim=sim)
+    ok = _report(f"rtl/{sim}", image, rtl, check_result)
+    same = list(rtl.trace) == list(cyc.trace) and rtl.cycles == cyc.cycles
+    print(f"           retire trace {'identical to' if same else 'DIFFERS from'} the cycle engine "
+          f"({len(cyc.trace)} records)")
+    return ok and same

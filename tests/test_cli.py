@@ -101,6 +101,13 @@ def test_demo(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "functional outputs OK" in out and "all outputs match the numpy reference" in out
     assert main(["run", str(tmp_path / "demo"), "--check"]) == 0
+    # The timed run's reports: the trace CSV holds one record per instruction, the PNG is a PNG.
+    from sim.image import MemoryImage
+    from sim.trace import read_csv
+    records = read_csv(tmp_path / "demo" / "cycle_trace.csv")
+    assert len(records) == MemoryImage.load(tmp_path / "demo").insn_count
+    assert (tmp_path / "demo" / "cycle_timeline.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert json.loads((tmp_path / "demo" / "cycle_perfetto.json").read_text())["traceEvents"]
 
 
 def test_demo_small_preset(tmp_path, capsys):
