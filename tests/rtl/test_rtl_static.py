@@ -131,6 +131,13 @@ def test_hierarchy_reaches_every_module(designs):
     assert text.splitlines()[0] == "vta_top" and "u_gemm (vta_gemm_core)" in text
 
 
+def test_pyverilog_parses_the_testbench(parser):
+    """tb_top parses too and holds vta_top as u_vta (the scope the waveform tools use)."""
+    tb = ROOT / "hw" / "cosim" / "hdl" / "tb_top.v"
+    design = parser.parse_design(load_config(), files=RTL_FILES + [tb])
+    assert ("u_vta", "vta_top") in design.instances("tb_top")
+
+
 def test_report_text():
     from hw.rtl_report import report
     text = report(load_config())
@@ -144,6 +151,16 @@ def test_verilator_lint_clean(preset, tmp_path):
     write_header(load_config(preset), tmp_path)
     proc = subprocess.run([str(verilator_bin()), "--lint-only", "-Wall", f"-I{tmp_path}", f"-I{ROOT / 'hw' / 'rtl'}",
                            "--top-module", "vta_top"] + [str(f) for f in RTL_FILES],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0 and "%Warning" not in proc.stderr and "%Error" not in proc.stderr, proc.stderr
+
+
+def test_verilator_lint_clean_testbench(tmp_path):
+    from hw.cosim.tools import verilator_bin
+    write_header(load_config(), tmp_path)
+    tb = ROOT / "hw" / "cosim" / "hdl" / "tb_top.v"
+    proc = subprocess.run([str(verilator_bin()), "--lint-only", "-Wall", f"-I{tmp_path}", f"-I{ROOT / 'hw' / 'rtl'}",
+                           "--top-module", "tb_top"] + [str(f) for f in RTL_FILES] + [str(tb)],
                           capture_output=True, text=True)
     assert proc.returncode == 0 and "%Warning" not in proc.stderr and "%Error" not in proc.stderr, proc.stderr
 
