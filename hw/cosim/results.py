@@ -19,7 +19,8 @@ from sim.result import COUNTER_NAMES, RetireRecord, RunResult
 
 __all__ = ["ERROR_CODES", "RtlTrace", "parse_trace", "stream_counters", "leftover_tokens", "to_run_result"]
 
-ERROR_CODES = {1: "token overflow", 2: "watchdog timeout", 3: "undecodable instruction"}
+ERROR_CODES = {1: "token overflow", 2: "watchdog timeout", 3: "undecodable instruction",
+               5: "FINISH ended while another instruction had not (docs/timing.md 7)"}
 
 
 class RtlTrace:
