@@ -73,8 +73,9 @@ module vta_fetch (
   wire [`VTA_INSN_BITS-1:0] insn = chunk[j[LF-1:0]];
   wire [31:0] pidx  = chunk_pidx + j;
   wire [2:0]  op    = insn[`VTA_HDR_OPCODE_LSB +: `VTA_HDR_OPCODE_W];
-  wire [`VTA_MEM_MEMORY_TYPE_W-1:0] mt = insn[`VTA_MEM_MEMORY_TYPE_LSB +: `VTA_MEM_MEMORY_TYPE_W];
-  wire [`VTA_ALU_ALU_OPCODE_W-1:0]  aop = insn[`VTA_ALU_ALU_OPCODE_LSB +: `VTA_ALU_ALU_OPCODE_W];
+  // 8 bits wide so that the legacy 2-bit layout (HW_VER 0.0.1) compares cleanly with every constant
+  wire [7:0]  mt  = {{(8-`VTA_MEM_MEMORY_TYPE_W){1'b0}}, insn[`VTA_MEM_MEMORY_TYPE_LSB +: `VTA_MEM_MEMORY_TYPE_W]};
+  wire [7:0]  aop = {{(8-`VTA_ALU_ALU_OPCODE_W){1'b0}}, insn[`VTA_ALU_ALU_OPCODE_LSB +: `VTA_ALU_ALU_OPCODE_W]};
   wire        xs_nz = insn[`VTA_MEM_X_SIZE_LSB +: `VTA_MEM_X_SIZE_W] != {`VTA_MEM_X_SIZE_W{1'b0}};
   wire        prev_flags = insn[`VTA_HDR_POP_PREV_LSB] || insn[`VTA_HDR_PUSH_PREV_LSB];
   wire        next_flags = insn[`VTA_HDR_POP_NEXT_LSB] || insn[`VTA_HDR_PUSH_NEXT_LSB];
