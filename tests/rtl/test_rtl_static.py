@@ -155,6 +155,21 @@ def test_verilator_lint_clean(preset, tmp_path):
     assert proc.returncode == 0 and "%Warning" not in proc.stderr and "%Error" not in proc.stderr, proc.stderr
 
 
+def test_verilator_lint_clean_legacy_isa_and_wide_bus(tmp_path):
+    """Layouts no preset uses: the 2-bit fields of HW_VER 0.0.1, and a 512-bit bus with one-entry
+    queues and one-instruction fetch chunks (the many-slots-per-beat and depth-1 paths)."""
+    from hw.cosim.tools import verilator_bin
+    for k, cfg in enumerate((load_config().replace(HW_VER="0.0.1"),
+                             load_config().replace(LOG_BUS_WIDTH=9, CMD_QUEUE_DEPTH=1, FETCH_INSNS=1))):
+        inc = tmp_path / str(k)
+        inc.mkdir()
+        write_header(cfg, inc)
+        proc = subprocess.run([str(verilator_bin()), "--lint-only", "-Wall", f"-I{inc}", f"-I{ROOT / 'hw' / 'rtl'}",
+                               "--top-module", "vta_top"] + [str(f) for f in RTL_FILES],
+                              capture_output=True, text=True)
+        assert proc.returncode == 0 and "%Warning" not in proc.stderr, proc.stderr
+
+
 def test_verilator_lint_clean_testbench(tmp_path):
     from hw.cosim.tools import verilator_bin
     write_header(load_config(), tmp_path)
