@@ -155,8 +155,12 @@ def uop_fields(uops, u, P):
 def check_loop_indices(F, j, uops, P, is_gemm, reset, acc_depth, src_depth, wgt_depth, err):
     """Reject the instruction before touching memory if any index of its loop nest is out of range.
 
-    Factors are unsigned fields, so the largest index of a uop is at the last iteration."""
+    Factors are unsigned fields, so the largest index of a uop is at the last iteration.  A loop
+    nest that executes nothing (an iteration count of 0) is a no-op and checks nothing, as in the
+    functional model; otherwise ``iter - 1 = -1`` would make up a "last iteration" index."""
     bgn, end = F[j, F_UOP_BGN], F[j, F_UOP_END]
+    if F[j, F_ITER_OUT] == 0 or F[j, F_ITER_IN] == 0 or bgn >= end:
+        return True
     if end > uops.size:
         set_err(err, ERR_UOP_RANGE, FLD_UOP_END, end, uops.size)
         return False
