@@ -15,6 +15,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from sim.cycle import jitcache  # noqa: F401  (cache stamp covers every source compiled in)
+
 from sim.cycle.layout import (ERR_DRAM_RANGE, ERR_SRAM_RANGE, ERR_UOP_RANGE, FLD_DRAM_BASE, FLD_DST_IDX,
                               FLD_SRAM_BASE, FLD_SRC_IDX, FLD_UOP_END, FLD_WGT_IDX, F_ALU_OPCODE,
                               F_DRAM_BASE, F_DST_FACTOR_IN, F_DST_FACTOR_OUT, F_IMM, F_ITER_IN,

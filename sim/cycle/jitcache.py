@@ -1,0 +1,59 @@
+"""numba's on-disk cache for the cycle engine, keyed on every source file the compiled code uses.
+
+numba stamps a cached function with the hash of the one file that defines it.  The event loop in
+:mod:`sim.cycle.core` compiles the kernels of :mod:`sim.cycle.kernels` and the constants of
+:mod:`sim.cycle.layout`, :mod:`hw.isa` and :mod:`hw.config` into its own machine code, so an edit to
+any of those would leave a stale ``core`` entry in the cache that numba keeps loading (old
+semantics with new Python around it).  Importing this module (before any ``@njit(cache=True)`` of
+the package runs) makes the stamp of every function defined in ``sim/cycle`` cover all of them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from numba.core import caching
+
+_HERE = Path(__file__).resolve().parent
+_DEPS = (_HERE / "core.py", _HERE / "kernels.py", _HERE / "layout.py",
+         _HERE.parent.parent / "hw" / "isa.py", _HERE.parent.parent / "hw" / "config.py")
+
+
+def _deps_stamp() -> str:
+    h = hashlib.sha256()
+    for p in _DEPS:
+        h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+class _Stamped:
+    """A numba locator whose source stamp also covers :data:`_DEPS`; everything else delegated."""
+
+    def __init__(self, inner):
+        self._inner = inner
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def get_source_stamp(self):
+        return (self._inner.get_source_stamp(), _deps_stamp())
+
+
+class DependencyStampLocator:
+    """First in numba's locator list; only claims functions defined in ``sim/cycle``."""
+
+    @classmethod
+    def from_function(cls, py_func, py_file):
+        if Path(py_file).resolve().parent != _HERE:
+            return None
+        for other in caching.CacheImpl._locator_classes:
+            if other is not cls:
+                inner = other.from_function(py_func, py_file)
+                if inner is not None:
+                    return _Stamped(inner)
+        return None
+
+
+if DependencyStampLocator not in caching.CacheImpl._locator_classes:
+    caching.CacheImpl._locator_classes.insert(0, DependencyStampLocator)
