@@ -95,6 +95,8 @@ def safe_child(base: Path, rel, what: str) -> Path:
         raise ImageError(f"{what}: file {rel!r} is an absolute path (rule: relative to the image directory)")
     if ".." in p.parts or "\\" in rel:
         raise ImageError(f"{what}: file {rel!r} escapes the image directory (rule: no '..')")
+    if "\0" in rel:
+        raise ImageError(f"{what}: file {rel!r} contains a NUL byte (rule: a plain relative path)")
     base_r = base.resolve()
     target = base_r.joinpath(*p.parts)
     resolved = target.resolve()
@@ -218,9 +220,11 @@ class MemoryImage:
         d = Path(path)
         meta = d / "image.json"
         try:
-            st = os.stat(meta)
+            st = os.stat(meta, follow_symlinks=False)
         except OSError as exc:
             raise ImageError(f"{meta}: cannot read image: {exc.strerror}") from None
+        if not stat.S_ISREG(st.st_mode):       # a FIFO would block the read forever
+            raise ImageError(f"{meta}: is not a regular file (rule: image.json is a plain file, no links)")
         if st.st_size > MAX_JSON_BYTES:
             raise ImageError(f"{meta}: {st.st_size} bytes, more than the {MAX_JSON_BYTES} allowed for image.json")
         try:
@@ -266,6 +270,9 @@ class MemoryImage:
         for i, e in enumerate(_list(doc, "expected", meta)):
             if not isinstance(e, dict) or set(e) != {"name", "file"}:
                 raise ImageError(f"{meta}: expected[{i}] must be an object with exactly 'name' and 'file'")
+            check_output_name(e["name"])
+            if any(name == e["name"] for name, _ in exp_files):
+                raise ImageError(f"{meta}: expected[{i}] names {e['name']!r} a second time (one entry per output)")
             if e["name"] not in out_sizes:
                 raise ImageError(f"{meta}: expected[{i}] names {e['name']!r}, which is not an output")
             p = safe_child(d, e["file"], f"expected[{i}]")

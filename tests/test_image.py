@@ -250,3 +250,44 @@ def test_constructor_rejects_negative_and_forged(cfg):
         MemoryImage(cfg, 0, 0, [Segment(-16, b"\0")])
     with pytest.raises(ImageError, match="output 'y' nbytes = 1099511627776 is out of range"):
         MemoryImage(cfg, 0, 0, [], [Output("y", 0, 1 << 40)])
+
+
+def test_nul_byte_in_file_name(saved):
+    doc = _doc(saved)
+    doc["segments"][0]["file"] = "seg\u0000.bin"
+    _write(saved, doc)
+    with pytest.raises(ImageError, match="NUL byte"):
+        MemoryImage.load(saved)
+
+
+@pytest.mark.parametrize("name", [["y"], {"y": 1}, 3])
+def test_expected_name_not_a_string(saved, name):
+    doc = _doc(saved)
+    doc["expected"][0]["name"] = name
+    _write(saved, doc)
+    with pytest.raises(ImageError, match="plain name"):
+        MemoryImage.load(saved)
+
+
+def test_expected_declared_twice(saved):
+    doc = _doc(saved)
+    doc["expected"] = doc["expected"] * 2
+    _write(saved, doc)
+    with pytest.raises(ImageError, match="second time"):
+        MemoryImage.load(saved)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs POSIX FIFOs")
+def test_image_json_fifo_refused_not_read(saved):
+    # reading a FIFO with no writer would block forever
+    (saved / "image.json").unlink()
+    os.mkfifo(saved / "image.json")
+    with pytest.raises(ImageError, match="not a regular file"):
+        MemoryImage.load(saved)
+
+
+def test_image_json_symlink_refused(saved, tmp_path):
+    (saved / "image.json").rename(tmp_path / "real.json")
+    os.symlink(tmp_path / "real.json", saved / "image.json")
+    with pytest.raises(ImageError, match="not a regular file"):
+        MemoryImage.load(saved)
