@@ -2,8 +2,9 @@
 
 Builds are cached in ``$VTASIM_BUILD_DIR`` (default ``~/.cache/vtasim/rtl``) under a key that hashes
 the config, the simulator and its version, the waves flag and the bytes of every HDL source and of
-the header generator, so an edit to any of them rebuilds and nothing stale is ever reused.  A file
-lock makes concurrent pytest-xdist workers share one build instead of racing.  Each batch runs in a
+the header generator, so an edit to any of them rebuilds and nothing stale is ever reused.  A lock
+file per build makes concurrent pytest-xdist workers share one build instead of racing (exclusive
+while compiling, shared while running it, so pruning never deletes a build in use).  Each batch runs in a
 fresh working directory (``$readmemh``/``$writememh`` use relative names), so batches on the same
 build can run in parallel.
 
@@ -144,14 +145,33 @@ def _build_key(cfg: VTAConfig, sim: str, waves: bool, sources: list[Path], tb_dr
 
 
 @contextlib.contextmanager
-def _locked(path: Path):
+def _locked(path: Path, shared: bool = False):
+    """Hold ``flock`` on ``path`` (exclusive to build, shared to run a build).
+
+    :func:`_prune` unlinks the lock files of the builds it removes, so a process that waited on an
+    unlinked file would hold a lock nobody else sees: after locking, the file must still be the one
+    at ``path``, otherwise lock the new one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+    while True:
+        fh = open(path, "a")
         try:
-            yield
+            fcntl.flock(fh, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+            try:
+                same = os.fstat(fh.fileno()).st_ino == os.stat(path).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                try:
+                    yield
+                finally:
+                    fcntl.flock(fh, fcntl.LOCK_UN)
+                return
         finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+            fh.close()
+
+
+def _lock_file(root: Path, sim: str, key: str) -> Path:
+    return root / f"{sim}-{key}.lock"
 
 
 @contextlib.contextmanager
@@ -233,18 +253,27 @@ def get_build(cfg: VTAConfig, sim: str = "verilator", waves: bool = False, rtl_d
     key = _build_key(cfg, sim, waves, sources, tb_bytes)
     root = Path(root) if root else cache_root()
     memo_key = (root, key)
-    if memo_key in _memo:
-        return _memo[memo_key]
     bdir = root / f"{sim}-{'waves-' if waves else ''}{key}"
     done = bdir / "build.ok"
-    with _locked(root / f"{sim}-{key}.lock"):
-        if not done.is_file():
-            # A build takes a while (tens of seconds under Verilator): say so instead of going quiet.
-            print(f"vtasim: building the RTL for {cfg.bitstream} with {sim} into {bdir} (cached for later runs)",
-                  file=sys.stderr, flush=True)
-            _compile(cfg, sim, waves, sources, bdir, tb_bytes)
-            done.write_text(json.dumps({"sim": sim, "waves": waves, "config": cfg.to_dict()}))
-            _prune(root, sim)
+    if memo_key in _memo and done.is_file():
+        # Another process may prune builds it thinks unused: mark this one as used now.
+        with contextlib.suppress(OSError):
+            os.utime(bdir)
+        return _memo[memo_key]
+    lock = _lock_file(root, sim, key)
+    with _locked(lock, shared=True):        # shared: runs of this build may hold it for long
+        cached = done.is_file()
+        if cached:
+            os.utime(bdir)                  # last use (build.ok keeps the build time)
+    if not cached:
+        with _locked(lock):
+            if not done.is_file():
+                # A build takes a while (tens of seconds under Verilator): say so instead of going quiet.
+                print(f"vtasim: building the RTL for {cfg.bitstream} with {sim} into {bdir} (cached for later runs)",
+                      file=sys.stderr, flush=True)
+                _compile(cfg, sim, waves, sources, bdir, tb_bytes)
+                done.write_text(json.dumps({"sim": sim, "waves": waves, "config": cfg.to_dict()}))
+                _prune(root, sim)
     build = Build(cfg=cfg, sim=sim, waves=waves, dir=bdir, key=key,
                   tb_dram_bytes=tb_bytes)
     _memo[memo_key] = build
@@ -255,12 +284,30 @@ KEEP_BUILDS = 8      # per simulator; older builds (of RTL sources since edited)
 
 
 def _prune(root: Path, sim: str):
-    """Remove all but the :data:`KEEP_BUILDS` most recently built builds of ``sim``."""
-    builds = sorted((p for p in root.glob(f"{sim}-*") if (p / "build.ok").is_file()),
-                    key=lambda p: (p / "build.ok").stat().st_mtime, reverse=True)
-    for old in builds[KEEP_BUILDS:]:
-        shutil.rmtree(old, ignore_errors=True)
-        (root / f"{old.name.replace('waves-', '')}.lock").unlink(missing_ok=True)
+    """Remove all but the :data:`KEEP_BUILDS` most recently used builds of ``sim`` (the build
+    directory's mtime is its last use, :func:`get_build` touches it).
+
+    A build that another process (a pytest-xdist worker, another user of the cache) is compiling
+    or running holds its lock file, so it is skipped, never deleted under that process."""
+    def used(p):
+        try:
+            return p.stat().st_mtime if (p / "build.ok").is_file() else None
+        except OSError:
+            return None
+    stamped = [(t, p) for p in root.glob(f"{sim}-*") if p.is_dir() for t in [used(p)] if t is not None]
+    stamped.sort(key=lambda tp: tp[0], reverse=True)
+    for _, old in stamped[KEEP_BUILDS:]:
+        lock = root / f"{old.name.replace('waves-', '')}.lock"
+        with open(lock, "a") as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue            # in use right now
+            try:
+                shutil.rmtree(old, ignore_errors=True)
+                lock.unlink(missing_ok=True)     # waiters re-check the inode (_locked)
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _compile(cfg, sim, waves, sources, bdir: Path, tb_bytes: int):
@@ -341,7 +388,12 @@ def run_jobs(build: Build, jobs: list, work_dir=None, waves_file=None) -> list:
                              "dump_first": 0, "dump_last": nwords - 1})
         (work / "batch.json").write_text(json.dumps({"jobs": manifest}))
         log = work / "sim.log"
-        _simulate(build, work, log, waves_file)
+        # A shared lock on the build keeps _prune (in any process) from deleting it mid-run.
+        with _locked(_lock_file(build.dir.parent, build.sim, build.key), shared=True):
+            if not (build.dir / "build.ok").is_file():
+                raise SimError(f"the {build.sim} build {build.dir} was removed from the cache before this "
+                               f"run; run again to rebuild it")
+            _simulate(build, work, log, waves_file)
         outcomes = []
         for k, (job, entry) in enumerate(zip(jobs, manifest)):
             jdir = Path(entry["dir"])

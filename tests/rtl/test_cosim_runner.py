@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import pytest
@@ -17,6 +18,24 @@ def test_verilator_first_on_path_during_builds():
         assert shutil.which("verilator") == str(tools.verilator_bin())
         assert bindir == tools.verilator_bin().parent
     assert tools.verilator_version() >= tools.MIN_VERILATOR
+
+
+def test_prune_never_removes_a_build_in_use(tmp_path, monkeypatch):
+    """Only the newest KEEP_BUILDS builds survive pruning, except one that another process is
+    running (it holds its lock file shared, as run_jobs does)."""
+    monkeypatch.setattr(runner, "KEEP_BUILDS", 1)
+    for k in range(3):
+        ok = tmp_path / f"icarus-k{k}" / "build.ok"
+        ok.parent.mkdir()
+        ok.write_text("{}")
+        os.utime(ok.parent, (1000 + k, 1000 + k))   # k2 is the most recently used
+    with runner._locked(runner._lock_file(tmp_path, "icarus", "k0"), shared=True):
+        runner._prune(tmp_path, "icarus")
+        assert (tmp_path / "icarus-k0" / "build.ok").is_file()      # running: kept
+    assert not (tmp_path / "icarus-k1").exists()                     # old and unused: removed
+    assert (tmp_path / "icarus-k2" / "build.ok").is_file()           # newest: kept
+    runner._prune(tmp_path, "icarus")                                # k0 no longer in use
+    assert not (tmp_path / "icarus-k0").exists()
 
 
 def test_build_is_cached_and_reused(cfg, icarus_build):
