@@ -43,6 +43,10 @@ def run_images(images, sim: str = "verilator", waves: bool = False, max_cycles: 
         limits = [int(m) for m in max_cycles]       # one watchdog per image
         if len(limits) != len(images):
             raise ValueError(f"max_cycles has {len(limits)} entries for {len(images)} images")
+    for k, m in enumerate(limits):
+        # the testbench watchdog and cycle counter are 32-bit ports: a larger value cannot be driven
+        if not 1 <= m < 1 << 32:
+            raise ValueError(f"max_cycles = {m} (image {k}) is outside 1 .. 2^32 - 1 (the 32-bit watchdog port)")
     results: list = [None] * len(images)
     groups: dict = {}
     for k, image in enumerate(images):

@@ -53,6 +53,13 @@ def test_prune_never_removes_a_build_in_use(tmp_path, monkeypatch):
     assert not (tmp_path / "icarus-k0").exists()
 
 
+def test_max_cycles_outside_the_watchdog_port_is_rejected(cfg):
+    from hw.cosim import run_images
+    from sim.unit_programs import UNIT_PROGRAMS
+    with pytest.raises(ValueError, match=r"max_cycles = 4294967296 .*32-bit"):
+        run_images([UNIT_PROGRAMS["gemm_smt"](cfg)], sim="icarus", max_cycles=1 << 32)
+
+
 def test_build_is_cached_and_reused(cfg, icarus_build):
     stamp = (icarus_build.dir / "build.ok").stat().st_mtime_ns
     runner._memo.clear()                       # as a new process would see it
