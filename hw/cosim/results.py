@@ -123,7 +123,10 @@ def to_run_result(image, outcome, max_cycles: int) -> RunResult:
     dram = parse_hex(outcome.dram_hex, image.cfg.bus_bytes, image.dram_size)
     if dram.size != image.dram_size:
         raise SimError(f"dram_out.hex holds {dram.size} bytes, the image DRAM has {image.dram_size}")
-    if trace.cycles is not None and trace.cycles != status["cycles"]:
+    if trace.cycles is None:
+        raise SimError(f"RTL finished at cycle {status['cycles']} but trace.txt has no 'F' line "
+                       f"({len(trace.records)} retire records): the retire trace is incomplete")
+    if trace.cycles != status["cycles"]:
         raise SimError(f"RTL trace says F {trace.cycles} but the cycles port latched {status['cycles']}")
     dispatch = np.full(image.insn_count, -1, dtype=np.int64)
     for prog, cyc in trace.dispatch.items():
