@@ -21,8 +21,9 @@ from __future__ import annotations
 import re
 
 from hw.config import MEM_ACC, MEM_INP, MEM_NAMES, MEM_OUT, MEM_UOP, MEM_WGT
-from hw.isa import (ALU_NAMES, MODULE_COMPUTE, MODULE_LOAD, MODULE_STORE, OP_ALU, OP_FINISH, OP_GEMM,
-                    OP_LOAD, OP_STORE, OPCODE_NAMES, Insn, IsaError, module_of)
+from hw.isa import (ALU_NAMES, MODULE_LOAD, OP_ALU, OP_FINISH, OP_GEMM,
+                    OP_LOAD, OP_STORE, OPCODE_NAMES, TOKEN_POPS, TOKEN_PUSHES, TOKEN_QUEUES, Insn, IsaError,
+                    module_of)
 
 __all__ = ["dump", "insn_lines", "one_line", "assemble", "DisasmError"]
 
@@ -109,23 +110,16 @@ def insn_lines(insn: Insn) -> list:
 def _count_queues(insn: Insn, q: dict) -> None:
     """TVM's running token counts: informational, negative when a pop is listed before its push."""
     mod = module_of(insn.opcode, insn.memory_type)
-    if mod == MODULE_STORE:
-        q["g2s"] -= insn.pop_prev
-        q["s2g"] += insn.push_prev
-    elif mod == MODULE_LOAD:
-        q["g2l"] -= insn.pop_next
-        q["l2g"] += insn.push_next
-    else:
-        q["l2g"] -= insn.pop_prev
-        q["g2l"] += insn.push_prev
-        q["s2g"] -= insn.pop_next
-        q["g2s"] += insn.push_next
+    for flag, tok in TOKEN_POPS[mod]:
+        q[tok] -= getattr(insn, flag)
+    for flag, tok in TOKEN_PUSHES[mod]:
+        q[tok] += getattr(insn, flag)
 
 
 def dump(insns, uops=None) -> str:
     """Full DUMP_INSN-shaped text.  ``uops(insn) -> [(dst, src, wgt)]`` adds uop lines to LOAD UOPs."""
     out = [f"There are {len(insns)} instructions"]
-    q = {"l2g": 0, "g2l": 0, "s2g": 0, "g2s": 0}
+    q = dict.fromkeys(TOKEN_QUEUES, 0)
     for i, insn in enumerate(insns):
         lines = insn_lines(insn)
         out.append(f"INSTRUCTION {i}: {lines[0]}")

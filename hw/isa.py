@@ -32,6 +32,7 @@ __all__ = [
     "IsaError", "IsaLayout", "Insn", "layout", "check_isa_fit",
     "encode", "decode", "encode_stream", "decode_stream", "decode_fields", "module_of",
     "encode_uop", "decode_uop", "decode_uops", "encode_uops", "store_mem_type",
+    "TOKEN_QUEUES", "TOKEN_POPS", "TOKEN_PUSHES",
 ]
 
 OP_LOAD, OP_STORE, OP_GEMM, OP_FINISH, OP_ALU = 0, 1, 2, 3, 4
@@ -40,6 +41,13 @@ ALU_MIN, ALU_MAX, ALU_ADD, ALU_SHR, ALU_MUL = 0, 1, 2, 3, 4
 ALU_NAMES = {ALU_MIN: "min", ALU_MAX: "max", ALU_ADD: "add", ALU_SHR: "shr", ALU_MUL: "mul"}
 MODULE_LOAD, MODULE_COMPUTE, MODULE_STORE = 0, 1, 2
 MODULE_NAMES = ("load", "compute", "store")
+# Dependency token queues and which flag of which module pops / pushes each (hardware spec 4.2):
+# module -> ((flag, queue), ...).  Every engine, report and trace tool reads these.
+TOKEN_QUEUES = ("l2g", "g2l", "s2g", "g2s")
+TOKEN_POPS = {MODULE_LOAD: (("pop_next", "g2l"),), MODULE_COMPUTE: (("pop_prev", "l2g"), ("pop_next", "s2g")),
+              MODULE_STORE: (("pop_prev", "g2s"),)}
+TOKEN_PUSHES = {MODULE_LOAD: (("push_next", "l2g"),), MODULE_COMPUTE: (("push_prev", "g2l"), ("push_next", "g2s")),
+                MODULE_STORE: (("push_prev", "s2g"),)}
 
 HEADER = (("opcode", 3), ("pop_prev", 1), ("pop_next", 1), ("push_prev", 1), ("push_next", 1))
 SIGNED_FIELDS = frozenset({"imm"})

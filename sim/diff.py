@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hw.isa import MODULE_NAMES, OPCODE_NAMES
+from hw.isa import MODULE_NAMES, OPCODE_NAMES, TOKEN_POPS, TOKEN_PUSHES, TOKEN_QUEUES
 
 __all__ = ["Diff", "Divergence", "compare", "machine_state", "WINDOW_CYCLES", "LAST_N", "TOKEN_POPS",
            "TOKEN_PUSHES", "TOKENS"]
@@ -28,12 +28,7 @@ WINDOW_CYCLES = 20          # half-width of the waveform window named by a repor
 LAST_N = 5                  # retirements shown on each side
 RECORD_FIELDS = ("module", "index_in_module", "opcode", "start_cycle", "end_cycle", "digest")
 
-# Who pops and pushes which token counter (hardware spec 4.2): module -> ((flag, counter), ...).
-TOKEN_POPS = {0: (("pop_next", "g2l"),), 1: (("pop_prev", "l2g"), ("pop_next", "s2g")),
-              2: (("pop_prev", "g2s"),)}
-TOKEN_PUSHES = {0: (("push_next", "l2g"),), 1: (("push_prev", "g2l"), ("push_next", "g2s")),
-                2: (("push_prev", "s2g"),)}
-TOKENS = ("l2g", "g2l", "s2g", "g2s")
+TOKENS = TOKEN_QUEUES        # token counters (hardware spec 4.2); TOKEN_POPS/PUSHES from hw.isa
 
 
 @dataclass

@@ -35,19 +35,14 @@ import numpy as np
 
 from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_UOP, MEM_WGT
 from hw.isa import (ALU_ADD, ALU_MAX, ALU_MIN, ALU_MUL, ALU_SHR, MODULE_COMPUTE, MODULE_LOAD, MODULE_NAMES,
-                    MODULE_STORE, OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, decode_uops)
+                    MODULE_STORE, OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, TOKEN_POPS, TOKEN_PUSHES,
+                    TOKEN_QUEUES, decode_uops)
 from sim.errors import DeadlockError, ProgramError, RunError, TokenOverflowError
 from sim.program import Program, load_program
 from sim.result import COUNTER_NAMES, RunResult
 
 __all__ = ["run_image", "FunctionalMachine", "alu_apply", "TOKEN_QUEUES"]
 
-TOKEN_QUEUES = ("l2g", "g2l", "s2g", "g2s")
-# (module, flag) -> token queue (hardware spec 4.2)
-_POPS = {MODULE_LOAD: {"pop_next": "g2l"}, MODULE_COMPUTE: {"pop_prev": "l2g", "pop_next": "s2g"},
-         MODULE_STORE: {"pop_prev": "g2s"}}
-_PUSHES = {MODULE_LOAD: {"push_next": "l2g"}, MODULE_COMPUTE: {"push_prev": "g2l", "push_next": "g2s"},
-           MODULE_STORE: {"push_prev": "s2g"}}
 _GEMM_CHUNK = 1 << 14     # uops per vectorised GEMM step: bounds temporary memory to ~20 MB
 
 
@@ -230,7 +225,7 @@ def _blocked_report(prog: Program, heads, queues, tokens) -> tuple:
             lines.append(f"  {MODULE_NAMES[m]}: done ({len(queues[m])} instructions)")
             continue
         i = int(queues[m][heads[m]])
-        need = [q for flag, q in _POPS[m].items() if prog.fields[flag][i] and tokens[q] == 0]
+        need = [q for flag, q in TOKEN_POPS[m] if prog.fields[flag][i] and tokens[q] == 0]
         lines.append(f"  {MODULE_NAMES[m]}: instruction {i} `{one_line(prog.insn(i))}` waits for "
                      f"token {', '.join(need)} ({len(queues[m]) - heads[m]} left in queue)")
         summary.append(f"{MODULE_NAMES[m]} insn {i} needs {'/'.join(need)}")
@@ -255,8 +250,8 @@ def run_program(prog: Program, dram: np.ndarray) -> FunctionalMachine:
     heads = [0, 0, 0]
     tokens = machine.tokens
     depth = prog.cfg.TOKEN_QUEUE_DEPTH
-    pops = {m: [(np.asarray(f[flag], bool), q) for flag, q in _POPS[m].items()] for m in _POPS}
-    pushes = {m: [(np.asarray(f[flag], bool), q) for flag, q in _PUSHES[m].items()] for m in _PUSHES}
+    pops = {m: [(np.asarray(f[flag], bool), q) for flag, q in TOKEN_POPS[m]] for m in TOKEN_POPS}
+    pushes = {m: [(np.asarray(f[flag], bool), q) for flag, q in TOKEN_PUSHES[m]] for m in TOKEN_PUSHES}
     opcode = f["opcode"]
     while True:
         progress = False

@@ -5,7 +5,7 @@ events and resume (progress reporting) without any Python per cycle.  These name
 holds what; numba folds module-level ints into constants.
 """
 
-from hw.isa import INSN_FIELDS
+from hw.isa import INSN_FIELDS, TOKEN_QUEUES
 
 # ---- columns of the decoded field matrix F[n_insn, len(INSN_FIELDS)] (order of hw.isa.Insn) ----
 (F_OPCODE, F_POP_PREV, F_POP_NEXT, F_PUSH_PREV, F_PUSH_NEXT, F_MEMORY_TYPE, F_SRAM_BASE, F_DRAM_BASE,
@@ -48,7 +48,7 @@ N_US = 20
  S_EVENTS) = range(19)
 N_S = 19
 TOK_L2G, TOK_G2L, TOK_S2G, TOK_G2S = 0, 1, 2, 3
-TOKEN_NAMES = ("l2g", "g2l", "s2g", "g2s")
+TOKEN_NAMES = TOKEN_QUEUES
 FPHASE_XFER, FPHASE_DISPATCH, FPHASE_DONE = 0, 1, 2
 
 # ---- run status ----

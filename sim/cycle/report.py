@@ -8,12 +8,11 @@ queue occupancies, what fetch is blocked on, and the four token counters.
 from __future__ import annotations
 
 from hw.disasm import one_line
+from hw.isa import TOKEN_POPS
 from sim.cycle.layout import (FPHASE_DISPATCH, S_FNEXT, S_FPHASE, S_T, TOKEN_NAMES, UNIT_NAMES, US_BUSY,
                               US_NDISP, US_NSTART, US_NTOTAL, US_PIDX, US_QOFF)
 from sim.errors import DeadlockError
 
-# (unit, flag) -> token the flag pops (hardware spec 4.2)
-_POPS = {1: (("pop_next", "g2l"),), 2: (("pop_prev", "l2g"), ("pop_next", "s2g")), 3: (("pop_prev", "g2s"),)}
 
 
 def deadlock_error(m) -> DeadlockError:
@@ -37,7 +36,7 @@ def deadlock_error(m) -> DeadlockError:
         if US[u, US_NSTART] >= US[u, US_NDISP]:
             lines.append(f"  {name}: queue empty, next instruction {j} not yet dispatched ({queue})")
             continue
-        need = [tok for flag, tok in _POPS[u] if f[flag][j] and tokens[tok] == 0]
+        need = [tok for flag, tok in TOKEN_POPS[u - 1] if f[flag][j] and tokens[tok] == 0]
         lines.append(f"  {name}: instruction {j} `{one_line(m.prog.insn(j))}` waits for token "
                      f"{', '.join(need)} ({queue})")
         summary.append(f"{name} insn {j} needs {'/'.join(need)}")
