@@ -1,8 +1,8 @@
 """Build the RTL once per (config, simulator, waves) and run batches of memory images on it.
 
 Builds are cached in ``$VTASIM_BUILD_DIR`` (default ``~/.cache/vtasim/rtl``) under a key that hashes
-the config, the simulator and its version, the waves flag and the bytes of every HDL source and of
-the header generator, so an edit to any of them rebuilds and nothing stale is ever reused.  A lock
+the config, the simulator and its version, the waves flag, the generated header and the bytes of
+every HDL source and of the header generator, so an edit to any of them rebuilds and nothing stale is ever reused.  A lock
 file per build makes concurrent pytest-xdist workers share one build instead of racing (exclusive
 while compiling, shared while running it, so pruning never deletes a build in use).  Each batch runs in a
 fresh working directory (``$readmemh``/``$writememh`` use relative names), so batches on the same
@@ -132,9 +132,13 @@ def _header_writer():
 
 
 def _build_key(cfg: VTAConfig, sim: str, waves: bool, sources: list[Path], tb_dram_bytes: int = 0) -> str:
+    from hw import rtl_params
     h = hashlib.sha256()
     h.update(json.dumps(cfg.to_dict(), sort_keys=True).encode())
     h.update(f"{sim}|{waves}|{sys.version_info[:2]}|{tb_dram_bytes}".encode())
+    # The header also depends on hw.isa (field positions, opcode and memory-type constants), which
+    # the source hashes below do not cover: hash the generated text itself.
+    h.update(rtl_params.header_text(cfg, tb_dram_bytes or TB_DRAM_DEFAULT[sim]).encode())
     if sim == "verilator":
         h.update(".".join(map(str, tools.verilator_version())).encode())
     h.update(repr(VERILATOR_ARGS).encode())

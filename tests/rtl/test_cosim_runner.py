@@ -81,6 +81,17 @@ def test_build_key_follows_sources_and_config(cfg, tmp_path):
     assert key != runner._build_key(cfg, "icarus", False, srcs)
 
 
+def test_build_key_follows_the_generated_header(cfg, monkeypatch):
+    """hw.isa feeds the header (field positions, opcodes) but is no HDL source: a changed header
+    must still give a new build."""
+    import hw.rtl_params
+    srcs = runner._sources(runner.default_rtl_dir(), runner.default_tb_file())
+    key = runner._build_key(cfg, "icarus", False, srcs)
+    monkeypatch.setattr(hw.rtl_params, "OP_ALU", 7)
+    assert "`define VTA_OP_ALU 7" in hw.rtl_params.header_text(cfg)
+    assert key != runner._build_key(cfg, "icarus", False, srcs)
+
+
 def test_missing_rtl_is_a_clear_error(cfg, tmp_path):
     with pytest.raises(runner.BuildError, match="no Verilog files"):
         runner.get_build(cfg, "icarus", rtl_dir=tmp_path)
