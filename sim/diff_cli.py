@@ -13,23 +13,12 @@ from pathlib import Path
 
 import numpy as np
 
+from sim.cli import run_engine      # the one engine-name -> module map (engines imported on use)
 from sim.diff import compare
 
 __all__ = ["add_commands", "diff_image", "cmd_diff", "cmd_fuzz", "run_engine"]
 
 AGAINST = ("cycle", "functional")
-
-
-def run_engine(name: str, image, **opts):
-    if name == "functional":
-        from sim.functional import run_image
-    elif name == "cycle":
-        from sim.cycle import run_image
-    elif name == "rtl":
-        from hw.cosim import run_image
-    else:
-        raise ValueError(f"engine {name!r} is not one of functional, cycle, rtl")
-    return run_image(image, **opts)
 
 
 def diff_image(image, against: str = "cycle", sim: str = "verilator", waves: bool = False,
