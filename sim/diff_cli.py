@@ -58,14 +58,16 @@ def diff_image(image, against: str = "cycle", sim: str = "verilator", waves: boo
     if waves:
         d.waves["actual"] = rtl_result.extra.get("waves")
         t0 = rtl_result.extra.get("launch_ns") or 0.0
+        p = rtl_result.extra.get("clock_ns") or 10
         if against == "cycle":
             from waveforms.vcd import write_model_vcd
-            d.waves["expected"] = str(write_model_vcd(image, expected, out_dir / "model.vcd", offset_ns=t0))
+            # same time base as the RTL's VCD: its launch time and its clock period
+            d.waves["expected"] = str(write_model_vcd(image, expected, out_dir / "model.vcd", offset_ns=t0,
+                                                      clock_ns=p))
         if d.first is not None and d.waves["actual"]:
             from sim.diff import WINDOW_CYCLES
             from waveforms.gtkw import write_gtkw
             from waveforms.vcd import signal_widths
-            p = rtl_result.extra.get("clock_ns") or 10
             lo, hi = max(0, d.first.cycle - WINDOW_CYCLES), d.first.cycle + WINDOW_CYCLES
             d.waves["gtkw"] = str(write_gtkw(out_dir / "divergence.gtkw", d.waves["actual"],
                                              window_ns=(t0 + lo * p, t0 + hi * p),

@@ -24,15 +24,15 @@ def cmd_waves(args) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     model = cycle_run(image)
-    offset = 0.0
+    offset, clock = 0.0, 10
     if args.rtl:
         from hw.cosim import run_image as rtl_run
         rtl = rtl_run(image, sim=args.sim, waves=True, waves_file=(out / "rtl.vcd").resolve())
-        offset = rtl.extra["launch_ns"]
+        offset, clock = rtl.extra["launch_ns"], rtl.extra["clock_ns"]    # the RTL's time base
         write_gtkw(out / "rtl.gtkw", out / "rtl.vcd", widths=signal_widths(image.cfg))
         plot_timeline(rtl, out / "timeline_rtl.png")
         print(f"rtl/{args.sim}: {rtl.cycles} cycles -> {out / 'rtl.vcd'}, {out / 'rtl.gtkw'}")
-    write_model_vcd(image, model, out / "model.vcd", offset_ns=offset)
+    write_model_vcd(image, model, out / "model.vcd", offset_ns=offset, clock_ns=clock)
     write_gtkw(out / "model.gtkw", out / "model.vcd", widths=signal_widths(image.cfg))
     plot_timeline(model, out / "timeline.png")
     print(f"cycle engine: {model.cycles} cycles -> {out / 'model.vcd'}, {out / 'model.gtkw'}, "
