@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 
-from hw.config import MEM_ACC, MEM_INP, MEM_NAMES, MEM_OUT, MEM_UOP, MEM_WGT
+from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_NAMES, MEM_OUT, MEM_UOP, MEM_WGT
 from hw.isa import (ALU_NAMES, MODULE_LOAD, OP_ALU, OP_FINISH, OP_GEMM,
                     OP_LOAD, OP_STORE, OPCODE_NAMES, TOKEN_POPS, TOKEN_PUSHES, TOKEN_QUEUES, Insn, IsaError,
                     module_of)
@@ -190,7 +190,8 @@ def _kind(text: str, idx: int):
     if text.startswith("LOAD"):
         name = text[4:].strip()
         if not name:
-            return {"opcode": OP_LOAD, "memory_type": MEM_ACC_8BIT_GUESS}, {"memory_type"}
+            # TVM prints nothing after "LOAD " only for ACC_8BIT (hardware spec 5.8)
+            return {"opcode": OP_LOAD, "memory_type": MEM_ACC_8BIT}, {"memory_type"}
         mt = _MEM_BY_NAME.get(name)
         if mt is None:
             m = re.fullmatch(r"MEM(\d+)", name)
@@ -214,9 +215,6 @@ def _kind(text: str, idx: int):
     if text == "FINISH":
         return {"opcode": OP_FINISH}, set()
     raise DisasmError(f"instruction {idx}: cannot assemble kind line {text!r}")
-
-
-MEM_ACC_8BIT_GUESS = 5   # TVM prints nothing after "LOAD " only for ACC_8BIT (hardware spec 5.8)
 
 
 def _apply(line: str, f: dict, given: set, idx: int) -> None:
