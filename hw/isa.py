@@ -270,7 +270,9 @@ def decode_fields(cfg: VTAConfig, raw) -> dict:
 
     Each row takes the fields of its own opcode; the others are 0.  Unknown opcodes decode with
     every field 0 except ``opcode`` (callers validate)."""
-    buf = np.frombuffer(bytes(raw), dtype=np.uint8) if not isinstance(raw, np.ndarray) else raw.reshape(-1)
+    # an ndarray of any dtype is taken as its bytes (a uint32 view must not count 4-byte words as bytes)
+    buf = (np.ascontiguousarray(raw).reshape(-1).view(np.uint8) if isinstance(raw, np.ndarray)
+           else np.frombuffer(bytes(raw), dtype=np.uint8))
     if buf.size % INSN_BYTES:
         raise IsaError(f"instruction stream of {buf.size} bytes is not a multiple of {INSN_BYTES} "
                        f"(truncated or misaligned: {buf.size % INSN_BYTES} trailing bytes)")

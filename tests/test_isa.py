@@ -151,6 +151,10 @@ def test_random_round_trip(cname):
     fields = decode_fields(cfg, raw)
     for name in INSN_FIELDS:
         assert fields[name].tolist() == [getattr(i, name) for i in insns], name
+    # the same bytes held in an ndarray of another dtype decode the same (bytes, not elements)
+    for arr in (np.frombuffer(raw, np.uint8), np.frombuffer(raw, "<u4"), np.frombuffer(raw, "<u8").reshape(-1, 2)):
+        assert {k: v.tolist() for k, v in decode_fields(cfg, arr).items()} == \
+            {k: v.tolist() for k, v in fields.items()}, arr.dtype
     lay = layout(cfg)
     for kind in ("mem", "gemm", "alu"):
         spans = sorted(getattr(lay, kind).values())
