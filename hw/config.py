@@ -143,9 +143,11 @@ class VTAConfig:
     def from_file(cls, path) -> "VTAConfig":
         path = Path(path)
         try:
-            text = path.read_text()
+            text = path.read_text(encoding="utf-8")
         except OSError as exc:
             raise ConfigError(f"{path}: cannot read config: {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{path}: not valid JSON: byte {exc.start} is not UTF-8 text") from None
         try:
             raw = json.loads(text)
         except json.JSONDecodeError as exc:

@@ -115,6 +115,9 @@ def test_not_json_and_not_object(tmp_path):
         load_config(p)
     with pytest.raises(ConfigError, match="cannot read"):
         load_config(tmp_path / "missing.json")
+    p.write_bytes(b'\xff\xfe{"TARGET": "sim"}')           # binary / UTF-16 file
+    with pytest.raises(ConfigError, match="byte 0 is not UTF-8"):
+        load_config(p)
 
 
 def test_round_trip_and_replace():
