@@ -87,16 +87,16 @@ def cmd_diff(args) -> int:
 
 def _bins(image) -> set:
     from sim.randprog import coverage_bins
-    bins = coverage_bins(image)
-    if isinstance(bins, dict):
-        return {k for k, v in bins.items() if v}
-    return set(bins)
+    return {k for k, v in coverage_bins(image).items() if v}
 
 
 def cmd_fuzz(args) -> int:
     from hw.config import load_config
     from hw.cosim import run_images
     from sim.randprog import generate
+    if args.n < 1:
+        from sim.errors import SimError
+        raise SimError(f"fuzz --n {args.n}: the number of programs must be at least 1")
     cfg = load_config(args.config)
     cfg_opt = f" --config {shlex.quote(str(args.config))}" if args.config else ""
     seeds = [args.seed + i for i in range(args.n)]

@@ -133,3 +133,9 @@ def test_demo_without_cycle_engine(tmp_path, capsys, monkeypatch):
     assert "cycle      skipped: engine 'cycle' is not available" in out and "all outputs match" in out
     assert main(["run", str(tmp_path / "d"), "--engine", "cycle"]) == 2
     assert "not available" in capsys.readouterr().err
+
+
+def test_fuzz_with_no_programs_is_one_line_error(capsys):
+    assert main(["fuzz", "--n", "0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "fuzz --n 0" in err[0] and "at least 1" in err[0]
