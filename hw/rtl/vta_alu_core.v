@@ -6,7 +6,7 @@ module vta_alu_core (
   input  wire                             en,       // an ALU uop issues: otherwise skip the lanes
   input  wire [`VTA_ALU_ALU_OPCODE_W-1:0] op,
   input  wire                             use_imm,
-  input  wire [15:0]                      imm,
+  input  wire [`VTA_ALU_IMM_W-1:0]       imm,
   input  wire [`VTA_ACC_ELEM_BITS-1:0]    dst_in,
   input  wire [`VTA_ACC_ELEM_BITS-1:0]    src_in,
   output reg  [`VTA_ACC_ELEM_BITS-1:0]    out
@@ -23,7 +23,7 @@ module vta_alu_core (
     sh = 5'd0;
     if (en) for (l = 0; l < LANES; l = l + 1) begin
       x = dst_in[l*32 +: 32];
-      y = use_imm ? {{16{imm[15]}}, imm} : src_in[l*32 +: 32];
+      y = use_imm ? {{(32-`VTA_ALU_IMM_W){imm[`VTA_ALU_IMM_W-1]}}, imm} : src_in[l*32 +: 32];
       sh = 5'd0 - y[4:0];                 // -y for -31 <= y < 0
       case (op)
         `VTA_ALU_MIN: r = (x < y) ? x : y;

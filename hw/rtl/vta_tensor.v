@@ -29,6 +29,11 @@ module vta_tensor (
   output reg  [31:0] digest
 );
   localparam integer UW = `VTA_LOG_UOP_DEPTH;
+  localparam integer IOW = `VTA_GEMM_ITER_OUT_W;   // loop counter and immediate widths: hw.isa layout
+  localparam integer IIW = `VTA_GEMM_ITER_IN_W;
+  localparam integer MW = `VTA_ALU_IMM_W;
+  localparam [IOW-1:0] IO_ONE = {{(IOW-1){1'b0}}, 1'b1};
+  localparam [IIW-1:0] II_ONE = {{(IIW-1){1'b0}}, 1'b1};
   localparam [7:0] GEMM_PD = `VTA_GEMM_PIPE_DEPTH;
   localparam [7:0] ALU_PD = `VTA_ALU_PIPE_DEPTH;
 
@@ -37,8 +42,8 @@ module vta_tensor (
   wire        f_reset = insn[`VTA_GEMM_RESET_REG_LSB];
   wire [UW:0] f_bgn   = {1'b0, insn[`VTA_GEMM_UOP_BGN_LSB +: `VTA_GEMM_UOP_BGN_W]};
   wire [UW:0] f_end   = insn[`VTA_GEMM_UOP_END_LSB +: `VTA_GEMM_UOP_END_W];
-  wire [13:0] f_iout  = insn[`VTA_GEMM_ITER_OUT_LSB +: `VTA_GEMM_ITER_OUT_W];
-  wire [13:0] f_iin   = insn[`VTA_GEMM_ITER_IN_LSB +: `VTA_GEMM_ITER_IN_W];
+  wire [IOW-1:0] f_iout = insn[`VTA_GEMM_ITER_OUT_LSB +: `VTA_GEMM_ITER_OUT_W];
+  wire [IIW-1:0] f_iin  = insn[`VTA_GEMM_ITER_IN_LSB +: `VTA_GEMM_ITER_IN_W];
   wire [31:0] f_dfo   = {{(32-`VTA_GEMM_DST_FACTOR_OUT_W){1'b0}}, insn[`VTA_GEMM_DST_FACTOR_OUT_LSB +: `VTA_GEMM_DST_FACTOR_OUT_W]};
   wire [31:0] f_dfi   = {{(32-`VTA_GEMM_DST_FACTOR_IN_W){1'b0}}, insn[`VTA_GEMM_DST_FACTOR_IN_LSB +: `VTA_GEMM_DST_FACTOR_IN_W]};
   wire [31:0] f_gsfo  = {{(32-`VTA_GEMM_SRC_FACTOR_OUT_W){1'b0}}, insn[`VTA_GEMM_SRC_FACTOR_OUT_LSB +: `VTA_GEMM_SRC_FACTOR_OUT_W]};
@@ -49,16 +54,17 @@ module vta_tensor (
   wire [31:0] f_wfi   = {{(32-`VTA_GEMM_WGT_FACTOR_IN_W){1'b0}}, insn[`VTA_GEMM_WGT_FACTOR_IN_LSB +: `VTA_GEMM_WGT_FACTOR_IN_W]};
   wire [`VTA_ALU_ALU_OPCODE_W-1:0] f_aop = insn[`VTA_ALU_ALU_OPCODE_LSB +: `VTA_ALU_ALU_OPCODE_W];
   wire        f_imm_en = insn[`VTA_ALU_USE_IMM_LSB];
-  wire [15:0] f_imm    = insn[`VTA_ALU_IMM_LSB +: `VTA_ALU_IMM_W];
+  wire [MW-1:0] f_imm     = insn[`VTA_ALU_IMM_LSB +: `VTA_ALU_IMM_W];
 
   localparam [1:0] ST_IDLE = 2'd0, ST_ISSUE = 2'd1, ST_TAIL = 2'd2;
   reg [1:0]  state;
   reg        phase;              // vector ALU: 1 = the second cycle of a uop
   reg        r_alu, r_reset, r_imm_en;
   reg [`VTA_ALU_ALU_OPCODE_W-1:0] r_aop;
-  reg [15:0] r_imm;
+  reg [MW-1:0] r_imm;
   reg [UW:0] r_bgn, r_end, u;
-  reg [13:0] r_iout, r_iin, i_out, i_in;
+  reg [IOW-1:0] r_iout, i_out;
+  reg [IIW-1:0] r_iin, i_in;
   reg [31:0] r_dfo, r_dfi, r_sfo, r_sfi, r_wfo, r_wfi;
   reg [31:0] o_d, o_s, o_w, n_d, n_s, n_w;    // i_out*factor_out, i_in*factor_in
   reg [7:0]  tail;
@@ -96,22 +102,22 @@ module vta_tensor (
     .mask({(`VTA_ACC_ELEM_BITS/32){issue}}), .sum(dsum));
 
   wire u_last  = (u == r_end - 1'b1);
-  wire in_last = (i_in == r_iin - 14'd1);
-  wire out_last = (i_out == r_iout - 14'd1);
+  wire in_last = (i_in == r_iin - II_ONE);
+  wire out_last = (i_out == r_iout - IO_ONE);
 
   always @(posedge clk) begin
     if (rst) begin
       state <= ST_IDLE; phase <= 1'b0; digest <= 32'd0; tail <= 8'd0;
       r_alu <= 1'b0; r_reset <= 1'b0; r_imm_en <= 1'b0; r_aop <= {`VTA_ALU_ALU_OPCODE_W{1'b0}};
-      r_imm <= 16'd0; r_bgn <= {(UW+1){1'b0}}; r_end <= {(UW+1){1'b0}}; u <= {(UW+1){1'b0}};
-      r_iout <= 14'd0; r_iin <= 14'd0; i_out <= 14'd0; i_in <= 14'd0;
+      r_imm <= {MW{1'b0}}; r_bgn <= {(UW+1){1'b0}}; r_end <= {(UW+1){1'b0}}; u <= {(UW+1){1'b0}};
+      r_iout <= {IOW{1'b0}}; r_iin <= {IIW{1'b0}}; i_out <= {IOW{1'b0}}; i_in <= {IIW{1'b0}};
       r_dfo <= 32'd0; r_dfi <= 32'd0; r_sfo <= 32'd0; r_sfi <= 32'd0; r_wfo <= 32'd0; r_wfi <= 32'd0;
       o_d <= 32'd0; o_s <= 32'd0; o_w <= 32'd0; n_d <= 32'd0; n_s <= 32'd0; n_w <= 32'd0;
     end else if (go) begin
       state <= ST_ISSUE; phase <= 1'b0; digest <= 32'd0;
       r_alu <= f_alu; r_reset <= f_reset && !f_alu; r_imm_en <= f_imm_en; r_aop <= f_aop; r_imm <= f_imm;
       r_bgn <= f_bgn; r_end <= f_end; u <= f_bgn;
-      r_iout <= f_iout; r_iin <= f_iin; i_out <= 14'd0; i_in <= 14'd0;
+      r_iout <= f_iout; r_iin <= f_iin; i_out <= {IOW{1'b0}}; i_in <= {IIW{1'b0}};
       r_dfo <= f_dfo; r_dfi <= f_dfi;
       r_sfo <= f_alu ? f_asfo : f_gsfo; r_sfi <= f_alu ? f_asfi : f_gsfi;
       r_wfo <= f_alu ? 32'd0 : f_wfo; r_wfi <= f_alu ? 32'd0 : f_wfi;
@@ -131,12 +137,12 @@ module vta_tensor (
         end else begin
           u <= r_bgn;
           if (!in_last) begin
-            i_in <= i_in + 14'd1;
+            i_in <= i_in + II_ONE;
             n_d <= n_d + r_dfi; n_s <= n_s + r_sfi; n_w <= n_w + r_wfi;
           end else begin
-            i_in <= 14'd0;
+            i_in <= {IIW{1'b0}};
             n_d <= 32'd0; n_s <= 32'd0; n_w <= 32'd0;
-            i_out <= i_out + 14'd1;
+            i_out <= i_out + IO_ONE;
             o_d <= o_d + r_dfo; o_s <= o_s + r_sfo; o_w <= o_w + r_wfo;
           end
         end
