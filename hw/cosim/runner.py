@@ -2,11 +2,11 @@
 
 Builds are cached in ``$VTASIM_BUILD_DIR`` (default ``~/.cache/vtasim/rtl``) under a key that hashes
 the config, the simulator and its version, the waves flag, the generated header and the bytes of
-every HDL source and of the header generator, so an edit to any of them rebuilds and nothing stale is ever reused.  A lock
-file per build makes concurrent pytest-xdist workers share one build instead of racing (exclusive
-while compiling, shared while running it, so pruning never deletes a build in use).  Each batch runs in a
-fresh working directory (``$readmemh``/``$writememh`` use relative names), so batches on the same
-build can run in parallel.
+every HDL source and of the header generator, so an edit to any of them rebuilds and nothing stale
+is ever reused.  A lock file per build makes concurrent pytest-xdist workers share one build
+instead of racing (exclusive while compiling, shared while running it, so pruning never deletes a
+build in use).  Each batch runs in a fresh working directory (``$readmemh``/``$writememh`` use
+relative names), so batches on the same build can run in parallel.
 
 cocotb's :mod:`cocotb_tools.runner` does the building and launching; the test module is
 :mod:`hw.cosim.tb_batch`.  Verilator is the main simulator, Icarus the second::
