@@ -135,7 +135,6 @@ class FunctionalMachine:
     # ---- GEMM / ALU --------------------------------------------------------------------------------
     def _indices(self, f: dict, index: int, names):
         """Flattened (iter_out, iter_in, uop) index arrays for each name in ``names``, range-checked."""
-        n_uop = f["uop_end"] - f["uop_bgn"]
         d, s, w = decode_uops(self.cfg, self.uop[f["uop_bgn"]:f["uop_end"]])
         base = {"dst": d, "src": s, "wgt": w}
         io = np.arange(f["iter_out"], dtype=np.int64)[:, None, None]
@@ -143,19 +142,31 @@ class FunctionalMachine:
         depth = {"dst": self.cfg.acc_depth,
                  "src": self.cfg.inp_depth if f["opcode"] == OP_GEMM else self.cfg.acc_depth,
                  "wgt": self.cfg.wgt_depth}
-        out = []
-        for name in names:
-            idx = (base[name][None, None, :] + io * f[f"{name}_factor_out"] + ii * f[f"{name}_factor_in"]).reshape(-1)
-            if idx.size and idx.max() >= depth[name]:
-                k = int(np.argmax(idx >= depth[name]))
-                i_out, rem = divmod(k, f["iter_in"] * n_uop)
-                i_in, u = divmod(rem, n_uop)
-                kind = "GEMM" if f["opcode"] == OP_GEMM else "ALU"
-                raise ProgramError(f"instruction {index}: {kind} {name} index {idx[k]} (uop {f['uop_bgn'] + u}, "
-                                   f"i_out {i_out}, i_in {i_in}) is beyond the buffer depth {depth[name]}",
-                                   index, f"{name}_idx")
-            out.append(idx)
-        return out
+        for name in names:          # every check before any loop-sized array is allocated
+            self._check_range(f, index, name, base[name], depth[name])
+        return [(base[name][None, None, :] + io * f[f"{name}_factor_out"] + ii * f[f"{name}_factor_in"]).reshape(-1)
+                for name in names]
+
+    @staticmethod
+    def _check_range(f: dict, index: int, name: str, base: np.ndarray, depth: int) -> None:
+        """ProgramError for the first (in execution order) index of ``name`` at or beyond ``depth``.
+
+        Factors are unsigned, so an index grows with i_out and with i_in: the first bad i_out is the
+        first whose last i_in reaches ``depth`` with the largest uop, and so on inward."""
+        if not base.size or not f["iter_out"] or not f["iter_in"]:
+            return
+        fo, fi, top = f[f"{name}_factor_out"], f[f"{name}_factor_in"], int(base.max())
+        last_in = (f["iter_in"] - 1) * fi
+        if top + (f["iter_out"] - 1) * fo + last_in < depth:
+            return
+        i_out = 0 if top + last_in >= depth else -(-(depth - top - last_in) // fo)
+        off = i_out * fo
+        i_in = 0 if top + off >= depth else -(-(depth - top - off) // fi)
+        off += i_in * fi
+        u = int(np.argmax(base + off >= depth))
+        kind = "GEMM" if f["opcode"] == OP_GEMM else "ALU"
+        raise ProgramError(f"instruction {index}: {kind} {name} index {int(base[u]) + off} (uop {f['uop_bgn'] + u}, "
+                           f"i_out {i_out}, i_in {i_in}) is beyond the buffer depth {depth}", index, f"{name}_idx")
 
     def gemm(self, f: dict, index: int) -> None:
         n = f["iter_out"] * f["iter_in"] * max(0, f["uop_end"] - f["uop_bgn"])

@@ -461,3 +461,55 @@ def test_random_programs_match_spec_transcription(seed):
     assert r.outputs["out"] == img.output_bytes(dram, "out")
     assert [r.counters[k] for k in ("inp_load_nbytes", "wgt_load_nbytes", "acc_load_nbytes", "uop_load_nbytes",
                                     "out_store_nbytes", "gemm_counter", "alu_counter")] == list(cnt.values())
+
+
+def _alu_loop_image(uops, **loop):
+    b = ProgramBuilder(CFG)
+    ub = b.uops(uops)
+    b.load(memory_type=MEM_UOP, dram_base=ub, x_size=len(uops))
+    b.alu(alu_opcode=ALU_ADD, uop_end=len(uops), **loop)
+    b.finish()
+    return b.build()
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_index_error_names_the_first_bad_index_in_execution_order(seed):
+    """The reported (index, uop, i_out, i_in) is the first out-of-range one of a brute-force walk."""
+    rng = np.random.default_rng(seed)
+    depth = CFG.acc_depth
+    n_uop = int(rng.integers(1, 4))
+    uops = [(int(rng.integers(0, depth)), int(rng.integers(0, depth)), 0) for _ in range(n_uop)]
+    loop = dict(iter_out=int(rng.integers(1, 6)), iter_in=int(rng.integers(1, 6)),
+                dst_factor_out=int(rng.integers(0, 700)), dst_factor_in=int(rng.integers(0, 300)),
+                src_factor_out=int(rng.integers(0, 700)), src_factor_in=int(rng.integers(0, 300)))
+    first = None
+    for name, k in (("dst", 0), ("src", 1)):
+        for io in range(loop["iter_out"]):
+            for ii in range(loop["iter_in"]):
+                for u, t in enumerate(uops):
+                    v = t[k] + io * loop[f"{name}_factor_out"] + ii * loop[f"{name}_factor_in"]
+                    if first is None and v >= depth:
+                        first = (name, v, u, io, ii)
+    img = _alu_loop_image(uops, **loop)
+    if first is None:
+        run_image(img)
+        return
+    name, v, u, io, ii = first
+    with pytest.raises(ProgramError) as e:
+        run_image(img)
+    assert str(e.value) == (f"instruction 1: ALU {name} index {v} (uop {u}, i_out {io}, i_in {ii}) "
+                            f"is beyond the buffer depth {depth}")
+
+
+def test_huge_out_of_range_loop_fails_before_allocating():
+    # 16383 x 16383 x 8 uops: index arrays of the whole nest would take GBs; the range check comes first
+    import tracemalloc
+    img = _alu_loop_image([(0, 0, 0)] * 8, iter_out=16383, iter_in=16383, dst_factor_in=1)
+    tracemalloc.start()
+    try:
+        with pytest.raises(ProgramError, match=r"ALU dst index 2048 \(uop 0, i_out 0, i_in 2048\)"):
+            run_image(img)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 << 20, f"peak {peak >> 20} MiB"
