@@ -47,7 +47,7 @@ class DependencyStampLocator:
     def from_function(cls, py_func, py_file):
         if Path(py_file).resolve().parent != _HERE:
             return None
-        for other in caching.CacheImpl._locator_classes:
+        for other in _LOCATORS:
             if other is not cls:
                 inner = other.from_function(py_func, py_file)
                 if inner is not None:
@@ -55,5 +55,8 @@ class DependencyStampLocator:
         return None
 
 
-if DependencyStampLocator not in caching.CacheImpl._locator_classes:
-    caching.CacheImpl._locator_classes.insert(0, DependencyStampLocator)
+# numba's locator list is internal (numba 0.68 is pinned); should it move, fall back to numba's own
+# per-file stamp rather than break the engine.
+_LOCATORS = getattr(getattr(caching, "CacheImpl", None), "_locator_classes", None)
+if isinstance(_LOCATORS, list) and DependencyStampLocator not in _LOCATORS:
+    _LOCATORS.insert(0, DependencyStampLocator)
