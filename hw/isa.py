@@ -323,9 +323,9 @@ def encode_uops(cfg: VTAConfig, triples) -> np.ndarray:
     return np.array([encode_uop(cfg, *t) for t in triples], dtype="<u4")
 
 
-# Memory types valid for each opcode (used by validators; the names live in hw.config).
+# Memory types a LOAD may name (used by validators; the names live in hw.config).  A STORE's one
+# valid type depends on the layout: store_mem_type below.
 LOAD_MEM_TYPES = (MEM_UOP, MEM_WGT, MEM_INP, MEM_ACC, MEM_ACC_8BIT)
-STORE_MEM_TYPES = (MEM_OUT,)
 
 
 def store_mem_type(cfg: VTAConfig) -> int:
