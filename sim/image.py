@@ -22,7 +22,8 @@ written or allocated:
   above :data:`MAX_DRAM_BYTES` (1 GiB) is refused before allocation.
 * The instruction address is a multiple of 16, and ``count * 16`` bytes lie inside one segment that
   starts at that address.
-* Segments do not overlap; every segment and output lies inside the DRAM.
+* Segments do not overlap; every segment and output lies inside the DRAM; the outputs' sizes
+  together stay within :data:`MAX_DRAM_BYTES` (overlapping outputs cannot multiply what is read).
 * File names are relative, contain no ``..``, and resolve (symlinks followed) to the same place
   inside the image directory - any symlink on the way is refused.  Each file's size is taken with
   ``os.stat`` and checked before it is read.
@@ -309,6 +310,10 @@ def check_layout(insn_addr, insn_count, extents, outputs, dram_size=None) -> int
         if a + n > MAX_DRAM_BYTES:
             raise ImageError(f"output {name!r} at {a:#x} of {n} bytes ends at {a + n:#x}, beyond the "
                              f"{MAX_DRAM_BYTES:#x}-byte DRAM limit (MAX_DRAM_BYTES)")
+    total = sum(n for _, _, n in outputs)
+    if total > MAX_DRAM_BYTES:       # each output (and its expected file) becomes its own bytes object
+        raise ImageError(f"outputs total {total} bytes, more than MAX_DRAM_BYTES = {MAX_DRAM_BYTES} "
+                         f"(rule: output regions together fit the DRAM limit)")
     high = max([a + n for a, n in ext] + [a + n for _, a, n in outputs] + [0])
     if dram_size is None:
         dram_size = _round_up(high, PAGE_BYTES)

@@ -291,3 +291,18 @@ def test_image_json_symlink_refused(saved, tmp_path):
     os.symlink(tmp_path / "real.json", saved / "image.json")
     with pytest.raises(ImageError, match="not a regular file"):
         MemoryImage.load(saved)
+
+
+def test_overlapping_outputs_cannot_multiply_what_is_read(saved):
+    # 40 outputs of 512 MiB over the same DRAM, each with a (sparse) expected file: 20 GiB to read
+    doc = _doc(saved)
+    n = MAX_DRAM_BYTES // 2
+    doc["outputs"] = [{"name": f"o{i}", "addr": 0, "nbytes": n} for i in range(40)]
+    doc["expected"] = [{"name": f"o{i}", "file": f"e{i}.bin"} for i in range(40)]
+    for i in range(40):
+        with open(saved / f"e{i}.bin", "wb") as f:
+            f.truncate(n)
+    doc["dram_size"] = MAX_DRAM_BYTES
+    _write(saved, doc)
+    with pytest.raises(ImageError, match=r"outputs total \d+ bytes, more than MAX_DRAM_BYTES"):
+        MemoryImage.load(saved)
