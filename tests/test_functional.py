@@ -513,3 +513,29 @@ def test_huge_out_of_range_loop_fails_before_allocating():
     finally:
         tracemalloc.stop()
     assert peak < 64 << 20, f"peak {peak >> 20} MiB"
+
+
+@pytest.mark.parametrize("op", [ALU_MIN, ALU_MAX, ALU_ADD, ALU_SHR, ALU_MUL])
+def test_alu_imm_on_a_repeated_row_equals_applying_it_k_times(op):
+    """An immediate ALU loop over one row (dst factor 0): the row gets ``k`` sequential applications."""
+    x = np.array([-(1 << 31), (1 << 31) - 1, -1, 0, 1, 3, -3, 12345, -12345, 1 << 20, -(1 << 20), 77, -77,
+                  (1 << 30) + 7, -(1 << 30) - 9, 255][:LANES] * (LANES // 16 or 1))[:LANES]
+    for imm in (-32768, -33, -32, -31, -7, -1, 0, 1, 5, 31, 32, 40, 32767):
+        for k in (1, 2, 3, 7, 33):
+            want = [int(v) for v in x]
+            for _ in range(k):
+                want = [ref_alu(op, v, imm) for v in want]
+            acc, cnt = acc_roundtrip(x.reshape(1, LANES), [dict(alu_opcode=op, use_imm=1, imm=imm, uop_end=1,
+                                                                iter_in=k, dst_factor_in=0)])
+            assert acc[0].tolist() == want, (imm, k)
+            assert cnt["alu_counter"] == k
+
+
+def test_long_immediate_loop_over_few_rows():
+    # 2000 x 2000 uops over each of 2 rows: a row-by-row Python walk (minutes) is not needed
+    rows = np.array([[5] * LANES, [-3] * LANES])
+    acc, cnt = acc_roundtrip(rows, [dict(alu_opcode=ALU_ADD, use_imm=1, imm=30000, uop_end=2, iter_out=2000,
+                                         iter_in=2000)], uops=[(0, 0, 0), (1, 0, 0)])
+    k = 2000 * 2000
+    assert acc[0].tolist() == [i32(5 + 30000 * k)] * LANES and acc[1].tolist() == [i32(-3 + 30000 * k)] * LANES
+    assert cnt["alu_counter"] == 2 * k
