@@ -41,7 +41,7 @@ from sim.cycle.layout import (B_BUSY, B_IDLE, B_MEM_WAIT, B_QUEUE_STALL, B_TOKEN
                               F_PUSH_PREV, F_UOP_BGN, F_UOP_END, F_USE_IMM, F_RESET_REG, F_X_PAD_0,
                               F_X_PAD_1, F_X_SIZE, F_X_STRIDE, F_Y_PAD_0, F_Y_PAD_1, F_Y_SIZE, F_DRAM_BASE, F_SRAM_BASE,
                               P_ALU_PIPE, P_BURST, P_BUS_BYTES, P_CMDQ, P_EB_UOP, P_FETCH_INSNS,
-                              P_BLOCK, P_GEMM_PIPE, P_INSN_ADDR, P_INSN_COUNT, P_LATENCY, P_OUT_EB, P_TOKQ,
+                              P_BLOCK, P_GEMM_PIPE, P_INSN_ADDR, P_INSN_COUNT, P_LATENCY, P_EB_OUT, P_TOKQ,
                               S_CHUNK, S_ERR_CODE, S_ERR_FIELD, S_ERR_INSN, S_ERR_LIMIT, S_ERR_VALUE,
                               S_EVENTS, S_FINISH_E, S_FLASTD, S_FNEXT, S_FPHASE, S_PORT_UNIT,
                               S_PORT_UNTIL, S_STATUS, S_T, S_TOK0, ST_DEADLOCK, ST_DONE, ST_ERROR,
@@ -125,7 +125,7 @@ def _execute(u, j, t, S, US, F, P, CNT, err, dram, uop32, uop_b, inp_b, inp2, wg
             return dig
         mt = F[j, F_MEMORY_TYPE]
         if op == OP_STORE:
-            eb = P[P_OUT_EB]
+            eb = P[P_EB_OUT]   # a STORE moves OUT elements whatever its memory_type field
             dig = store_kernel(F, j, acc2, acc2.shape[0], eb, dram, err)
             CNT[CNT_OUT] += x * y * eb
             client, pads = C_OUT, 0

@@ -17,7 +17,7 @@ from sim.cycle import core
 from sim.cycle.layout import (BUCKET_NAMES, ERR_TOKEN_OVERFLOW, ERR_UNFINISHED, FIELD_NAMES, N_PARAMS,
                               N_S, N_UNITS, N_US, P_ALU_PIPE, P_BATCH, P_BLOCK, P_BURST, P_BUS_BYTES,
                               P_CMDQ, P_EB_UOP, P_FETCH_INSNS, P_GEMM_PIPE, P_INSN_ADDR, P_INSN_COUNT,
-                              P_LATENCY, P_OUT_EB, P_TOKQ, P_UOP_DST_LO, P_UOP_DST_MASK, P_UOP_SRC_LO,
+                              P_LATENCY, P_TOKQ, P_UOP_DST_LO, P_UOP_DST_MASK, P_UOP_SRC_LO,
                               P_UOP_SRC_MASK, P_UOP_WGT_LO, P_UOP_WGT_MASK, S_ERR_CODE, S_ERR_FIELD,
                               S_ERR_INSN, S_ERR_LIMIT, S_ERR_VALUE, S_STATUS, S_T, S_TOK0, ST_DEADLOCK,
                               ST_DONE, ST_ERROR, TOKEN_NAMES, UNIT_NAMES, US_NTOTAL, US_QOFF)
@@ -50,7 +50,6 @@ def params(cfg: VTAConfig, insn_addr: int, insn_count: int) -> np.ndarray:
         P[lo_i], P[mask_i] = lo, (1 << width) - 1
     for mt in (MEM_UOP, MEM_WGT, MEM_INP, MEM_ACC, MEM_OUT, MEM_ACC_8BIT):
         P[P_EB_UOP + mt] = cfg.dram_elem_bytes(mt)
-    P[P_OUT_EB] = cfg.out_elem_bytes
     return P
 
 

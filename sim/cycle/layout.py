@@ -21,9 +21,8 @@ assert INSN_FIELDS == ("opcode", "pop_prev", "pop_next", "push_prev", "push_next
 # ---- parameter vector P (filled from VTAConfig by sim.cycle.engine) ----
 (P_LATENCY, P_BUS_BYTES, P_BURST, P_CMDQ, P_TOKQ, P_FETCH_INSNS, P_GEMM_PIPE, P_ALU_PIPE, P_INSN_ADDR,
  P_INSN_COUNT, P_BATCH, P_BLOCK, P_UOP_DST_LO, P_UOP_DST_MASK, P_UOP_SRC_LO, P_UOP_SRC_MASK,
- P_UOP_WGT_LO, P_UOP_WGT_MASK, P_EB_UOP, P_EB_WGT, P_EB_INP, P_EB_ACC, P_EB_OUT, P_EB_ACC8,
- P_OUT_EB) = range(25)
-N_PARAMS = 25
+ P_UOP_WGT_LO, P_UOP_WGT_MASK, P_EB_UOP, P_EB_WGT, P_EB_INP, P_EB_ACC, P_EB_OUT, P_EB_ACC8) = range(24)
+N_PARAMS = 24
 # P_EB_<mem> are DRAM element bytes indexed by memory type (P_EB_UOP + memory_type).
 
 # ---- units: fetch plus the three modules (hw.isa MODULE_* = unit - 1) ----
