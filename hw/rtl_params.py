@@ -57,6 +57,7 @@ def header_defines(cfg: VTAConfig, tb_dram_bytes: int = DEFAULT_TB_DRAM_BYTES) -
         "BATCH": cfg.batch, "LOG_BATCH": cfg.LOG_BATCH,
         "BLOCK_IN": cfg.block_in, "BLOCK_OUT": cfg.block_out, "LOG_BLOCK": cfg.LOG_BLOCK,
         "INP_WIDTH": cfg.inp_width, "WGT_WIDTH": cfg.wgt_width, "ACC_WIDTH": cfg.acc_width,
+        "LOG_ACC_WIDTH": cfg.LOG_ACC_WIDTH,
         "OUT_WIDTH": cfg.out_width,
         "UOP_ELEM_BITS": cfg.uop_elem_bits, "INP_ELEM_BITS": cfg.inp_elem_bits,
         "WGT_ELEM_BITS": cfg.wgt_elem_bits, "ACC_ELEM_BITS": cfg.acc_elem_bits,

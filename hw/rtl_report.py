@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hw.config import VTAConfig
+from hw.isa import layout
 from hw.rtl_params import write_header
 
 __all__ = ["RTL_DIR", "TOP", "RtlParser", "Design", "TopInterface", "check_top", "report"]
@@ -191,7 +192,8 @@ def expected_top(cfg: VTAConfig) -> TopInterface:
              "running": ("output", 1), "done": ("output", 1), "finish": ("output", 1),
              "error": ("output", 1), "error_code": ("output", 8), "cycles": ("output", 32),
              "cyc": ("output", 32), "ret_valid": ("output", 3), "ret_midx": ("output", 96),
-             "ret_pidx": ("output", 96), "ret_op": ("output", 9), "ret_start": ("output", 96),
+             "ret_pidx": ("output", 96), "ret_op": ("output", 3 * layout(cfg).finish["opcode"][1]),
+             "ret_start": ("output", 96),
              "ret_digest": ("output", 96), "disp_valid": ("output", 1), "disp_pidx": ("output", 32),
              "finish_now": ("output", 1), "error_now": ("output", 1), "error_code_now": ("output", 8),
              "tokens": ("output", 64)}

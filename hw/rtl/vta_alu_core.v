@@ -12,32 +12,35 @@ module vta_alu_core (
   output reg  [`VTA_ACC_ELEM_BITS-1:0]    out
 );
   localparam integer LANES = `VTA_BATCH * `VTA_BLOCK_OUT;
+  localparam integer W = `VTA_ACC_WIDTH;       // accumulator lane bits
+  localparam integer LW = `VTA_LOG_ACC_WIDTH;
+  localparam signed [W-1:0] ZERO = {W{1'b0}};
   integer l;
-  reg signed [31:0] x, y, r;
-  reg [4:0] sh;
+  reg signed [W-1:0] x, y, r;
+  reg [LW-1:0] sh;
   always @* begin
     out = dst_in;
-    x = 32'sd0;
-    y = 32'sd0;
-    r = 32'sd0;
-    sh = 5'd0;
+    x = ZERO;
+    y = ZERO;
+    r = ZERO;
+    sh = {LW{1'b0}};
     if (en) for (l = 0; l < LANES; l = l + 1) begin
-      x = dst_in[l*32 +: 32];
-      y = use_imm ? {{(32-`VTA_ALU_IMM_W){imm[`VTA_ALU_IMM_W-1]}}, imm} : src_in[l*32 +: 32];
-      sh = 5'd0 - y[4:0];                 // -y for -31 <= y < 0
+      x = dst_in[l*W +: W];
+      y = use_imm ? {{(W-`VTA_ALU_IMM_W){imm[`VTA_ALU_IMM_W-1]}}, imm} : src_in[l*W +: W];
+      sh = {LW{1'b0}} - y[LW-1:0];        // -y for -(W-1) <= y < 0
       case (op)
         `VTA_ALU_MIN: r = (x < y) ? x : y;
         `VTA_ALU_MAX: r = (x > y) ? x : y;
         `VTA_ALU_ADD: r = x + y;
         `VTA_ALU_SHR: begin
-          if (y >= 32) r = x >>> 31;
-          else if (y <= -32) r = 32'sd0;
-          else if (y >= 0) r = x >>> y[4:0];
+          if (y >= W) r = x >>> (W-1);
+          else if (y <= -W) r = ZERO;
+          else if (y >= 0) r = x >>> y[LW-1:0];
           else r = x <<< sh;
         end
         default: r = x * y;    // MUL (the only opcode left after dispatch checks)
       endcase
-      out[l*32 +: 32] = r;
+      out[l*W +: W] = r;
     end
   end
 endmodule

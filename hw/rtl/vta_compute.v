@@ -25,9 +25,9 @@ module vta_compute (
   // buffers
   output wire [`VTA_SLOTS_UOP-1:0] uop_we,
   output wire [`VTA_SLOTS_UOP*`VTA_LOG_UOP_DEPTH-1:0] uop_wa,
-  output wire [`VTA_SLOTS_UOP*32-1:0] uop_wd,
+  output wire [`VTA_SLOTS_UOP*`VTA_UOP_ELEM_BITS-1:0] uop_wd,
   output wire [`VTA_LOG_UOP_DEPTH-1:0] uop_ra,
-  input  wire [31:0] uop_rd,
+  input  wire [`VTA_UOP_ELEM_BITS-1:0] uop_rd,
   output wire [`VTA_ACC_NW-1:0] acc_we,
   output wire [`VTA_ACC_NW*`VTA_LOG_ACC_DEPTH-1:0] acc_wa,
   output wire [`VTA_ACC_NW*`VTA_ACC_ELEM_BITS-1:0] acc_wd,
@@ -41,7 +41,7 @@ module vta_compute (
   output wire        busy,
   output wire        ret_valid,
   output wire [31:0] ret_midx, ret_pidx, ret_start, ret_digest,
-  output wire [2:0]  ret_op
+  output wire [`VTA_HDR_OPCODE_W-1:0] ret_op
 );
   localparam integer AAW = `VTA_LOG_ACC_DEPTH;
   localparam integer AEB = `VTA_ACC_ELEM_BITS;
@@ -49,14 +49,15 @@ module vta_compute (
   localparam integer NS8 = `VTA_SLOTS_ACC8;
 
   wire [`VTA_INSN_BITS-1:0] insn = head[`VTA_INSN_BITS-1:0];
-  wire [2:0]  op = insn[`VTA_HDR_OPCODE_LSB +: `VTA_HDR_OPCODE_W];
+  wire [`VTA_HDR_OPCODE_W-1:0] op = insn[`VTA_HDR_OPCODE_LSB +: `VTA_HDR_OPCODE_W];
   wire [`VTA_MEM_MEMORY_TYPE_W-1:0] mt = insn[`VTA_MEM_MEMORY_TYPE_LSB +: `VTA_MEM_MEMORY_TYPE_W];
   wire        xs_zero = insn[`VTA_MEM_X_SIZE_LSB +: `VTA_MEM_X_SIZE_W] == {`VTA_MEM_X_SIZE_W{1'b0}};
   wire [`VTA_GEMM_UOP_END_W-1:0] ubgn = {1'b0, insn[`VTA_GEMM_UOP_BGN_LSB +: `VTA_GEMM_UOP_BGN_W]};
   wire [`VTA_GEMM_UOP_END_W-1:0] uend = insn[`VTA_GEMM_UOP_END_LSB +: `VTA_GEMM_UOP_END_W];
-  wire        empty_loop = (insn[`VTA_GEMM_ITER_OUT_LSB +: `VTA_GEMM_ITER_OUT_W] == 14'd0)
-                        || (insn[`VTA_GEMM_ITER_IN_LSB +: `VTA_GEMM_ITER_IN_W] == 14'd0)
-                        || (uend <= ubgn);
+  wire        empty_loop
+    = (insn[`VTA_GEMM_ITER_OUT_LSB +: `VTA_GEMM_ITER_OUT_W] == {`VTA_GEMM_ITER_OUT_W{1'b0}})
+      || (insn[`VTA_GEMM_ITER_IN_LSB +: `VTA_GEMM_ITER_IN_W] == {`VTA_GEMM_ITER_IN_W{1'b0}})
+      || (uend <= ubgn);
   wire        is_tensor = (op == `VTA_OP_GEMM) || (op == `VTA_OP_ALU);
   wire        head_nop = (op == `VTA_OP_LOAD) ? xs_zero : (is_tensor ? empty_loop : 1'b1);
 
@@ -86,7 +87,7 @@ module vta_compute (
   wire go_a8 = go && head_unit == 2'd2;
   wire go_t  = go && head_unit == 2'd3;
 
-  vta_loader #(.EBD(32), .EBS(32), .AW(`VTA_LOG_UOP_DEPTH), .SEXT(0),
+  vta_loader #(.EBD(`VTA_UOP_ELEM_BITS), .EBS(`VTA_UOP_ELEM_BITS), .AW(`VTA_LOG_UOP_DEPTH), .SEXT(0),
                .LEB(`VTA_LOG_UOP_ELEM_BYTES), .NS(`VTA_SLOTS_UOP)) u_uop (
     .clk(clk), .rst(rst), .go(go_u), .insn(insn), .req(uop_req), .req_addr(uop_req_addr),
     .req_beats(uop_req_beats), .grant(uop_grant), .cmpl_next(uop_cmpl_next), .beat(uop_beat),

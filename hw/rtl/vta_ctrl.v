@@ -29,7 +29,7 @@ module vta_ctrl #(
   output wire        ret_valid,
   output reg  [31:0] ret_midx,
   output reg  [31:0] ret_pidx,
-  output reg  [2:0]  ret_op,
+  output reg  [`VTA_HDR_OPCODE_W-1:0] ret_op,
   output reg  [31:0] ret_start,
   output wire [31:0] ret_digest
 );
@@ -56,7 +56,7 @@ module vta_ctrl #(
       r_push_next <= 1'b0;
       ret_midx <= 32'd0;
       ret_pidx <= 32'd0;
-      ret_op <= 3'd0;
+      ret_op <= {`VTA_HDR_OPCODE_W{1'b0}};
       ret_start <= 32'd0;
     end else if (start) begin
       busy <= 1'b1;

@@ -1,3 +1,4 @@
+`include "vta_params.vh"
 // One memory client's burst sequencer (docs/timing.md 4.1): a set of `nrows` transfers of
 // `row_bytes` bytes, row r at byte address base + r*stride, each split into bursts that never cross
 // a BURST_BEATS-word boundary.  `start` in cycle t makes the first request visible at t+1; every
@@ -13,7 +14,7 @@ module vta_dma_seq #(
   input  wire [31:0] base,
   input  wire [31:0] row_bytes,
   input  wire [31:0] stride,
-  input  wire [15:0] nrows,       // >= 1
+  input  wire [`VTA_MEM_Y_SIZE_W-1:0] nrows,   // >= 1 (a y_size field)
   output reg         req,
   output wire [31:0] req_addr,
   output wire [8:0]  req_beats,
@@ -21,13 +22,16 @@ module vta_dma_seq #(
   input  wire        cmpl_next,
   input  wire        beat,
   output reg  [31:0] beat_j,
-  output reg  [15:0] row,
+  output reg  [`VTA_MEM_Y_SIZE_W-1:0] row,
   output wire [LB-1:0] row_off,   // byte address of the current transfer mod bus bytes
   output reg         done
 );
   reg [31:0] rbytes, rstride, row_addr;
   assign row_off = row_addr[LB-1:0];
-  reg [15:0] rows_left;
+  localparam integer RW = `VTA_MEM_Y_SIZE_W;
+  localparam [RW-1:0] R0 = {RW{1'b0}};
+  localparam [RW-1:0] R1 = {{(RW-1){1'b0}}, 1'b1};
+  reg [RW-1:0] rows_left;
   reg [32:0] cur_w, end_w;        // word addresses (33 bits: a transfer may end at 2^32)
 
   // word range of a transfer starting at byte a
@@ -61,11 +65,11 @@ module vta_dma_seq #(
       req <= 1'b0;
       done <= 1'b0;
       beat_j <= 32'd0;
-      row <= 16'd0;
+      row <= R0;
       row_addr <= 32'd0;
       rbytes <= 32'd0;
       rstride <= 32'd0;
-      rows_left <= 16'd0;
+      rows_left <= R0;
       cur_w <= 33'd0;
       end_w <= 33'd0;
     end else begin
@@ -78,7 +82,7 @@ module vta_dma_seq #(
       if (start) begin
         req <= 1'b1;
         beat_j <= 32'd0;
-        row <= 16'd0;
+        row <= R0;
         row_addr <= base;
         rbytes <= row_bytes;
         rstride <= stride;
@@ -88,16 +92,16 @@ module vta_dma_seq #(
       end else if (cmpl_next) begin
         if (cur_w != end_w) begin
           req <= 1'b1;
-        end else if (rows_left > 16'd1) begin
+        end else if (rows_left > R1) begin
           req <= 1'b1;
           beat_j <= 32'd0;
-          row <= row + 16'd1;
-          rows_left <= rows_left - 16'd1;
+          row <= row + R1;
+          rows_left <= rows_left - R1;
           row_addr <= next_row_addr;
           cur_w <= first_word(next_row_addr);
           end_w <= last_word(next_row_addr, rbytes);
         end else begin
-          rows_left <= 16'd0;
+          rows_left <= R0;
           done <= 1'b1;
         end
       end

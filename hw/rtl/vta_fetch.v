@@ -46,12 +46,13 @@ module vta_fetch (
   wire        seq_start = (launch && insn_count != 32'd0) || (last_disp && more);
   wire [31:0] beat_j;
   wire [LB-1:0] row_off;
-  wire [15:0] row_unused;
+  wire [`VTA_MEM_Y_SIZE_W-1:0] row_unused;
   wire        seq_done;
   vta_dma_seq #(.LB(LB), .LK(`VTA_LOG_BURST_BEATS)) u_seq (
     .clk(clk), .rst(rst), .start(seq_start),
     .base(insn_addr + (next_pidx << `VTA_LOG_INSN_BYTES)), .row_bytes(next_cnt << `VTA_LOG_INSN_BYTES),
-    .stride(32'd0), .nrows(16'd1), .req(req), .req_addr(req_addr), .req_beats(req_beats),
+    .stride(32'd0), .nrows({{(`VTA_MEM_Y_SIZE_W-1){1'b0}}, 1'b1}),
+    .req(req), .req_addr(req_addr), .req_beats(req_beats),
     .grant(grant), .cmpl_next(cmpl_next), .beat(beat), .beat_j(beat_j), .row(row_unused),
     .row_off(row_off), .done(seq_done));
 
@@ -72,7 +73,7 @@ module vta_fetch (
   wire        disp_en = (state == ST_DISP) || (state == ST_FETCH && seq_done);
   wire [`VTA_INSN_BITS-1:0] insn = chunk[j[LF-1:0]];
   wire [31:0] pidx  = chunk_pidx + j;
-  wire [2:0]  op    = insn[`VTA_HDR_OPCODE_LSB +: `VTA_HDR_OPCODE_W];
+  wire [`VTA_HDR_OPCODE_W-1:0] op = insn[`VTA_HDR_OPCODE_LSB +: `VTA_HDR_OPCODE_W];
   // 8 bits wide so that the legacy 2-bit layout (HW_VER 0.0.1) compares cleanly with every constant
   wire [7:0]  mt  = {{(8-`VTA_MEM_MEMORY_TYPE_W){1'b0}}, insn[`VTA_MEM_MEMORY_TYPE_LSB +: `VTA_MEM_MEMORY_TYPE_W]};
   wire [7:0]  aop = {{(8-`VTA_ALU_ALU_OPCODE_W){1'b0}}, insn[`VTA_ALU_ALU_OPCODE_LSB +: `VTA_ALU_ALU_OPCODE_W]};

@@ -30,7 +30,7 @@ module vta_load (
   output wire        busy,
   output wire        ret_valid,
   output wire [31:0] ret_midx, ret_pidx, ret_start, ret_digest,
-  output wire [2:0]  ret_op
+  output wire [`VTA_HDR_OPCODE_W-1:0] ret_op
 );
   wire [`VTA_INSN_BITS-1:0] insn = head[`VTA_INSN_BITS-1:0];
   wire head_wgt = insn[`VTA_MEM_MEMORY_TYPE_LSB +: `VTA_MEM_MEMORY_TYPE_W] == `VTA_MEM_WGT;

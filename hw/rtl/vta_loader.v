@@ -36,54 +36,70 @@ module vta_loader #(
   localparam integer LW = EBS / LANES;   // SRAM lane bits when SEXT
 
   // ---- fields of the instruction being started ------------------------------------------
-  wire [15:0] f_sram  = insn[`VTA_MEM_SRAM_BASE_LSB +: `VTA_MEM_SRAM_BASE_W];
-  wire [31:0] f_dram  = insn[`VTA_MEM_DRAM_BASE_LSB +: `VTA_MEM_DRAM_BASE_W];
-  wire [15:0] f_ysize = insn[`VTA_MEM_Y_SIZE_LSB +: `VTA_MEM_Y_SIZE_W];
-  wire [15:0] f_xsize = insn[`VTA_MEM_X_SIZE_LSB +: `VTA_MEM_X_SIZE_W];
-  wire [15:0] f_xstr  = insn[`VTA_MEM_X_STRIDE_LSB +: `VTA_MEM_X_STRIDE_W];
-  wire [3:0]  f_yp0   = insn[`VTA_MEM_Y_PAD_0_LSB +: `VTA_MEM_Y_PAD_0_W];
-  wire [3:0]  f_yp1   = insn[`VTA_MEM_Y_PAD_1_LSB +: `VTA_MEM_Y_PAD_1_W];
-  wire [3:0]  f_xp0   = insn[`VTA_MEM_X_PAD_0_LSB +: `VTA_MEM_X_PAD_0_W];
-  wire [3:0]  f_xp1   = insn[`VTA_MEM_X_PAD_1_LSB +: `VTA_MEM_X_PAD_1_W];
+  localparam integer SBW = `VTA_MEM_SRAM_BASE_W;
+  localparam integer YW  = `VTA_MEM_Y_SIZE_W;
+  localparam integer XW  = `VTA_MEM_X_SIZE_W;
+  localparam integer XSW = `VTA_MEM_X_STRIDE_W;
+  localparam integer YP0W = `VTA_MEM_Y_PAD_0_W, YP1W = `VTA_MEM_Y_PAD_1_W;
+  localparam integer XP0W = `VTA_MEM_X_PAD_0_W, XP1W = `VTA_MEM_X_PAD_1_W;
+  localparam [YW-1:0] Y0 = {YW{1'b0}};
+  localparam [YW-1:0] Y1 = {{(YW-1){1'b0}}, 1'b1};
+  wire [SBW-1:0]  f_sram  = insn[`VTA_MEM_SRAM_BASE_LSB +: SBW];
+  wire [31:0]     f_dram  = insn[`VTA_MEM_DRAM_BASE_LSB +: `VTA_MEM_DRAM_BASE_W];
+  wire [YW-1:0]   f_ysize = insn[`VTA_MEM_Y_SIZE_LSB +: YW];
+  wire [XW-1:0]   f_xsize = insn[`VTA_MEM_X_SIZE_LSB +: XW];
+  wire [XSW-1:0]  f_xstr  = insn[`VTA_MEM_X_STRIDE_LSB +: XSW];
+  wire [YP0W-1:0] f_yp0   = insn[`VTA_MEM_Y_PAD_0_LSB +: YP0W];
+  wire [YP1W-1:0] f_yp1   = insn[`VTA_MEM_Y_PAD_1_LSB +: YP1W];
+  wire [XP0W-1:0] f_xp0   = insn[`VTA_MEM_X_PAD_0_LSB +: XP0W];
+  wire [XP1W-1:0] f_xp1   = insn[`VTA_MEM_X_PAD_1_LSB +: XP1W];
+  // the same fields zero-extended to the 32-bit index arithmetic
+  wire [31:0] e_xsize = {{(32-XW){1'b0}}, f_xsize};
+  wire [31:0] e_yp0   = {{(32-YP0W){1'b0}}, f_yp0};
+  wire [31:0] e_xp0   = {{(32-XP0W){1'b0}}, f_xp0};
 
-  wire [31:0] g_xt    = {28'd0, f_xp0} + {16'd0, f_xsize} + {28'd0, f_xp1};
-  wire [31:0] g_yt    = {28'd0, f_yp0} + {16'd0, f_ysize} + {28'd0, f_yp1};
+  wire [31:0] g_xt    = e_xp0 + e_xsize + {{(32-XP1W){1'b0}}, f_xp1};
+  wire [31:0] g_yt    = e_yp0 + {{(32-YW){1'b0}}, f_ysize} + {{(32-YP1W){1'b0}}, f_yp1};
   wire [63:0] g_total = {32'd0, g_xt} * {32'd0, g_yt};
-  wire [63:0] g_data  = {48'd0, f_xsize} * {48'd0, f_ysize};
+  wire [63:0] g_data  = {{(64-XW){1'b0}}, f_xsize} * {{(64-YW){1'b0}}, f_ysize};
   wire [63:0] g_pads  = g_total - g_data;
-  wire        g_side  = (f_xp0 != 4'd0) || (f_xp1 != 4'd0);
-  wire [31:0] g_ds0   = {28'd0, f_yp0} * g_xt + {28'd0, f_xp0};      // first data element (relative)
-  wire [31:0] g_rlen  = g_side ? {16'd0, f_xsize} : g_data[31:0];    // one data run
-  wire [15:0] g_nruns = g_side ? f_ysize : {15'd0, f_ysize != 16'd0};
-  wire        g_skip0 = (g_ds0 == 32'd0) && (g_nruns != 16'd0);      // pads would start inside data
+  wire        g_side  = (f_xp0 != {XP0W{1'b0}}) || (f_xp1 != {XP1W{1'b0}});
+  wire [31:0] g_ds0   = e_yp0 * g_xt + e_xp0;                          // first data element (relative)
+  wire [31:0] g_rlen  = g_side ? e_xsize : g_data[31:0];              // one data run
+  wire [YW-1:0] g_nruns = g_side ? f_ysize : {{(YW-1){1'b0}}, f_ysize != Y0};
+  wire        g_skip0 = (g_ds0 == 32'd0) && (g_nruns != Y0);          // pads would start inside data
 
   // ---- latched state ----------------------------------------------------------------------
   localparam [1:0] ST_IDLE = 2'd0, ST_PAD = 2'd1, ST_DATA = 2'd2;
   reg [1:0]  state;
   reg [31:0] r_sram, r_dram, r_xt, r_rlen;
-  reg [15:0] r_ysize, r_xsize, r_xstr;
-  reg [3:0]  r_yp0, r_xp0;
+  reg [YW-1:0]   r_ysize;
+  reg [XW-1:0]   r_xsize;
+  reg [XSW-1:0]  r_xstr;
+  reg [YP0W-1:0] r_yp0;
+  reg [XP0W-1:0] r_xp0;
   reg [63:0] pad_rem;
   reg [31:0] pad_rel, nds;
-  reg [15:0] runs_left;
+  reg [YW-1:0]   runs_left;
   reg        fin_reg;
 
   // The data phase starts at go (no pads) or in the last pad cycle, from the fields of either.
-  wire        seq_start_go  = go && (g_pads == 64'd0) && (f_ysize != 16'd0);
+  wire        seq_start_go  = go && (g_pads == 64'd0) && (f_ysize != Y0);
   wire        last_pad      = (state == ST_PAD) && (pad_rem == 64'd1);
-  wire        seq_start_pad = last_pad && (r_ysize != 16'd0);
+  wire        seq_start_pad = last_pad && (r_ysize != Y0);
   wire [31:0] s_dram  = go ? f_dram : r_dram;
-  wire [15:0] s_xsize = go ? f_xsize : r_xsize;
-  wire [15:0] s_xstr  = go ? f_xstr : r_xstr;
-  wire [15:0] s_ysize = go ? f_ysize : r_ysize;
+  wire [XW-1:0]  s_xsize = go ? f_xsize : r_xsize;
+  wire [XSW-1:0] s_xstr  = go ? f_xstr : r_xstr;
+  wire [YW-1:0]  s_ysize = go ? f_ysize : r_ysize;
 
   wire [31:0] beat_j;
   wire [LB-1:0] row_off;
-  wire [15:0] row;
+  wire [YW-1:0] row;
   wire        seq_done;
   vta_dma_seq #(.LB(LB), .LK(`VTA_LOG_BURST_BEATS)) u_seq (
     .clk(clk), .rst(rst), .start(seq_start_go || seq_start_pad),
-    .base(s_dram << LEB), .row_bytes({16'd0, s_xsize} << LEB), .stride({16'd0, s_xstr} << LEB),
+    .base(s_dram << LEB), .row_bytes({{(32-XW){1'b0}}, s_xsize} << LEB),
+    .stride({{(32-XSW){1'b0}}, s_xstr} << LEB),
     .nrows(s_ysize), .req(req), .req_addr(req_addr), .req_beats(req_beats), .grant(grant),
     .cmpl_next(cmpl_next), .beat(beat), .beat_j(beat_j), .row(row), .row_off(row_off),
     .done(seq_done));
@@ -93,14 +109,15 @@ module vta_loader #(
   wire [NS*EBD-1:0] sd;
   vta_unpack #(.EB(EBD), .BUS(BUS), .LB(LB), .NS(NS)) u_unpack (
     .clk(clk), .rst(rst), .beat(beat && state == ST_DATA), .data(rd_data), .beat_j(beat_j),
-    .off(row_off), .nel({16'd0, r_xsize}), .sv(sv), .sx(sx), .sd(sd));
+    .off(row_off), .nel({{(32-XW){1'b0}}, r_xsize}), .sv(sv), .sx(sx), .sd(sd));
 
   assign fin = fin_reg || seq_done;
 
   // ---- SRAM writes: one pad zero per cycle, or the data slots of this beat ----------------
   // Indices wrap to the buffer depth; out-of-range programs are rejected before they reach the
   // RTL (sim.program), and the digest uses the full index.
-  wire [31:0] row_base = r_sram + ({28'd0, r_yp0} + {16'd0, row}) * r_xt + {28'd0, r_xp0};
+  wire [31:0] row_base = r_sram + ({{(32-YP0W){1'b0}}, r_yp0} + {{(32-YW){1'b0}}, row}) * r_xt
+                       + {{(32-XP0W){1'b0}}, r_xp0};
   wire [31:0] pad_abs  = r_sram + pad_rel;
   wire [NS*32-1:0]  idx;     // element index of each slot this cycle
   wire [NS*EBS-1:0] data;    // SRAM element of each slot (sign-extended for ACC_8BIT)
@@ -139,14 +156,15 @@ module vta_loader #(
       fin_reg <= 1'b0;
       digest <= 32'd0;
       r_sram <= 32'd0; r_dram <= 32'd0; r_xt <= 32'd0; r_rlen <= 32'd0;
-      r_ysize <= 16'd0; r_xsize <= 16'd0; r_xstr <= 16'd0; r_yp0 <= 4'd0; r_xp0 <= 4'd0;
-      pad_rem <= 64'd0; pad_rel <= 32'd0; nds <= 32'd0; runs_left <= 16'd0;
+      r_ysize <= Y0; r_xsize <= {XW{1'b0}}; r_xstr <= {XSW{1'b0}}; r_yp0 <= {YP0W{1'b0}};
+      r_xp0 <= {XP0W{1'b0}};
+      pad_rem <= 64'd0; pad_rel <= 32'd0; nds <= 32'd0; runs_left <= Y0;
     end else begin
       fin_reg <= 1'b0;
       digest <= digest + cyc_sum;
       if (go) begin
         digest <= 32'd0;
-        r_sram <= {16'd0, f_sram};
+        r_sram <= {{(32-SBW){1'b0}}, f_sram};
         r_dram <= f_dram;
         r_xt <= g_xt;
         r_rlen <= g_rlen;
@@ -158,21 +176,21 @@ module vta_loader #(
         pad_rem <= g_pads;
         pad_rel <= g_skip0 ? g_rlen : 32'd0;
         nds <= g_skip0 ? g_ds0 + g_xt : g_ds0;
-        runs_left <= g_skip0 ? g_nruns - 16'd1 : g_nruns;
+        runs_left <= g_skip0 ? g_nruns - Y1 : g_nruns;
         if (g_pads != 64'd0) state <= ST_PAD;
-        else if (f_ysize != 16'd0) state <= ST_DATA;
+        else if (f_ysize != Y0) state <= ST_DATA;
         else fin_reg <= 1'b1;
       end else if (state == ST_PAD) begin
         pad_rem <= pad_rem - 64'd1;
-        if (runs_left != 16'd0 && pad_nxt == nds) begin
+        if (runs_left != Y0 && pad_nxt == nds) begin
           pad_rel <= nds + r_rlen;
           nds <= nds + r_xt;
-          runs_left <= runs_left - 16'd1;
+          runs_left <= runs_left - Y1;
         end else begin
           pad_rel <= pad_nxt;
         end
         if (last_pad) begin
-          if (r_ysize != 16'd0) state <= ST_DATA;
+          if (r_ysize != Y0) state <= ST_DATA;
           else begin
             state <= ST_IDLE;
             fin_reg <= 1'b1;

@@ -26,7 +26,7 @@ module vta_store (
   output wire        busy,
   output wire        ret_valid,
   output wire [31:0] ret_midx, ret_pidx, ret_start, ret_digest,
-  output wire [2:0]  ret_op
+  output wire [`VTA_HDR_OPCODE_W-1:0] ret_op
 );
   localparam integer BUS = `VTA_BUS_BITS;
   localparam integer LB = `VTA_LOG_BUS_BYTES;
@@ -41,12 +41,17 @@ module vta_store (
   /* verilator lint_off UNUSEDSIGNAL */
   wire [`VTA_INSN_BITS-1:0] insn = head[`VTA_INSN_BITS-1:0];   // a STORE uses its memory fields
   /* verilator lint_on UNUSEDSIGNAL */
-  wire [15:0] f_sram  = insn[`VTA_MEM_SRAM_BASE_LSB +: `VTA_MEM_SRAM_BASE_W];
-  wire [31:0] f_dram  = insn[`VTA_MEM_DRAM_BASE_LSB +: `VTA_MEM_DRAM_BASE_W];
-  wire [15:0] f_ysize = insn[`VTA_MEM_Y_SIZE_LSB +: `VTA_MEM_Y_SIZE_W];
-  wire [15:0] f_xsize = insn[`VTA_MEM_X_SIZE_LSB +: `VTA_MEM_X_SIZE_W];
-  wire [15:0] f_xstr  = insn[`VTA_MEM_X_STRIDE_LSB +: `VTA_MEM_X_STRIDE_W];
-  wire head_nop = (f_xsize == 16'd0);
+  localparam integer SBW = `VTA_MEM_SRAM_BASE_W;
+  localparam integer YW  = `VTA_MEM_Y_SIZE_W;
+  localparam integer XW  = `VTA_MEM_X_SIZE_W;
+  localparam integer XSW = `VTA_MEM_X_STRIDE_W;
+  localparam integer AW  = `VTA_ACC_WIDTH;   // accumulator lane bits
+  wire [SBW-1:0] f_sram  = insn[`VTA_MEM_SRAM_BASE_LSB +: SBW];
+  wire [31:0]    f_dram  = insn[`VTA_MEM_DRAM_BASE_LSB +: `VTA_MEM_DRAM_BASE_W];
+  wire [YW-1:0]  f_ysize = insn[`VTA_MEM_Y_SIZE_LSB +: YW];
+  wire [XW-1:0]  f_xsize = insn[`VTA_MEM_X_SIZE_LSB +: XW];
+  wire [XSW-1:0] f_xstr  = insn[`VTA_MEM_X_STRIDE_LSB +: XSW];
+  wire head_nop = (f_xsize == {XW{1'b0}});
 
   wire start, go, pop_next_unused, push_next_unused;
   reg  fin_reg;
@@ -63,21 +68,22 @@ module vta_store (
 
   wire [31:0] beat_j;
   wire [LB-1:0] row_off;
-  wire [15:0] row;
+  wire [YW-1:0] row;
   vta_dma_seq #(.LB(LB), .LK(`VTA_LOG_BURST_BEATS)) u_seq (
-    .clk(clk), .rst(rst), .start(go && f_ysize != 16'd0), .base(f_dram << LOE),
-    .row_bytes({16'd0, f_xsize} << LOE), .stride({16'd0, f_xstr} << LOE), .nrows(f_ysize),
+    .clk(clk), .rst(rst), .start(go && f_ysize != {YW{1'b0}}), .base(f_dram << LOE),
+    .row_bytes({{(32-XW){1'b0}}, f_xsize} << LOE),
+    .stride({{(32-XSW){1'b0}}, f_xstr} << LOE), .nrows(f_ysize),
     .req(req), .req_addr(req_addr), .req_beats(req_beats), .grant(grant), .cmpl_next(cmpl_next),
     .beat(beat), .beat_j(beat_j), .row(row), .row_off(row_off), .done(seq_done));
 
-  wire [31:0] row_base = r_sram + {16'd0, row} * r_xsize;
+  wire [31:0] row_base = r_sram + {{(32-YW){1'b0}}, row} * r_xsize;
 
   // acc element -> OUT element: keep the low OUT_WIDTH bits of every lane
   function [OEB-1:0] narrow;
     input [AEB-1:0] acc;
     integer l;
     begin
-      for (l = 0; l < LANES; l = l + 1) narrow[l*OW +: OW] = acc[l*32 +: OW];
+      for (l = 0; l < LANES; l = l + 1) narrow[l*OW +: OW] = acc[l*AW +: OW];
     end
   endfunction
 
@@ -136,11 +142,11 @@ module vta_store (
       r_sram <= 32'd0;
       r_xsize <= 32'd0;
     end else begin
-      fin_reg <= go && f_ysize == 16'd0;
+      fin_reg <= go && f_ysize == {YW{1'b0}};
       if (go) begin
         digest <= 32'd0;
-        r_sram <= {16'd0, f_sram};
-        r_xsize <= {16'd0, f_xsize};
+        r_sram <= {{(32-SBW){1'b0}}, f_sram};
+        r_xsize <= {{(32-XW){1'b0}}, f_xsize};
       end else if (beat) begin
         digest <= digest + dsum;
       end

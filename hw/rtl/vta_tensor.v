@@ -13,7 +13,7 @@ module vta_tensor (
   input  wire [`VTA_INSN_BITS-1:0] insn,    // the whole word; GEMM/ALU use their loop fields
   /* verilator lint_on UNUSEDSIGNAL */
   output wire [`VTA_LOG_UOP_DEPTH-1:0] uop_ra,
-  input  wire [31:0] uop_rd,
+  input  wire [`VTA_UOP_ELEM_BITS-1:0] uop_rd,
   output wire [`VTA_LOG_ACC_DEPTH-1:0] acc_ra_dst,
   output wire [`VTA_LOG_ACC_DEPTH-1:0] acc_ra_src,
   input  wire [`VTA_ACC_ELEM_BITS-1:0] acc_rd_dst,

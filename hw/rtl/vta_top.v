@@ -33,7 +33,7 @@ module vta_top (
   output wire [2:0]  ret_valid,
   output wire [95:0] ret_midx,
   output wire [95:0] ret_pidx,
-  output wire [8:0]  ret_op,
+  output wire [3*`VTA_HDR_OPCODE_W-1:0] ret_op,
   output wire [95:0] ret_start,
   output wire [95:0] ret_digest,
   output wire        disp_valid,
@@ -128,10 +128,10 @@ module vta_top (
   localparam integer WAW = `VTA_LOG_WGT_DEPTH, AAW = `VTA_LOG_ACC_DEPTH;
   localparam integer IEB = `VTA_INP_ELEM_BITS, WEB = `VTA_WGT_ELEM_BITS, AEB = `VTA_ACC_ELEM_BITS;
 
-  wire [NSU-1:0] uop_we;  wire [NSU*UAW-1:0] uop_wa;  wire [NSU*32-1:0] uop_wd;
-  wire [UAW-1:0] uop_ra;  wire [31:0] uop_rd;
-  vta_sram #(.W(32), .AW(UAW), .NW(NSU), .NR(1)) u_uop_sram (.clk(clk), .rst(rst), .we(uop_we),
-    .wa(uop_wa), .wd(uop_wd), .ra(uop_ra), .rd(uop_rd));
+  wire [NSU-1:0] uop_we;  wire [NSU*UAW-1:0] uop_wa;  wire [NSU*`VTA_UOP_ELEM_BITS-1:0] uop_wd;
+  wire [UAW-1:0] uop_ra;  wire [`VTA_UOP_ELEM_BITS-1:0] uop_rd;
+  vta_sram #(.W(`VTA_UOP_ELEM_BITS), .AW(UAW), .NW(NSU), .NR(1)) u_uop_sram (
+    .clk(clk), .rst(rst), .we(uop_we), .wa(uop_wa), .wd(uop_wd), .ra(uop_ra), .rd(uop_rd));
 
   wire [NSI-1:0] inp_we;  wire [NSI*IAW-1:0] inp_wa;  wire [NSI*IEB-1:0] inp_wd;
   wire [IAW-1:0] inp_ra;  wire [IEB-1:0] inp_rd;
@@ -161,7 +161,7 @@ module vta_top (
     .inp_we(inp_we), .inp_wa(inp_wa), .inp_wd(inp_wd), .wgt_we(wgt_we), .wgt_wa(wgt_wa),
     .wgt_wd(wgt_wd), .busy(load_busy), .ret_valid(ret_valid[0]), .ret_midx(ret_midx[0 +: 32]),
     .ret_pidx(ret_pidx[0 +: 32]), .ret_start(ret_start[0 +: 32]),
-    .ret_digest(ret_digest[0 +: 32]), .ret_op(ret_op[0 +: 3]));
+    .ret_digest(ret_digest[0 +: 32]), .ret_op(ret_op[0 +: `VTA_HDR_OPCODE_W]));
 
   vta_compute u_compute (
     .clk(clk), .rst(rst), .en(en), .cyc(cyc), .head_valid(q_valid[1]), .head(q_head[QW +: QW]),
@@ -175,7 +175,8 @@ module vta_top (
     .acc_we(acc_we), .acc_wa(acc_wa), .acc_wd(acc_wd), .acc_ra(cp_acc_ra), .acc_rd(cp_acc_rd),
     .inp_ra(inp_ra), .inp_rd(inp_rd), .wgt_ra(wgt_ra), .wgt_rd(wgt_rd), .busy(compute_busy),
     .ret_valid(ret_valid[1]), .ret_midx(ret_midx[32 +: 32]), .ret_pidx(ret_pidx[32 +: 32]),
-    .ret_start(ret_start[32 +: 32]), .ret_digest(ret_digest[32 +: 32]), .ret_op(ret_op[3 +: 3]));
+    .ret_start(ret_start[32 +: 32]), .ret_digest(ret_digest[32 +: 32]),
+    .ret_op(ret_op[`VTA_HDR_OPCODE_W +: `VTA_HDR_OPCODE_W]));
 
   vta_store u_store (
     .clk(clk), .rst(rst), .en(en), .cyc(cyc), .head_valid(q_valid[2]), .head(q_head[2*QW +: QW]),
@@ -185,10 +186,10 @@ module vta_top (
     .wr_data(st_wdata), .wr_strb(st_wstrb), .acc_ra(st_acc_ra), .acc_rd(st_acc_rd),
     .busy(store_busy), .ret_valid(ret_valid[2]), .ret_midx(ret_midx[64 +: 32]),
     .ret_pidx(ret_pidx[64 +: 32]), .ret_start(ret_start[64 +: 32]),
-    .ret_digest(ret_digest[64 +: 32]), .ret_op(ret_op[6 +: 3]));
+    .ret_digest(ret_digest[64 +: 32]), .ret_op(ret_op[2*`VTA_HDR_OPCODE_W +: `VTA_HDR_OPCODE_W]));
 
   // ---- end of run (docs/timing.md 7) --------------------------------------------------------
-  wire fin_end = en && ret_valid[1] && ret_op[3 +: 3] == `VTA_OP_FINISH;
+  wire fin_end = en && ret_valid[1] && ret_op[`VTA_HDR_OPCODE_W +: `VTA_HDR_OPCODE_W] == `VTA_OP_FINISH;
   wire others_done = (q_count == {(3*(LQ+1)){1'b0}})
                   && (!load_busy || ret_valid[0]) && (!store_busy || ret_valid[2]);
   wire e_tok = en && tok_ovf;

@@ -45,7 +45,7 @@ module tb_top (
   wire [31:0] v_cycles, cyc;
   wire [2:0]  ret_valid;
   wire [95:0] ret_midx, ret_pidx, ret_start, ret_digest;
-  wire [8:0]  ret_op;
+  wire [3*`VTA_HDR_OPCODE_W-1:0] ret_op;
   wire        disp_valid, finish_now, error_now;
   wire [31:0] disp_pidx;
   wire [7:0]  error_code_now;
@@ -116,7 +116,8 @@ module tb_top (
       for (m = 0; m < 3; m = m + 1)
         if (ret_valid[m])
           $fwrite(fd, "R %0d %0d %0d %0d %0d %0d %08x\n", m, ret_midx[m*32 +: 32],
-                  ret_pidx[m*32 +: 32], ret_op[m*3 +: 3], ret_start[m*32 +: 32], cyc,
+                  ret_pidx[m*32 +: 32], ret_op[m*`VTA_HDR_OPCODE_W +: `VTA_HDR_OPCODE_W],
+                  ret_start[m*32 +: 32], cyc,
                   ret_digest[m*32 +: 32]);
       if (disp_valid) $fwrite(fd, "D %0d %0d\n", disp_pidx, cyc);
       if (error_now) $fwrite(fd, "E %0d %0d\n", error_code_now, cyc);
