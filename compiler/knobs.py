@@ -1,0 +1,151 @@
+"""Schedule knobs of ``conv2d_packed`` and ``dense_packed``: the space, the fallback, TopHub, logs.
+
+A knob set is a plain dict, as AutoTVM's config entity prints it::
+
+    {"tile_b": [1, 1], "tile_h": [7, 8], "tile_w": [1, 56], "tile_ci": [4, 1], "tile_co": [2, 2],
+     "oc_nthread": 2, "h_nthread": 1}
+
+Each ``tile_*`` is a 2-way split ``[outer, inner]`` of an extent (batch blocks, output rows, output
+columns, input-channel blocks, output-channel blocks): the inner factor is the tile held in SRAM.
+The fallback is AutoTVM's element 0 of every knob (every inner factor 1, one thread: spec 7.3);
+TopHub holds the pre-tuned ResNet-18 records of ``vta_v0.10.log`` for the default config only.
+
+Tuning logs are JSON lines, one trial per line::
+
+    {"workload": "resnet18.C2", "config": "1x16_i8w8a32_15_15_18_17", "knobs": {...},
+     "cycles": 535000, "gemm_uops": 451584, "error": null}
+
+``best_from_log`` picks the fewest cycles for a workload and config.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from compiler.errors import CompileError
+from compiler.workloads import Conv2d, Dense, VAdd
+
+__all__ = ["knob_space", "fallback_knobs", "tophub_knobs", "check_knobs", "best_from_log",
+           "read_log", "append_log", "split_extents"]
+
+TOPHUB_MODEL = "1x16_i8w8a32_15_15_18_17"
+_TOPHUB_RESNET18 = {  # layer: tile_h, tile_w, tile_ci, tile_co, oc_nthread, h_nthread (spec 7.3)
+    "C2": ([7, 8], [1, 56], [4, 1], [2, 2], 2, 1),
+    "C3": ([4, 7], [1, 28], [4, 1], [2, 4], 2, 1),
+    "C4": ([4, 7], [1, 28], [4, 1], [2, 4], 1, 2),
+    "C5": ([2, 14], [1, 28], [8, 1], [4, 2], 1, 2),
+    "C6": ([1, 14], [1, 14], [8, 1], [4, 4], 2, 1),
+    "C7": ([2, 7], [1, 14], [8, 1], [2, 8], 2, 1),
+    "C8": ([1, 14], [1, 14], [16, 1], [4, 4], 2, 1),
+    "C9": ([1, 7], [1, 7], [16, 1], [2, 16], 2, 1),
+    "C10": ([1, 7], [1, 7], [16, 1], [2, 16], 2, 1),
+    "C11": ([1, 7], [1, 7], [32, 1], [2, 16], 2, 1),
+}
+
+
+def split_extents(wl, cfg) -> dict:
+    """The extent each ``tile_*`` knob splits, for workload ``wl`` under ``cfg``."""
+    if isinstance(wl, Conv2d):
+        return {"tile_b": wl.batch // cfg.batch, "tile_h": wl.oh, "tile_w": wl.ow,
+                "tile_ci": wl.cin // cfg.block_in, "tile_co": wl.cout // cfg.block_out}
+    if isinstance(wl, Dense):
+        return {"tile_b": wl.batch // cfg.batch, "tile_ci": wl.cin // cfg.block_in,
+                "tile_co": wl.cout // cfg.block_out}
+    return {}
+
+
+def _thread_knobs(wl) -> tuple:
+    if isinstance(wl, Conv2d):
+        return ("oc_nthread", "h_nthread")
+    if isinstance(wl, Dense):
+        return ("oc_nthread",)
+    return ()
+
+
+def knob_space(wl, cfg) -> dict:
+    """``{knob: [choices]}``: every factor pair of each split, and {1, 2} for each thread knob."""
+    space = {}
+    for knob, n in split_extents(wl, cfg).items():
+        space[knob] = [[n // d, d] for d in range(1, n + 1) if n % d == 0]
+    for knob in _thread_knobs(wl):
+        space[knob] = [1, 2]
+    return space
+
+
+def fallback_knobs(wl, cfg) -> dict:
+    """AutoTVM's fallback: element 0 of every knob (inner factor 1, one thread)."""
+    return {k: v[0] for k, v in knob_space(wl, cfg).items()}
+
+
+def tophub_knobs(wl, cfg) -> dict | None:
+    """The TopHub record for a full-size ResNet-18 layer on the default config, else None."""
+    if not isinstance(wl, Conv2d) or cfg.bitstream != TOPHUB_MODEL or wl.name not in _TOPHUB_RESNET18:
+        return None
+    h, w, ci, co, oc_t, h_t = _TOPHUB_RESNET18[wl.name]
+    return {"tile_b": [1, 1], "tile_h": list(h), "tile_w": list(w), "tile_ci": list(ci),
+            "tile_co": list(co), "oc_nthread": oc_t, "h_nthread": h_t}
+
+
+def check_knobs(wl, cfg, knobs: dict) -> dict:
+    """``knobs`` completed with the fallback for missing keys, every value checked against the space."""
+    if isinstance(wl, VAdd):
+        return {}
+    space = knob_space(wl, cfg)
+    unknown = set(knobs) - set(space)
+    if unknown:
+        raise CompileError(f"{wl.name}: unknown knob(s) {', '.join(sorted(unknown))}; knobs are {', '.join(space)}")
+    out = fallback_knobs(wl, cfg)
+    for k, v in knobs.items():
+        v = list(v) if isinstance(v, (list, tuple)) else v
+        if v not in space[k]:
+            if k.startswith("tile_"):
+                n = split_extents(wl, cfg)[k]
+                raise CompileError(f"{wl.name}: knob {k} = {v!r} is not a split [outer, inner] of extent {n} "
+                                   f"(outer * inner must equal {n})")
+            raise CompileError(f"{wl.name}: knob {k} = {v!r} must be one of {space[k]}")
+        out[k] = v
+    for thread, split in (("oc_nthread", "tile_co"), ("h_nthread", "tile_h")):
+        if out.get(thread, 1) > 1 and out[split][0] % out[thread]:
+            raise CompileError(f"{wl.name}: {thread} = {out[thread]} must divide the outer factor of "
+                               f"{split} = {out[split]}")
+    return out
+
+
+def read_log(path) -> list[dict]:
+    """Every record of a JSON-lines tuning log; a malformed line is an error naming its number."""
+    p = Path(path)
+    if not p.is_file():
+        raise CompileError(f"tuning log {str(p)!r} is not a regular file")
+    records = []
+    with p.open(encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise CompileError(f"tuning log {p}: line {n} is not JSON ({exc.msg})") from None
+            if not isinstance(rec, dict) or not {"workload", "config", "knobs"} <= set(rec):
+                raise CompileError(f"tuning log {p}: line {n} lacks workload/config/knobs")
+            records.append(rec)
+    return records
+
+
+def append_log(path, record: dict) -> None:
+    """Append one trial (flushed at once, so a crash loses nothing)."""
+    with Path(path).open("a", encoding="utf-8") as f:
+        f.write(json.dumps(record, sort_keys=True) + "\n")
+        f.flush()
+
+
+def best_from_log(path, workload: str, cfg) -> dict | None:
+    """The fastest error-free record of ``workload`` on ``cfg`` in the log, or None."""
+    best = None
+    for rec in read_log(path):
+        if rec["workload"] != workload or rec["config"] != cfg.bitstream or rec.get("error"):
+            continue
+        if rec.get("cycles") is not None and (best is None or rec["cycles"] < best["cycles"]):
+            best = rec
+    return best
