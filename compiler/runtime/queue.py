@@ -1,0 +1,410 @@
+"""CommandQueue: the runtime calls of a lowered program, turned into one memory image.
+
+A Python re-implementation of the behaviour of TVM's VTA runtime (``vta/runtime/runtime.cc``;
+compiler spec 5, hardware spec 5): the lowered program calls ``load_buffer_2d`` / ``store_buffer_2d``
+/ ``push_gemm_op`` / ``push_alu_op`` / ``dep_push`` / ``dep_pop`` / ``synchronize`` exactly where TVM's
+generated host code calls ``VTALoadBuffer2D`` ... ``VTASynchronize``, and :meth:`CommandQueue.build`
+returns a :class:`sim.image.MemoryImage` (inputs, outputs, expected outputs, one uop segment, the
+instructions) assembled by :class:`sim.builder.ProgramBuilder`.
+
+Where this differs from TVM, and why:
+
+* **One image is one device launch.**  ``synchronize()`` appends the closing sequence and FINISH and
+  closes the queue; every later call is an error (a drain ``dep_pop`` after ``coproc_sync``, the quirk
+  of compiler spec 5.4, must be moved before it).
+* **Automatic flush is an in-stream barrier.**  TVM synchronises (runs the device) when
+  ``(count + 6) * 16 > VTA_MAX_XFER``.  Here, before a call that appends instructions, when the
+  instructions since the last barrier plus the 6 closing slots exceed ``max_insns`` (default
+  ``VTA_MAX_XFER / 16``), the drain part of the closing sequence is appended *without* FINISH: store
+  and load push to compute, compute pops both.  Uop residency is reset as TVM does after every run,
+  so the next kernels are reloaded.  Tokens the program has in flight stay in their queues, as they
+  would across TVM's runs.  ``stats["flushes"]`` counts barriers; ``max_insns`` bounds each
+  between-barrier segment, not the whole image.
+* **Each kernel has one fixed place in the image's uop segment** (in recording order), and every
+  LOAD UOP of it reads from there.  TVM repacks resident kernels into its uop DMA buffer at every
+  sync; with a single launch a fixed place is simpler and equivalent.  TVM's uop-staging overflow
+  auto-sync therefore has no counterpart.
+* TVM's ``(signature + 1) < 100`` limit on cache keys is not kept: any hashable key works (the
+  lowering uses (site id, virtual-thread index)).
+* Arguments are checked at the call (buffer ownership, memory types, DRAM and SRAM ranges, ISA field
+  widths, kernel invariants); each failure is a :class:`RuntimeContractError` naming the call, the
+  value and the rule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from hw.config import INSN_BYTES, MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_NAMES, MEM_OUT, MEM_UOP, MEM_WGT, VTAConfig
+from hw.isa import (OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, OPCODE_NAMES, TOKEN_POPS, TOKEN_PUSHES,
+                    TOKEN_QUEUES, Insn, module_of, store_mem_type)
+from sim.builder import ProgramBuilder
+from sim.errors import ImageError
+from sim.image import MemoryImage, check_output_name
+from sim.result import COUNTER_NAMES
+
+from .errors import RuntimeContractError
+from .kernel import MODE_ALU, MODE_GEMM, MODE_NAMES, KernelRecorder, UopKernel, check_int
+from .stream import STAGE_COMPUTE, STAGE_LOAD, STAGE_STORE, InsnStream, check_stage_pair, stage_module
+from .uop_ring import UopRing
+
+__all__ = ["CommandQueue", "DramBuffer", "VTA_MAX_XFER", "CLOSING_HEADROOM"]
+
+# tvm-vta include/vta/driver.h: bytes of the instruction (and uop) DMA buffer (hardware spec 5.6)
+VTA_MAX_XFER = 1 << 25
+# TVM's CheckInsnOverFlow keeps room for this many closing instructions (NOPs + FINISH)
+CLOSING_HEADROOM = 6
+# a segment must hold the closing slots plus the most one call appends (LOAD UOP + GEMM/ALU)
+MIN_MAX_INSNS = CLOSING_HEADROOM + 2
+LOAD_TYPES = (MEM_INP, MEM_WGT, MEM_ACC, MEM_ACC_8BIT)
+
+
+@dataclass(frozen=True)
+class DramBuffer:
+    """A DRAM region of one queue's image: ``addr`` byte address, ``nbytes`` size."""
+
+    name: str
+    addr: int
+    nbytes: int
+    is_output: bool
+    queue_id: int
+
+    def elem(self, cfg: VTAConfig, mem_type: int, offset: int = 0) -> int:
+        """``dram_base`` of element ``offset`` for ``mem_type`` (address / element bytes + offset)."""
+        return self.addr // cfg.dram_elem_bytes(mem_type) + offset
+
+
+class CommandQueue:
+    """Builds one instruction stream, its uop kernels and memory image from runtime calls."""
+
+    def __init__(self, cfg: VTAConfig, *, max_insns: int | None = None, name: str = "prog"):
+        if not isinstance(cfg, VTAConfig):
+            raise RuntimeContractError(f"CommandQueue: cfg must be a hw.config.VTAConfig, got {type(cfg).__name__}")
+        try:
+            check_output_name(name)
+        except ImageError:
+            raise RuntimeContractError(f"CommandQueue: name = {name!r} is not a plain name "
+                                       f"(rule: [A-Za-z0-9_.-]+)") from None
+        if max_insns is None:
+            max_insns = VTA_MAX_XFER // INSN_BYTES
+        self.max_insns = check_int("CommandQueue", "max_insns", max_insns, MIN_MAX_INSNS)
+        self.cfg = cfg
+        self.name = name
+        self._uop_name = f"{name}.uops"
+        self._builder = ProgramBuilder(cfg)
+        self._stream = InsnStream(cfg)
+        self._ring = UopRing(cfg.uop_depth)
+        self._kernels: dict = {}              # key -> UopKernel, recorded once (TVM's UopKernelMap)
+        self._kernel_order: list[UopKernel] = []
+        self._uop_total = 0
+        self._buffers: dict[str, DramBuffer] = {}
+        self._expected_counters = None
+        self._segment_start = 0               # first instruction after the last flush barrier
+        self._closed = False                  # synchronize() ran
+        self._image = None
+        self._counts = {"uop_loads": 0, "flushes": 0, "kernel_hits": 0}
+
+    # ---- DRAM ------------------------------------------------------------------------------------
+    def _check_new_name(self, call: str, name) -> None:
+        self._check_open(call)
+        try:
+            check_output_name(name)
+        except ImageError:
+            raise RuntimeContractError(f"{call}({name!r}): not a plain buffer name (rule: [A-Za-z0-9_.-]+)") from None
+        if name in self._buffers or name == self._uop_name:
+            raise RuntimeContractError(f"{call}({name!r}): the name is already used in this queue")
+
+    def alloc_input(self, name: str, array) -> DramBuffer:
+        """Place ``array``'s bytes (already in the packed layout) in DRAM."""
+        self._check_new_name("alloc_input", name)
+        if isinstance(array, (bytes, bytearray, memoryview)):
+            array = np.frombuffer(bytes(array), dtype=np.uint8)
+        if not isinstance(array, np.ndarray):
+            raise RuntimeContractError(f"alloc_input({name!r}): data must be a numpy array or bytes, "
+                                       f"got {type(array).__name__}")
+        b = self._builder.data(name, array)
+        buf = DramBuffer(name, b.addr, b.nbytes, False, id(self))
+        self._buffers[name] = buf
+        return buf
+
+    def alloc_output(self, name: str, nbytes) -> DramBuffer:
+        """Reserve a zero-filled region the program writes; it becomes output ``name`` of the image."""
+        self._check_new_name("alloc_output", name)
+        nbytes = check_int(f"alloc_output({name!r})", "nbytes", nbytes, 1)
+        b = self._builder.output(name, nbytes)
+        buf = DramBuffer(name, b.addr, b.nbytes, True, id(self))
+        self._buffers[name] = buf
+        return buf
+
+    def expect(self, name: str, data) -> None:
+        """Expected final bytes of output ``name`` (from an independent reference)."""
+        buf = self._buffers.get(name)
+        if buf is None or not buf.is_output:
+            raise RuntimeContractError(f"expect({name!r}): no output of that name (outputs: "
+                                       f"{', '.join(n for n, b in self._buffers.items() if b.is_output) or 'none'})")
+        raw = data if isinstance(data, bytes) else np.ascontiguousarray(data).tobytes()
+        if len(raw) != buf.nbytes:
+            raise RuntimeContractError(f"expect({name!r}): {len(raw)} bytes given, the output has {buf.nbytes}")
+        self._builder.expect(name, raw)
+
+    def expect_counters(self, counters: dict) -> None:
+        """fsim counters (``sim.result.COUNTER_NAMES``) an independent reference predicts."""
+        bad = [k for k in counters if k not in COUNTER_NAMES]
+        if bad:
+            raise RuntimeContractError(f"expect_counters: {bad[0]!r} is not one of {', '.join(COUNTER_NAMES)}")
+        self._expected_counters = {k: check_int("expect_counters", k, v) for k, v in counters.items()}
+
+    def _own(self, call: str, buf) -> DramBuffer:
+        if not isinstance(buf, DramBuffer) or buf.queue_id != id(self) or self._buffers.get(buf.name) != buf:
+            raise RuntimeContractError(f"{call}: {buf!r} is not a DramBuffer of this queue "
+                                       f"(rule: buffers come from alloc_input/alloc_output of the same queue)")
+        return buf
+
+    # ---- DMA -------------------------------------------------------------------------------------
+    def load_buffer_2d(self, src, src_elem_offset, x_size, y_size, x_stride, x_pad_before, y_pad_before,
+                       x_pad_after, y_pad_after, dst_sram_index, dst_mem_type) -> None:
+        """VTALoadBuffer2D: one LOAD; INP/WGT in the load stage, ACC/ACC_8BIT in compute."""
+        call = "load_buffer_2d"
+        self._check_open(call)
+        src = self._own(call, src)
+        mem = check_int(f"{call}({src.name})", "dst_mem_type", dst_mem_type, 0, None)
+        where = f"{call}({src.name}, mem {MEM_NAMES.get(mem, mem)})"
+        if mem == MEM_UOP:
+            raise RuntimeContractError(f"{where}: dst_mem_type UOP: uop loads are made by push_gemm_op/"
+                                       f"push_alu_op (rule: the runtime owns the uop buffer)")
+        if mem not in LOAD_TYPES:
+            raise RuntimeContractError(f"{where}: dst_mem_type = {mem} is not a load type "
+                                       f"({', '.join(f'{t} {MEM_NAMES[t]}' for t in LOAD_TYPES)})")
+        off = check_int(where, "src_elem_offset", src_elem_offset)
+        x = check_int(where, "x_size", x_size, 1)
+        y = check_int(where, "y_size", y_size, 1)
+        stride = check_int(where, "x_stride", x_stride)
+        pads = [check_int(where, n, v) for n, v in (("x_pad_before", x_pad_before), ("y_pad_before", y_pad_before),
+                                                    ("x_pad_after", x_pad_after), ("y_pad_after", y_pad_after))]
+        sram = check_int(where, "dst_sram_index", dst_sram_index)
+        insn = Insn(opcode=OP_LOAD, memory_type=mem, sram_base=sram, dram_base=src.elem(self.cfg, mem, off),
+                    y_size=y, x_size=x, x_stride=stride, x_pad_0=pads[0], y_pad_0=pads[1], x_pad_1=pads[2],
+                    y_pad_1=pads[3])
+        self._stream.validate(insn, where)
+        self._check_dram(where, src, mem, off, x, y, stride)
+        depth = self.cfg.sram_depth(mem)
+        rows, cols = pads[1] + y + pads[3], pads[0] + x + pads[2]
+        if sram + rows * cols > depth:
+            raise RuntimeContractError(f"{where}: writes SRAM elements [{sram}, {sram + rows * cols}) "
+                                       f"({rows} rows x {cols} with pads), beyond the {MEM_NAMES[mem]} "
+                                       f"buffer depth {depth}")
+        self._maybe_flush()
+        self._stream.create(module_of(OP_LOAD, mem) + 1, insn, where)
+
+    def store_buffer_2d(self, src_sram_index, src_mem_type, dst, dst_elem_offset, x_size, y_size, x_stride) -> None:
+        """VTAStoreBuffer2D: one STORE (store stage), pads 0."""
+        call = "store_buffer_2d"
+        self._check_open(call)
+        dst = self._own(call, dst)
+        where = f"{call}({dst.name})"
+        mem = check_int(where, "src_mem_type", src_mem_type, 0, None)
+        if mem != MEM_OUT:
+            raise RuntimeContractError(f"{where}: src_mem_type = {mem} ({MEM_NAMES.get(mem, '?')}); a store "
+                                       f"reads the OUT view (rule: src_mem_type {MEM_OUT} OUT)")
+        sram = check_int(where, "src_sram_index", src_sram_index)
+        off = check_int(where, "dst_elem_offset", dst_elem_offset)
+        x = check_int(where, "x_size", x_size, 1)
+        y = check_int(where, "y_size", y_size, 1)
+        stride = check_int(where, "x_stride", x_stride)
+        insn = Insn(opcode=OP_STORE, memory_type=store_mem_type(self.cfg), sram_base=sram,
+                    dram_base=dst.elem(self.cfg, MEM_OUT, off), y_size=y, x_size=x, x_stride=stride)
+        self._stream.validate(insn, where)
+        self._check_dram(where, dst, MEM_OUT, off, x, y, stride)
+        depth = self.cfg.sram_depth(MEM_OUT)
+        if sram + x * y > depth:
+            raise RuntimeContractError(f"{where}: reads SRAM elements [{sram}, {sram + x * y}), beyond the "
+                                       f"OUT buffer depth {depth}")
+        self._maybe_flush()
+        self._stream.create(STAGE_STORE, insn, where)
+
+    def _check_dram(self, where, buf: DramBuffer, mem, off, x, y, stride) -> None:
+        eb = self.cfg.dram_elem_bytes(mem)
+        end = (off + (y - 1) * stride + x) * eb
+        if end > buf.nbytes:
+            raise RuntimeContractError(f"{where}: touches bytes up to {end} of buffer {buf.name!r}, which has "
+                                       f"{buf.nbytes} (offset {off}, {y} rows x {x}, stride {stride}, "
+                                       f"{eb}-byte {MEM_NAMES[mem]} elements)")
+
+    # ---- uop kernels -----------------------------------------------------------------------------
+    def push_gemm_op(self, kernel_key, record) -> None:
+        """VTAPushGEMMOp: get or record the kernel, LOAD UOP when not resident, then one GEMM."""
+        self._push_op("push_gemm_op", MODE_GEMM, kernel_key, record)
+
+    def push_alu_op(self, kernel_key, record) -> None:
+        """VTAPushALUOp: get or record the kernel, LOAD UOP when not resident, then one ALU."""
+        self._push_op("push_alu_op", MODE_ALU, kernel_key, record)
+
+    def _kernel(self, call: str, mode: int, key, record) -> UopKernel:
+        try:
+            hash(key)
+        except TypeError:
+            raise RuntimeContractError(f"{call}: kernel_key {key!r} is not hashable") from None
+        kernel = self._kernels.get(key)
+        if kernel is not None:
+            if kernel.mode != mode:
+                raise RuntimeContractError(f"{call}(key={key!r}): the key names a {MODE_NAMES[kernel.mode]} kernel "
+                                           f"(rule: a key is one kernel, recorded once)")
+            self._counts["kernel_hits"] += 1
+            return kernel
+        if not callable(record):
+            raise RuntimeContractError(f"{call}(key={key!r}): record = {record!r} is not callable")
+        recorder = KernelRecorder(self.cfg, key, call, mode)
+        record(recorder)
+        kernel = recorder.finish()
+        kernel.dram_offset = self._uop_total
+        self._uop_total += kernel.size
+        self._kernels[key] = kernel
+        self._kernel_order.append(kernel)
+        return kernel
+
+    def _push_op(self, call: str, mode: int, key, record) -> None:
+        self._check_open(call)
+        kernel = self._kernel(call, mode, key, record)
+        where = f"{call}(key={key!r})"
+        self._maybe_flush()
+        if self._ring.place(kernel):
+            n = kernel.size
+            # dram_base is the kernel's place in the uop segment, known once build() lays it out
+            self._stream.create(STAGE_COMPUTE, Insn(opcode=OP_LOAD, memory_type=MEM_UOP, sram_base=kernel.sram_begin,
+                                                    y_size=1, x_size=n, x_stride=n), where, kernel=kernel)
+            self._counts["uop_loads"] += 1
+        fields = dict(reset_reg=kernel.reset, uop_bgn=kernel.sram_begin, uop_end=kernel.sram_end,
+                      **kernel.loop_fields())
+        if mode == MODE_ALU:
+            insn = Insn(opcode=OP_ALU, alu_opcode=kernel.opcode, use_imm=kernel.use_imm, imm=kernel.imm, **fields)
+        else:
+            insn = Insn(opcode=OP_GEMM, **fields)
+        self._stream.validate(insn, where)
+        self._stream.create(STAGE_COMPUTE, insn, where)
+
+    # ---- dependence tokens -----------------------------------------------------------------------
+    def dep_push(self, from_stage, to_stage) -> None:
+        """VTADepPush: a token from ``from_stage`` to ``to_stage`` after its last instruction."""
+        frm, to = check_stage_pair("dep_push", from_stage, to_stage)
+        self._check_open(f"dep_push({frm}, {to})")
+        self._stream.dep_push(frm, to, f"dep_push({frm}, {to})")
+
+    def dep_pop(self, from_stage, to_stage) -> None:
+        """VTADepPop: ``to_stage``'s next instruction waits for a token from ``from_stage``."""
+        frm, to = check_stage_pair("dep_pop", from_stage, to_stage)
+        self._check_open(f"dep_pop({frm}, {to})")
+        self._stream.dep_pop(frm, to, f"dep_pop({frm}, {to})")
+
+    # ---- closing ---------------------------------------------------------------------------------
+    def _drain(self, origin: str) -> None:
+        """The closing sequence without FINISH (compiler spec 5.4): compute waits for load and store."""
+        s = self._stream
+        s.dep_push(STAGE_STORE, STAGE_COMPUTE, origin)
+        s.dep_push(STAGE_LOAD, STAGE_COMPUTE, origin)
+        s.dep_pop(STAGE_STORE, STAGE_COMPUTE, origin)
+        s.dep_pop(STAGE_LOAD, STAGE_COMPUTE, origin)
+        s.commit_pending_pop(STAGE_COMPUTE, origin)
+
+    def _maybe_flush(self) -> None:
+        """TVM's CheckInsnOverFlow, as an in-stream barrier (module docstring)."""
+        if len(self._stream) - self._segment_start + CLOSING_HEADROOM > self.max_insns:
+            self._drain("flush")
+            self._ring.reset()
+            self._counts["flushes"] += 1
+            self._segment_start = len(self._stream)
+
+    def synchronize(self) -> None:
+        """VTASynchronize: closing sequence, then FINISH (which carries no pop); closes the queue."""
+        self._check_open("synchronize")
+        self._drain("synchronize")
+        if self._stream.any_pending():           # cannot happen after _drain; TVM CHECKs the same
+            raise RuntimeContractError("synchronize: pops still pending before FINISH")
+        self._stream.create(STAGE_COMPUTE, Insn(opcode=OP_FINISH), "synchronize")
+        self._ring.reset()
+        self._closed = True
+
+    def _check_open(self, call: str) -> None:
+        if self._closed:
+            raise RuntimeContractError(f"{call}: the stream was closed by synchronize() (rule: one image is one "
+                                       f"launch ending in FINISH; put every call, drain pops included, before it)")
+
+    # ---- result ----------------------------------------------------------------------------------
+    def build(self) -> MemoryImage:
+        """The memory image: buffers, one uop segment, the instructions, expected outputs/counters."""
+        if self._image is not None:
+            return self._image
+        if not self._closed:
+            raise RuntimeContractError("build: called before synchronize() (rule: the stream ends with the "
+                                       "closing sequence and FINISH)")
+        self._check_tokens()
+        b = self._builder
+        uops = [t for k in self._kernel_order for t in k.uops]
+        seg = b.uops(uops, name=self._uop_name) if uops else None
+        for e in self._stream.entries:
+            i = e.insn
+            if e.nop_stage:
+                b.nop(stage_module(e.nop_stage), pop_prev=i.pop_prev, pop_next=i.pop_next,
+                      push_prev=i.push_prev, push_next=i.push_next)
+                continue
+            if e.kernel is not None:
+                i = Insn(**i.as_dict())
+                i.dram_base = seg.elem(MEM_UOP, e.kernel.dram_offset)
+            b.insn(i)
+        if self._expected_counters is not None:
+            b.expected_counters = dict(self._expected_counters)
+        self._image = b.build()
+        return self._image
+
+    def token_totals(self) -> dict:
+        """``{queue: {"push": n, "pop": n}}`` over the stream so far (queues of hw.isa.TOKEN_QUEUES)."""
+        tot = {q: {"push": 0, "pop": 0} for q in TOKEN_QUEUES}
+        for e in self._stream.entries:
+            i = e.insn
+            m = stage_module(e.nop_stage) if e.nop_stage else module_of(i.opcode, i.memory_type)
+            if i.opcode == OP_FINISH:
+                m = stage_module(STAGE_COMPUTE)
+            for flag, q in TOKEN_PUSHES[m]:
+                tot[q]["push"] += getattr(i, flag)
+            for flag, q in TOKEN_POPS[m]:
+                tot[q]["pop"] += getattr(i, flag)
+        return tot
+
+    def _check_tokens(self) -> None:
+        for q, t in self.token_totals().items():
+            if t["pop"] > t["push"]:
+                raise RuntimeContractError(f"build: token queue {q} has {t['pop']} pops and {t['push']} pushes; "
+                                           f"a pop without a push waits forever (rule: every dep_pop has a "
+                                           f"dep_push on the same queue)")
+
+    # ---- introspection ---------------------------------------------------------------------------
+    @property
+    def insns(self) -> list:
+        """The stream so far as :class:`hw.isa.Insn` copies (a NOP shows opcode and flags; LOAD UOP
+        dram_base is 0 until build).  Decode ``build().insn_bytes()`` for the final encoding."""
+        return [Insn(**e.insn.as_dict()) for e in self._stream.entries]
+
+    @property
+    def origins(self) -> list:
+        """The runtime call that created each instruction (``"flush"`` / ``"synchronize"`` for closing NOPs)."""
+        return [e.origin for e in self._stream.entries]
+
+    @property
+    def kernels(self) -> list:
+        """Recorded kernels in recording order (= their order in the uop segment)."""
+        return list(self._kernel_order)
+
+    @property
+    def stats(self) -> dict:
+        """Counts: instructions (total and by opcode name), NOPs, kernels, uops, uop loads, evictions,
+        flushes, kernel cache hits, and per-queue token pushes/pops."""
+        by_op = {name: 0 for name in OPCODE_NAMES.values()}
+        for e in self._stream.entries:
+            by_op[OPCODE_NAMES[e.insn.opcode]] += 1
+        return {"insns": len(self._stream), "insns_by_opcode": by_op, "nops": self._stream.nops,
+                "uop_kernels": len(self._kernel_order), "uops": self._uop_total,
+                "uop_bytes": self._uop_total * self.cfg.uop_elem_bytes,
+                "uop_loads": self._counts["uop_loads"], "uop_evictions": self._ring.evictions,
+                "flushes": self._counts["flushes"], "kernel_hits": self._counts["kernel_hits"],
+                "tokens": self.token_totals()}
