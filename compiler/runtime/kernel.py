@@ -120,6 +120,7 @@ class KernelRecorder:
         self.open_loops = 0
         self.uops: list[tuple] = []
         self.shared: dict | None = None
+        self.closed = False
         lay = layout(cfg)
         src_bits = lay.gemm if mode == MODE_GEMM else lay.alu
         # loop factor limits come from the instruction layout, so they follow the config
@@ -130,9 +131,15 @@ class KernelRecorder:
     def _fail(self, msg: str):
         raise RuntimeContractError(f"{self.where}: {msg}")
 
+    def _check_recording(self, what: str) -> None:
+        if self.closed:
+            self._fail(f"{what} after the record callback returned (rule: a kernel is recorded once, "
+                       f"inside its record callback)")
+
     # ---- the calls a record callback makes -----------------------------------------------------
     def loop_begin(self, extent, dst_factor, src_factor, wgt_factor=0) -> None:
         where = f"{self.where}: loop_begin"
+        self._check_recording("loop_begin")
         if self.uops:
             self._fail(f"loop_begin after uop {len(self.uops) - 1} (rule: every loop begins before the "
                        f"first uop, compiler spec 5.2)")
@@ -151,11 +158,13 @@ class KernelRecorder:
         self.open_loops += 1
 
     def loop_end(self) -> None:
+        self._check_recording("loop_end")
         if self.open_loops == 0:
             self._fail("loop_end without an open loop_begin")
         self.open_loops -= 1
 
     def push(self, mode, reset, dst, src, wgt, opcode=0, use_imm=0, imm=0) -> None:
+        self._check_recording("push")
         n = len(self.uops)
         where = f"{self.where}: uop {n}"
         mode = check_int(where, "mode", mode, 0, 1)
@@ -201,6 +210,7 @@ class KernelRecorder:
 
     # ---- closing --------------------------------------------------------------------------------
     def finish(self) -> UopKernel:
+        self.closed = True
         if self.open_loops:
             self._fail(f"{self.open_loops} loop_begin without loop_end when the record callback returned")
         if not self.uops:

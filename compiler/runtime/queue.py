@@ -24,6 +24,8 @@ Where this differs from TVM, and why:
   LOAD UOP of it reads from there.  TVM repacks resident kernels into its uop DMA buffer at every
   sync; with a single launch a fixed place is simpler and equivalent.  TVM's uop-staging overflow
   auto-sync therefore has no counterpart.
+* ACC_8BIT loads run in the compute stage, like ACC (the hardware executes them there; TVM's
+  runtime predates the type and has no element size for it).
 * TVM's ``(signature + 1) < 100`` limit on cache keys is not kept: any hashable key works (the
   lowering uses (site id, virtual-thread index)).
 * Arguments are checked at the call (buffer ownership, memory types, DRAM and SRAM ranges, ISA field
@@ -144,7 +146,7 @@ class CommandQueue:
         if buf is None or not buf.is_output:
             raise RuntimeContractError(f"expect({name!r}): no output of that name (outputs: "
                                        f"{', '.join(n for n, b in self._buffers.items() if b.is_output) or 'none'})")
-        raw = data if isinstance(data, bytes) else np.ascontiguousarray(data).tobytes()
+        raw = bytes(data) if isinstance(data, (bytes, bytearray, memoryview)) else np.ascontiguousarray(data).tobytes()
         if len(raw) != buf.nbytes:
             raise RuntimeContractError(f"expect({name!r}): {len(raw)} bytes given, the output has {buf.nbytes}")
         self._builder.expect(name, raw)

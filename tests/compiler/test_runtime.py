@@ -11,7 +11,7 @@ import pytest
 
 from compiler.runtime import CommandQueue, DramBuffer, RuntimeContractError
 from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_OUT, MEM_UOP, MEM_WGT, load_config
-from hw.isa import ALU_ADD, ALU_MAX, ALU_SHR, OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, decode_stream, decode_uops
+from hw.isa import ALU_ADD, ALU_MAX, ALU_MIN, ALU_SHR, OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, decode_stream, decode_uops
 from sim import functional
 from sim.errors import SimError
 
@@ -219,6 +219,128 @@ def test_vector_add_structure_and_runs():
         assert r.outputs["C"] == image.expected["C"]
         assert r.counters == want
         assert r.leftover_tokens == {}
+
+
+# ---- spec 6.3: blocked GEMM 1x1024x1024 with the ALU epilogue ---------------------------------------
+BG_IN, BG_OUT, BG_OC_BLK, BG_IC_BLK = 64, 64, 16, 16         # blocks; oc/ic blocks per tile
+
+
+def blocked_gemm(cfg, seed=2):
+    """The lowered program of compiler spec 6.3, with the epilogue drain pop(3,2) moved before the
+    sync (compiler spec 5.4: the planner's pop after coproc_sync is a quirk a clean runtime refuses)."""
+    rng = np.random.default_rng(seed)
+    data = rng.integers(-128, 128, size=(1, BG_IN, cfg.batch, cfg.block_in), dtype=np.int8)
+    weight = rng.integers(-128, 128, size=(BG_OUT, BG_IN, cfg.block_out, cfg.block_in), dtype=np.int8)
+    d = data.transpose(0, 2, 1, 3).reshape(cfg.batch, -1).astype(np.int64)
+    w = weight.transpose(0, 2, 1, 3).reshape(BG_OUT * cfg.block_out, -1).astype(np.int64)
+    ref = np.clip((d @ w.T) >> cfg.inp_width, 0, 127).astype(np.int8)
+    ref = np.ascontiguousarray(ref.reshape(cfg.batch, BG_OUT, cfg.block_out).transpose(1, 0, 2)[None])
+    q = CommandQueue(cfg, name="bgemm")
+    D, W = q.alloc_input("data", data), q.alloc_input("weight", weight)
+    R = q.alloc_output("res", ref.nbytes)
+    q.expect("res", ref)
+    q.dep_push(3, 2)
+    for oc in range(BG_OUT // BG_OC_BLK):
+        q.dep_pop(3, 2)
+        q.push_gemm_op(("reset", 0), record([(BG_OC_BLK, 1, 0, 0)], [(0, 0, 0)], reset=1))
+        q.dep_push(2, 1)
+        for ic in range(BG_IN // BG_IC_BLK):
+            q.dep_pop(2, 1)
+            q.load_buffer_2d(D, ic * BG_IC_BLK, BG_IC_BLK, 1, BG_IC_BLK, 0, 0, 0, 0, 0, MEM_INP)
+            q.load_buffer_2d(W, oc * BG_OC_BLK * BG_IN + ic * BG_IC_BLK, BG_IC_BLK, BG_OC_BLK, BG_IN,
+                             0, 0, 0, 0, 0, MEM_WGT)
+            q.dep_push(1, 2)
+            q.dep_pop(1, 2)
+            q.push_gemm_op(("gemm", 0), record([(BG_OC_BLK, 1, 0, BG_IC_BLK), (BG_IC_BLK, 0, 1, 1)], [(0, 0, 0)]))
+            q.dep_push(2, 1)
+        q.dep_pop(2, 1)
+        for site, (op, imm) in enumerate(((ALU_SHR, cfg.inp_width), (ALU_MAX, 0), (ALU_MIN, 127))):
+            q.push_alu_op(("alu", site), record([(BG_OC_BLK, 1, 1, 0)], [(0, 0, 0)], mode=1, opcode=op,
+                                                use_imm=1, imm=imm))
+        q.dep_push(2, 3)
+        q.dep_pop(2, 3)
+        for i in range(BG_OC_BLK):
+            q.store_buffer_2d(i, MEM_OUT, R, oc * BG_OC_BLK + i, 1, 1, 1)
+        q.dep_push(3, 2)
+    q.dep_pop(3, 2)
+    q.synchronize()
+    return q
+
+
+def test_blocked_gemm_structure_and_runs():
+    cfg = load_config()
+    q = blocked_gemm(cfg)
+    image = q.build()
+    st = q.stats
+    # by hand: 5 kernels loaded once (uop SRAM never fills); per tile a reset GEMM + 4 GEMMs, 3 ALUs,
+    # 16 stores; NOPs: prologue push(3,2), the previous tile's drain pop(2,1) meeting the next
+    # tile's first pop(2,1) (3x), closing NOP-STORE/NOP-MEM pop/NOP-MEM push/2 NOP-COMPUTE
+    assert st["insns_by_opcode"] == {"LOAD": 44, "STORE": 66, "GEMM": 20, "ALU": 12, "FINISH": 1}
+    assert st["insns"] == 143 and st["nops"] == 9
+    assert st["uop_kernels"] == 5 and st["uop_loads"] == 5 and st["uop_evictions"] == 0
+    assert st["tokens"] == {"l2g": {"push": 17, "pop": 17}, "g2l": {"push": 20, "pop": 20},
+                            "s2g": {"push": 6, "pop": 6}, "g2s": {"push": 4, "pop": 4}}
+    kinds = listing(image)
+    assert kinds[0] == ("NOP-STORE", "U")
+    assert kinds[-6:] == [("NOP-STORE", "U"), ("NOP-MEM", "p"), ("NOP-MEM", "u"), ("NOP-COMPUTE", "p"),
+                          ("NOP-COMPUTE", "Pp"), ("FINISH", "")]
+    insns = decode_stream(cfg, image.insn_bytes())
+    g = next(i for i in insns if i.opcode == OP_GEMM and not i.reset_reg)
+    # two GEMM loops: loop[0] -> outer, loop[1] -> inner
+    assert (g.iter_out, g.dst_factor_out, g.src_factor_out, g.wgt_factor_out) == (BG_OC_BLK, 1, 0, BG_IC_BLK)
+    assert (g.iter_in, g.dst_factor_in, g.src_factor_in, g.wgt_factor_in) == (BG_IC_BLK, 0, 1, 1)
+    want = {"inp_load_nbytes": 4 * 4 * BG_IC_BLK * cfg.inp_elem_bytes,
+            "wgt_load_nbytes": 16 * BG_OC_BLK * BG_IC_BLK * cfg.wgt_elem_bytes,
+            "acc_load_nbytes": 0, "uop_load_nbytes": 5 * cfg.uop_elem_bytes,
+            "out_store_nbytes": BG_OUT * cfg.out_elem_bytes,
+            "gemm_counter": 16 * BG_OC_BLK * BG_IC_BLK, "alu_counter": 4 * 3 * BG_OC_BLK}
+    for run in (run_functional, run_cycle):
+        r = run(image)
+        assert r.outputs["res"] == image.expected["res"]
+        assert r.counters == want and r.leftover_tokens == {}
+
+
+def test_alu_loop_mapping():
+    cfg = load_config()
+    q = CommandQueue(cfg)
+    q.push_alu_op("none", record([], [(0, 1, 0)], mode=1, opcode=ALU_ADD))
+    q.push_alu_op("one", record([(3, 2, 1, 0)], [(0, 1, 0)], mode=1, opcode=ALU_ADD))
+    q.push_alu_op("two", record([(3, 2, 1, 0), (5, 7, 6, 0)], [(0, 1, 0)], mode=1, opcode=ALU_ADD))
+    q.push_gemm_op("gnone", record([], [(0, 0, 0)]))
+    q.push_gemm_op("gone", record([(3, 2, 1, 4)], [(0, 0, 0)]))
+    got = [(i.iter_out, i.dst_factor_out, i.src_factor_out, i.wgt_factor_out,
+            i.iter_in, i.dst_factor_in, i.src_factor_in, i.wgt_factor_in) for i in q.insns if i.opcode != OP_LOAD]
+    assert got == [(1, 0, 0, 0, 1, 0, 0, 0),            # ALU, no loop
+                   (1, 0, 0, 0, 3, 2, 1, 0),            # ALU, one loop -> inner
+                   (3, 2, 1, 0, 5, 7, 6, 0),            # ALU, two loops -> outer/inner
+                   (1, 0, 0, 0, 1, 0, 0, 0),            # GEMM, no loop
+                   (3, 2, 1, 4, 1, 0, 0, 0)]            # GEMM, one loop -> outer
+
+
+def test_acc8_load_runs_in_compute_stage():
+    cfg = load_config()
+    rng = np.random.default_rng(7)
+    x = rng.integers(-128, 128, size=(8, cfg.batch, cfg.block_out), dtype=np.int8)
+    q = CommandQueue(cfg)
+    X = q.alloc_input("X", x)
+    Y = q.alloc_output("Y", x.nbytes)
+    q.dep_push(3, 2)
+    q.dep_pop(3, 2)                         # a compute pop: it must ride the ACC_8BIT load
+    q.load_buffer_2d(X, 2, 6, 1, 6, 0, 0, 0, 0, 2, MEM_ACC_8BIT)
+    q.load_buffer_2d(X, 0, 2, 1, 2, 0, 0, 0, 0, 0, MEM_ACC_8BIT)
+    q.dep_push(2, 3)
+    q.dep_pop(2, 3)
+    q.store_buffer_2d(0, MEM_OUT, Y, 0, 8, 1, 8)
+    q.synchronize()
+    image = q.build()
+    kinds = listing(image)
+    assert kinds[:4] == [("NOP-STORE", "U"), ("LD-ACC8", "p"), ("LD-ACC8", "u"), ("ST", "PU")]
+    ld = decode_stream(cfg, image.insn_bytes())[1]
+    assert ld.dram_base == image.segments[0].addr // cfg.acc8_elem_bytes + 2
+    r = run_functional(image)
+    assert r.outputs["Y"] == x.tobytes()
+    # fsim counts an ACC_8BIT element at the accumulator element size (hardware spec 6)
+    assert r.counters["acc_load_nbytes"] == 8 * cfg.acc_elem_bytes
 
 
 # ---- kernel cache, ring eviction ------------------------------------------------------------------
@@ -558,3 +680,14 @@ def test_dram_buffer_is_exported():
     q = CommandQueue(load_config())
     a = q.alloc_input("A", np.zeros(64, np.int8))
     assert isinstance(a, DramBuffer) and a.nbytes == 64 and a.addr % 4096 == 0
+
+
+def test_recorder_is_closed_after_its_callback(q):
+    kept = []
+
+    def rec(k):
+        kept.append(k)
+        k.push(0, 0, 0, 0, 0)
+    q.push_gemm_op("k", rec)
+    with raises(r"push_gemm_op\(key='k'\): push after the record callback returned"):
+        kept[0].push(0, 0, 1, 0, 0)
