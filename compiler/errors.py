@@ -1,4 +1,12 @@
-"""Errors of the compiler: one class, a :class:`sim.errors.SimError`, so the CLI prints one line."""
+"""The one error class of the compiler passes and codegen.
+
+A construct a pass cannot lower raises :class:`CompileError` with one line naming the pass, the
+buffer or loop, and the rule it breaks, e.g.
+``inject_dma: dma_copy of `data_buf`: stride of the inner loop is 3 elements, the pattern needs 1``.
+It derives from :class:`sim.errors.SimError`, so the CLI prints it as one line.
+"""
+
+from __future__ import annotations
 
 from sim.errors import SimError
 
@@ -6,5 +14,8 @@ __all__ = ["CompileError"]
 
 
 class CompileError(SimError):
-    """A schedule, pass or workload the compiler cannot handle; the message names the pass, the
-    buffer or loop, the value and the rule."""
+    """A schedule or IR construct the VTA lowering passes (compiler spec 4) cannot handle."""
+
+    def __init__(self, pass_name: str, message: str):
+        super().__init__(f"{pass_name}: {message}")
+        self.pass_name = pass_name

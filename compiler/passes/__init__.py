@@ -1,0 +1,92 @@
+"""The VTA lowering passes, one module each, in TVM's order (compiler spec 4.1).
+
+``run_passes(func, cfg, dump_dir=None)`` takes the phase-0 function ``lower`` produced (anything with
+``name``, ``args`` and ``body``; see docs/compiler.md) and returns the same kind of object whose body
+holds only loops, coproc/uop scopes and runtime calls -- what :mod:`compiler.codegen` walks.  With
+``dump_dir`` it writes ``00_input.txt`` and then ``NN_<pass>.txt``, the IR after each pass
+(``vtasim compile --dump-ir DIR``).
+
+==  ======================  =================================================================
+ 1  simplify                drop extent-1 loops, fold constants (TVM phase-1 Simplify)
+ 2  inject_dma              pragma_dma_copy -> VTALoadBuffer2D / VTAStoreBuffer2D in coproc scopes
+ 3  annotate_alu_scope      pragma_alu -> coproc_scope 2 + coproc_uop_scope VTAPushALUOp
+ 4  lift_attr_scope_uop     one uop kernel per tensorized / ALU loop nest
+ 5  lift_alloc              allocations to the head of their loop / virtual-thread scope
+ 6  lift_attr_scope_coproc  runs of same-stage work share one coproc_scope
+ 7  coproc_sync             dependence push/pop, loop-carried tokens, priming, draining, final sync
+ 8  storage_rewrite         one allocation per SRAM scope, in-place ALU stages, SRAM size check
+ 9  inject_virtual_thread   buffers x threads, statement-granularity replication
+10  inject_alu              ALU loop nests -> uop loops + one uop
+11  lower_storage_access    access pointers -> SRAM element indices
+12  fold_uop_loop           up to two GEMM loops -> VTAUopLoopBegin/End; kernel sites
+==  ======================  =================================================================
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import NamedTuple
+
+from compiler import ir
+from compiler.passes.annotate_alu_scope import annotate_alu_scope
+from compiler.passes.coproc_sync import coproc_sync
+from compiler.passes.fold_uop_loop import fold_uop_loop
+from compiler.passes.inject_alu import inject_alu
+from compiler.passes.inject_dma import inject_dma
+from compiler.passes.inject_virtual_thread import inject_virtual_thread
+from compiler.passes.lift_alloc import lift_alloc
+from compiler.passes.lift_attr_scope import lift_attr_scope
+from compiler.passes.lower_storage_access import lower_storage_access
+from compiler.passes.simplify import simplify
+from compiler.passes.storage_rewrite import storage_rewrite
+
+__all__ = ["PIPELINE", "run_passes", "Func"]
+
+
+class Func(NamedTuple):
+    """A minimal function (name, args, body) for callers without ``compiler.lower``."""
+
+    name: str
+    args: tuple
+    body: ir.Stmt
+
+
+PIPELINE = (
+    ("simplify", simplify),
+    ("inject_dma", inject_dma),
+    ("annotate_alu_scope", annotate_alu_scope),
+    ("lift_attr_scope_uop", lambda b, cfg: lift_attr_scope(b, "coproc_uop_scope")),
+    ("lift_alloc", lift_alloc),
+    ("lift_attr_scope_coproc", lambda b, cfg: lift_attr_scope(b, "coproc_scope")),
+    ("coproc_sync", coproc_sync),
+    ("storage_rewrite", storage_rewrite),
+    ("inject_virtual_thread", inject_virtual_thread),
+    ("inject_alu", inject_alu),
+    ("lower_storage_access", lower_storage_access),
+    ("fold_uop_loop", fold_uop_loop),
+)
+
+
+def _with_body(func, body):
+    if dataclasses.is_dataclass(func) and not isinstance(func, type):
+        return dataclasses.replace(func, body=body)
+    if hasattr(func, "_replace"):
+        return func._replace(body=body)
+    return type(func)(func.name, func.args, body)
+
+
+def run_passes(func, cfg, dump_dir=None, upto: str | None = None):
+    """Run the pipeline on ``func.body``; stop after pass ``upto`` when given (for tests/dumps)."""
+    body = func.body
+    out = Path(dump_dir) if dump_dir is not None else None
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "00_input.txt").write_text(ir.to_text(body) + "\n")
+    for k, (name, fn) in enumerate(PIPELINE, 1):
+        body = fn(body, cfg)
+        if out is not None:
+            (out / f"{k:02d}_{name}.txt").write_text(ir.to_text(body) + "\n")
+        if name == upto:
+            break
+    return _with_body(func, body)

@@ -1,0 +1,114 @@
+"""InjectVirtualThread (TVM, spec 4.3.6) for ``cthread`` (no sharing between threads).
+
+For each ``Attr("virtual_thread", t, body, extra=n)``:
+
+* every SRAM allocation at its head (the merged ones storage_rewrite put there) grows x n; each
+  buffer view in it moves to ``n x`` its offset and thread ``t`` uses it at ``+ t x size`` (TVM
+  replicates each buffer and then merges: the same layout);
+* statements are replicated per thread at statement granularity: a ``coproc_scope`` or
+  ``coproc_uop_scope`` region as a whole, every other store or call (dep push/pop) on its own,
+  while loops around them stay shared.  A replicated statement without loops is unrolled (t = 0..n-1)
+  when n < 16; one containing a loop becomes a serial loop ``t.s`` over the threads.
+"""
+
+from __future__ import annotations
+
+from compiler import ir
+from compiler.passes._util import SRAM_SCOPES, BufferView, is_access_ptr, replace_buffers
+
+__all__ = ["inject_virtual_thread"]
+
+
+def inject_virtual_thread(body, cfg=None):
+    def pre(n):
+        if isinstance(n, ir.Attr) and n.key == "virtual_thread":
+            inner = ir.transform(n.body, lambda x: None, pre)     # nested threads first
+            return _Injector(n.value, int(n.extra)).run(inner)
+        return None
+    return ir.transform(body, lambda x: None, pre)
+
+
+def _has_loop(s) -> bool:
+    found = []
+    ir.walk(s, lambda n: found.append(1) if isinstance(n, ir.For) else None)
+    return bool(found)
+
+
+class _Injector:
+    def __init__(self, var, n):
+        self.var = var
+        self.n = n
+        self.stride = {}            # new view -> thread stride (scalars)
+
+    def run(self, body):
+        # enlarge the allocations at the head of the scope
+        heads = []
+        while isinstance(body, ir.Allocate) and body.buffer.scope in SRAM_SCOPES:
+            heads.append(body.buffer)
+            body = body.body
+        views = {}
+        groups = {}
+
+        def see(x):
+            bufs = []
+            if isinstance(x, (ir.Load, ir.Store)):
+                bufs.append(x.buffer)
+            elif isinstance(x, ir.Call):
+                bufs.extend(a for a in x.args if isinstance(a, ir.Buffer))
+            for b in bufs:
+                if isinstance(b, BufferView) and b.data in heads:
+                    views[b] = None
+        ir.walk(body, see)
+        for g in heads:
+            groups[g] = ir.Buffer(g.name, (g.size * self.n,), g.dtype, g.scope)
+        mapping = {}
+        for v in views:
+            nv = BufferView(v.name, v.shape, v.dtype, v.scope, v.elem_offset * self.n, groups[v.data])
+            mapping[v] = nv
+            self.stride[nv] = v.size
+        body = replace_buffers(body, mapping)
+        body = self.visit(body)
+        for g in reversed(heads):
+            body = ir.Allocate(groups[g], body)
+        return body
+
+    def visit(self, s):
+        if isinstance(s, ir.Attr):
+            if s.key in ("coproc_scope", "coproc_uop_scope") or \
+                    (isinstance(s.value, ir.Expr) and self.var in ir.free_vars(s.value)):
+                return self.replicate(s)
+            return ir.Attr(s.key, s.value, self.visit(s.body), s.extra)
+        if isinstance(s, ir.For):
+            return ir.For(s.var, s.extent, self.visit(s.body), s.kind)
+        if isinstance(s, ir.Seq):
+            return ir.seq(*[self.visit(c) for c in s.stmts])
+        if isinstance(s, ir.Allocate):
+            return ir.Allocate(s.buffer, self.visit(s.body))
+        if isinstance(s, ir.IfThenElse):
+            if self.var in ir.free_vars(s.cond):
+                return self.replicate(s)
+            return ir.IfThenElse(s.cond, self.visit(s.then),
+                                 self.visit(s.otherwise) if s.otherwise is not None else None)
+        return self.replicate(s)            # stores and calls: one copy per thread
+
+    def offset_accesses(self, s, t):
+        """Accesses to replicated buffers move to thread ``t``'s copy."""
+        def post(n):
+            if isinstance(n, ir.Load) and n.buffer in self.stride:
+                return ir.Load(n.buffer, ir.simplify(n.index + t * self.stride[n.buffer]))
+            if isinstance(n, ir.Store) and n.buffer in self.stride:
+                return ir.Store(n.buffer, ir.simplify(n.index + t * self.stride[n.buffer]), n.value)
+            if is_access_ptr(n) and n.args[0] in self.stride:
+                return ir.Call(n.name, (n.args[0], ir.simplify(n.args[1] + t * self.stride[n.args[0]])),
+                               n.dtype)
+            return None
+        return ir.transform(s, post)
+
+    def replicate(self, s):
+        if not _has_loop(s) and self.n < 16:
+            return ir.seq(*[ir.simplify(ir.substitute(self.offset_accesses(s, ir.IntImm(t)),
+                                                      {self.var: t}))
+                            for t in range(self.n)])
+        tv = ir.Var(self.var.name + ".s")
+        body = ir.substitute(self.offset_accesses(s, tv), {self.var: tv})
+        return ir.For(tv, self.n, ir.simplify(body))
