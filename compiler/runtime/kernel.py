@@ -45,6 +45,8 @@ VERIFY_DEP_WINDOW = 2              # uops whose dst a new uop may not write (TVM
 
 def check_int(where: str, name: str, value, lo: int | None = 0, hi: int | None = None) -> int:
     """``value`` as an int in ``[lo, hi]`` (inclusive), else a RuntimeContractError naming it."""
+    if type(value) is int and (lo is None or value >= lo) and (hi is None or value <= hi):
+        return value                   # the common case, kept cheap: every runtime call checks ~10 ints
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise RuntimeContractError(f"{where}: {name} = {value!r} must be an integer")
     value = int(value)
@@ -93,7 +95,14 @@ class UopKernel:
         """The GEMM/ALU instruction's loop fields (compiler spec 5.2, hardware spec 5.2).
 
         GEMM: loop[0] -> outer, loop[1] -> inner.  ALU: one loop -> *inner* (outer stays 1), two
-        loops -> outer/inner.  A missing loop is extent 1 with factors 0."""
+        loops -> outer/inner.  A missing loop is extent 1 with factors 0.  Computed once per kernel
+        (a kernel's loops never change after recording)."""
+        cached = self.meta.get("loop_fields")
+        if cached is None:
+            cached = self.meta["loop_fields"] = self._loop_fields()
+        return cached
+
+    def _loop_fields(self) -> dict:
         loops = list(self.loops)
         if self.mode == MODE_ALU and len(loops) == 1:
             loops = [None, loops[0]]

@@ -41,7 +41,7 @@ import numpy as np
 
 from hw.config import INSN_BYTES, MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_NAMES, MEM_OUT, MEM_UOP, MEM_WGT, VTAConfig
 from hw.isa import (OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, OPCODE_NAMES, TOKEN_POPS, TOKEN_PUSHES,
-                    TOKEN_QUEUES, Insn, module_of, store_mem_type)
+                    TOKEN_QUEUES, Insn, IsaError, module_of, store_mem_type)
 from sim.builder import ProgramBuilder
 from sim.errors import ImageError
 from sim.image import MemoryImage, check_output_name
@@ -95,6 +95,10 @@ class CommandQueue:
         self.cfg = cfg
         self.name = name
         self._uop_name = f"{name}.uops"
+        # per memory type, looked up on every DMA call (the config computes them on each access)
+        self._dram_eb = {m: cfg.dram_elem_bytes(m) for m in MEM_NAMES}
+        self._depth = {m: cfg.sram_depth(m) for m in MEM_NAMES}
+        self._store_type = store_mem_type(cfg)
         self._builder = ProgramBuilder(cfg)
         self._stream = InsnStream(cfg)
         self._ring = UopRing(cfg.uop_depth)
@@ -186,12 +190,12 @@ class CommandQueue:
         pads = [check_int(where, n, v) for n, v in (("x_pad_before", x_pad_before), ("y_pad_before", y_pad_before),
                                                     ("x_pad_after", x_pad_after), ("y_pad_after", y_pad_after))]
         sram = check_int(where, "dst_sram_index", dst_sram_index)
-        insn = Insn(opcode=OP_LOAD, memory_type=mem, sram_base=sram, dram_base=src.elem(self.cfg, mem, off),
+        insn = Insn(opcode=OP_LOAD, memory_type=mem, sram_base=sram, dram_base=src.addr // self._dram_eb[mem] + off,
                     y_size=y, x_size=x, x_stride=stride, x_pad_0=pads[0], y_pad_0=pads[1], x_pad_1=pads[2],
                     y_pad_1=pads[3])
         self._stream.validate(insn, where)
         self._check_dram(where, src, mem, off, x, y, stride)
-        depth = self.cfg.sram_depth(mem)
+        depth = self._depth[mem]
         rows, cols = pads[1] + y + pads[3], pads[0] + x + pads[2]
         if sram + rows * cols > depth:
             raise RuntimeContractError(f"{where}: writes SRAM elements [{sram}, {sram + rows * cols}) "
@@ -215,11 +219,11 @@ class CommandQueue:
         x = check_int(where, "x_size", x_size, 1)
         y = check_int(where, "y_size", y_size, 1)
         stride = check_int(where, "x_stride", x_stride)
-        insn = Insn(opcode=OP_STORE, memory_type=store_mem_type(self.cfg), sram_base=sram,
-                    dram_base=dst.elem(self.cfg, MEM_OUT, off), y_size=y, x_size=x, x_stride=stride)
+        insn = Insn(opcode=OP_STORE, memory_type=self._store_type, sram_base=sram,
+                    dram_base=dst.addr // self._dram_eb[MEM_OUT] + off, y_size=y, x_size=x, x_stride=stride)
         self._stream.validate(insn, where)
         self._check_dram(where, dst, MEM_OUT, off, x, y, stride)
-        depth = self.cfg.sram_depth(MEM_OUT)
+        depth = self._depth[MEM_OUT]
         if sram + x * y > depth:
             raise RuntimeContractError(f"{where}: reads SRAM elements [{sram}, {sram + x * y}), beyond the "
                                        f"OUT buffer depth {depth}")
@@ -227,7 +231,7 @@ class CommandQueue:
         self._stream.create(STAGE_STORE, insn, where)
 
     def _check_dram(self, where, buf: DramBuffer, mem, off, x, y, stride) -> None:
-        eb = self.cfg.dram_elem_bytes(mem)
+        eb = self._dram_eb[mem]
         end = (off + (y - 1) * stride + x) * eb
         if end > buf.nbytes:
             raise RuntimeContractError(f"{where}: touches bytes up to {end} of buffer {buf.name!r}, which has "
@@ -242,6 +246,14 @@ class CommandQueue:
     def push_alu_op(self, kernel_key, record) -> None:
         """VTAPushALUOp: get or record the kernel, LOAD UOP when not resident, then one ALU."""
         self._push_op("push_alu_op", MODE_ALU, kernel_key, record)
+
+    def _op_insn(self, kernel: UopKernel) -> Insn:
+        """The GEMM/ALU instruction that runs ``kernel`` where it is resident."""
+        fields = dict(reset_reg=kernel.reset, uop_bgn=kernel.sram_begin, uop_end=kernel.sram_end,
+                      **kernel.loop_fields())
+        if kernel.mode == MODE_ALU:
+            return Insn(opcode=OP_ALU, alu_opcode=kernel.opcode, use_imm=kernel.use_imm, imm=kernel.imm, **fields)
+        return Insn(opcode=OP_GEMM, **fields)
 
     def _kernel(self, call: str, mode: int, key, record) -> UopKernel:
         try:
@@ -260,6 +272,11 @@ class CommandQueue:
         recorder = KernelRecorder(self.cfg, key, call, mode)
         record(recorder)
         kernel = recorder.finish()
+        # its instruction's fields (opcode, loops) are checked once, before the kernel is cached or
+        # anything is emitted; only the uop range changes later and the ring keeps that in range
+        probe = self._op_insn(kernel)
+        probe.uop_end = kernel.size
+        self._stream.validate(probe, f"{call}(key={key!r})")
         kernel.dram_offset = self._uop_total
         self._uop_total += kernel.size
         self._kernels[key] = kernel
@@ -277,14 +294,7 @@ class CommandQueue:
             self._stream.create(STAGE_COMPUTE, Insn(opcode=OP_LOAD, memory_type=MEM_UOP, sram_base=kernel.sram_begin,
                                                     y_size=1, x_size=n, x_stride=n), where, kernel=kernel)
             self._counts["uop_loads"] += 1
-        fields = dict(reset_reg=kernel.reset, uop_bgn=kernel.sram_begin, uop_end=kernel.sram_end,
-                      **kernel.loop_fields())
-        if mode == MODE_ALU:
-            insn = Insn(opcode=OP_ALU, alu_opcode=kernel.opcode, use_imm=kernel.use_imm, imm=kernel.imm, **fields)
-        else:
-            insn = Insn(opcode=OP_GEMM, **fields)
-        self._stream.validate(insn, where)
-        self._stream.create(STAGE_COMPUTE, insn, where)
+        self._stream.create(STAGE_COMPUTE, self._op_insn(kernel), where)
 
     # ---- dependence tokens -----------------------------------------------------------------------
     def dep_push(self, from_stage, to_stage) -> None:
@@ -353,7 +363,10 @@ class CommandQueue:
             if e.kernel is not None:
                 i = Insn(**i.as_dict())
                 i.dram_base = seg.elem(MEM_UOP, e.kernel.dram_offset)
-            b.insn(i)
+            try:
+                b.insn(i)
+            except IsaError as exc:            # checked at the call already; name the call if not
+                raise RuntimeContractError(f"{e.origin}: {exc}") from None
         if self._expected_counters is not None:
             b.expected_counters = dict(self._expected_counters)
         self._image = b.build()

@@ -23,9 +23,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from hw.config import VTAConfig
-from hw.isa import (MODULE_COMPUTE, MODULE_LOAD, MODULE_STORE, OP_ALU, OP_GEMM, OP_LOAD, OP_STORE, Insn,
-                    IsaError, encode, module_of)
+from hw.isa import (MODULE_COMPUTE, MODULE_LOAD, MODULE_STORE, OP_ALU, OP_GEMM, OP_LOAD, OP_STORE, Insn, layout,
+                    module_of)
 
 from .errors import RuntimeContractError
 
@@ -36,6 +38,11 @@ STAGE_NONE, STAGE_LOAD, STAGE_COMPUTE, STAGE_STORE = 0, 1, 2, 3
 STAGE_NAMES = {STAGE_LOAD: "load", STAGE_COMPUTE: "compute", STAGE_STORE: "store"}
 
 
+# (from, to) pairs that have a token queue: load<->compute and compute<->store
+_QUEUE_PAIRS = frozenset({(STAGE_LOAD, STAGE_COMPUTE), (STAGE_COMPUTE, STAGE_LOAD),
+                          (STAGE_COMPUTE, STAGE_STORE), (STAGE_STORE, STAGE_COMPUTE)})
+
+
 def stage_module(stage: int) -> int:
     """hw.isa module id of a TVM stage id."""
     return {STAGE_LOAD: MODULE_LOAD, STAGE_COMPUTE: MODULE_COMPUTE, STAGE_STORE: MODULE_STORE}[stage]
@@ -43,8 +50,10 @@ def stage_module(stage: int) -> int:
 
 def check_stage_pair(call: str, frm, to) -> tuple:
     """(from, to) as ints when they name a token queue, else a RuntimeContractError."""
+    if type(frm) is int and type(to) is int and (frm, to) in _QUEUE_PAIRS:
+        return frm, to
     for name, v in (("from_stage", frm), ("to_stage", to)):
-        if isinstance(v, bool) or not isinstance(v, int) or v not in STAGE_NAMES:
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or int(v) not in STAGE_NAMES:
             raise RuntimeContractError(f"{call}({frm!r}, {to!r}): {name} = {v!r} is not a stage "
                                        f"(1 load, 2 compute, 3 store)")
     frm, to = int(frm), int(to)
@@ -71,6 +80,10 @@ class InsnStream:
         self.pending_prev = {s: 0 for s in STAGE_NAMES}
         self.pending_next = {s: 0 for s in STAGE_NAMES}
         self.nops = 0
+        # (field, limit) per opcode from the ISA layout; imm (signed) is the recorder's to check
+        lay = layout(cfg)
+        self._limits = {op: tuple((name, 1 << width) for name, (_, width) in lay.of(op).items() if name != "imm")
+                        for op in (OP_LOAD, OP_STORE, OP_GEMM, OP_ALU)}
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -91,11 +104,16 @@ class InsnStream:
 
     # ---- appending ------------------------------------------------------------------------------
     def validate(self, insn: Insn, origin: str) -> None:
-        """Encode once to check every field against its ISA width; the error names the call."""
-        try:
-            encode(self.cfg, insn, len(self.entries))
-        except IsaError as exc:
-            raise RuntimeContractError(f"{origin}: {exc}") from None
+        """Check every field against its width in the ISA layout; the error names the call.
+
+        Only a range check (the encoding is ProgramBuilder's, at build): encoding every instruction
+        twice would double the cost of a large stream.  ``imm``, the one signed field, is checked by
+        the kernel recorder against ALU_IMM_WIDTH."""
+        for name, limit in self._limits[insn.opcode]:
+            value = getattr(insn, name)
+            if not 0 <= value < limit:
+                raise RuntimeContractError(f"{origin}: instruction {len(self.entries)}: field {name} = {value} "
+                                           f"does not fit {limit.bit_length() - 1} bits [0, {limit - 1}]")
 
     def create(self, stage: int, insn: Insn, origin: str, kernel=None) -> Entry:
         """Append an instruction of ``stage``; it takes over the stage's pending pops."""

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from compiler.runtime import CommandQueue, DramBuffer, RuntimeContractError
-from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_OUT, MEM_UOP, MEM_WGT, load_config
+from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_OUT, MEM_UOP, MEM_WGT, default_config_path, load_config
 from hw.isa import ALU_ADD, ALU_MAX, ALU_MIN, ALU_SHR, OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, decode_stream, decode_uops
 from sim import functional
 from sim.errors import SimError
@@ -173,6 +173,28 @@ def test_simple_gemm_runs(engine):
     assert r.counters == {"inp_load_nbytes": 256, "wgt_load_nbytes": 65536, "acc_load_nbytes": 0,
                           "uop_load_nbytes": 8, "out_store_nbytes": 256, "gemm_counter": 256, "alu_counter": 0}
     assert r.leftover_tokens == {}
+
+
+PRESETS = ["1x16x16", "2x16x16", "1x32x32", "1x8x8"]
+
+
+def preset(name):
+    return load_config(default_config_path().parent / "presets" / f"{name}.json")
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_simple_gemm_on_presets(name):
+    """The same calls on every preset: shapes and byte counts follow the config's element sizes."""
+    cfg = preset(name)
+    q, _ = simple_gemm(cfg)
+    image = q.build()
+    assert listing(image) == expected_gemm_listing()
+    r = run_functional(image)
+    assert r.outputs["C"] == image.expected["C"]
+    assert r.counters == {"inp_load_nbytes": N_BLK * cfg.inp_elem_bytes,
+                          "wgt_load_nbytes": N_BLK * M_BLK * cfg.wgt_elem_bytes, "acc_load_nbytes": 0,
+                          "uop_load_nbytes": 2 * cfg.uop_elem_bytes, "out_store_nbytes": M_BLK * cfg.out_elem_bytes,
+                          "gemm_counter": N_BLK * M_BLK, "alu_counter": 0}
 
 
 # ---- spec 3.2: vector add ------------------------------------------------------------------------
@@ -691,3 +713,21 @@ def test_recorder_is_closed_after_its_callback(q):
     q.push_gemm_op("k", rec)
     with raises(r"push_gemm_op\(key='k'\): push after the record callback returned"):
         kept[0].push(0, 0, 1, 0, 0)
+
+
+def test_isa_width_error_names_the_call_and_emits_nothing():
+    # HW_VER 0.0.1 has a 2-bit alu_opcode: MUL (4) does not fit; nothing may be emitted or cached
+    q = CommandQueue(load_config().replace(HW_VER="0.0.1"))
+    with raises(r"push_alu_op\(key='mul'\): instruction 0: field alu_opcode = 4 does not fit 2 bits \[0, 3\]"):
+        q.push_alu_op("mul", record([], [(0, 0, 0)], mode=1, opcode=4, use_imm=1, imm=2))
+    assert q.insns == [] and q.kernels == []
+
+
+def test_numpy_integers_are_accepted():
+    cfg = load_config()
+    q = CommandQueue(cfg)
+    a = q.alloc_input("A", np.zeros((4, cfg.batch, cfg.block_in), np.int8))
+    n = np.int64
+    q.load_buffer_2d(a, n(0), n(4), n(1), n(4), n(0), n(0), n(0), n(0), n(0), n(MEM_INP))
+    q.dep_push(n(1), n(2))
+    assert q.insns[0].x_size == 4 and q.insns[0].push_next == 1
