@@ -35,6 +35,7 @@ Where this differs from TVM, and why:
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,6 +62,7 @@ CLOSING_HEADROOM = 6
 # a segment must hold the closing slots plus the most one call appends (LOAD UOP + GEMM/ALU)
 MIN_MAX_INSNS = CLOSING_HEADROOM + 2
 LOAD_TYPES = (MEM_INP, MEM_WGT, MEM_ACC, MEM_ACC_8BIT)
+_queue_ids = itertools.count(1)        # tells one queue's buffers from another's (id() can be reused)
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,7 @@ class CommandQueue:
         self.max_insns = check_int("CommandQueue", "max_insns", max_insns, MIN_MAX_INSNS)
         self.cfg = cfg
         self.name = name
+        self._id = next(_queue_ids)
         self._uop_name = f"{name}.uops"
         # per memory type, looked up on every DMA call (the config computes them on each access)
         self._dram_eb = {m: cfg.dram_elem_bytes(m) for m in MEM_NAMES}
@@ -131,7 +134,7 @@ class CommandQueue:
             raise RuntimeContractError(f"alloc_input({name!r}): data must be a numpy array or bytes, "
                                        f"got {type(array).__name__}")
         b = self._builder.data(name, array)
-        buf = DramBuffer(name, b.addr, b.nbytes, False, id(self))
+        buf = DramBuffer(name, b.addr, b.nbytes, False, self._id)
         self._buffers[name] = buf
         return buf
 
@@ -140,12 +143,13 @@ class CommandQueue:
         self._check_new_name("alloc_output", name)
         nbytes = check_int(f"alloc_output({name!r})", "nbytes", nbytes, 1)
         b = self._builder.output(name, nbytes)
-        buf = DramBuffer(name, b.addr, b.nbytes, True, id(self))
+        buf = DramBuffer(name, b.addr, b.nbytes, True, self._id)
         self._buffers[name] = buf
         return buf
 
     def expect(self, name: str, data) -> None:
         """Expected final bytes of output ``name`` (from an independent reference)."""
+        self._check_not_built(f"expect({name!r})")
         buf = self._buffers.get(name)
         if buf is None or not buf.is_output:
             raise RuntimeContractError(f"expect({name!r}): no output of that name (outputs: "
@@ -157,13 +161,14 @@ class CommandQueue:
 
     def expect_counters(self, counters: dict) -> None:
         """fsim counters (``sim.result.COUNTER_NAMES``) an independent reference predicts."""
+        self._check_not_built("expect_counters")
         bad = [k for k in counters if k not in COUNTER_NAMES]
         if bad:
             raise RuntimeContractError(f"expect_counters: {bad[0]!r} is not one of {', '.join(COUNTER_NAMES)}")
         self._expected_counters = {k: check_int("expect_counters", k, v) for k, v in counters.items()}
 
     def _own(self, call: str, buf) -> DramBuffer:
-        if not isinstance(buf, DramBuffer) or buf.queue_id != id(self) or self._buffers.get(buf.name) != buf:
+        if not isinstance(buf, DramBuffer) or buf.queue_id != self._id or self._buffers.get(buf.name) != buf:
             raise RuntimeContractError(f"{call}: {buf!r} is not a DramBuffer of this queue "
                                        f"(rule: buffers come from alloc_input/alloc_output of the same queue)")
         return buf
@@ -336,6 +341,10 @@ class CommandQueue:
         self._stream.create(STAGE_COMPUTE, Insn(opcode=OP_FINISH), "synchronize")
         self._ring.reset()
         self._closed = True
+
+    def _check_not_built(self, call: str) -> None:
+        if self._image is not None:
+            raise RuntimeContractError(f"{call}: the image was already built (rule: expectations come before build())")
 
     def _check_open(self, call: str) -> None:
         if self._closed:

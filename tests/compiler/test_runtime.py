@@ -51,7 +51,8 @@ def uop_segment(image, q):
     dram = image.dram()
     insns = decode_stream(image.cfg, image.insn_bytes())
     base = min(i.dram_base for i in insns if i.opcode == OP_LOAD and i.memory_type == MEM_UOP and i.x_size)
-    words = dram[base * 4: base * 4 + n * 4].view("<u4")
+    eb = image.cfg.uop_elem_bytes
+    words = dram[base * eb: (base + n) * eb].view("<u4")
     return [tuple(int(v) for v in t) for t in zip(*decode_uops(image.cfg, words))]
 
 
@@ -307,6 +308,14 @@ def test_blocked_gemm_structure_and_runs():
     assert kinds[-6:] == [("NOP-STORE", "U"), ("NOP-MEM", "p"), ("NOP-MEM", "u"), ("NOP-COMPUTE", "p"),
                           ("NOP-COMPUTE", "Pp"), ("FINISH", "")]
     insns = decode_stream(cfg, image.insn_bytes())
+    # NOP flavours of hardware spec 2.7: LOAD INP (load), LOAD UOP (compute), STORE UOP (store), all
+    # sizes and addresses 0
+    flavour = {(OP_LOAD, MEM_INP), (OP_LOAD, MEM_UOP), (OP_STORE, MEM_UOP)}
+    nops = [i for i in insns if i.opcode in (OP_LOAD, OP_STORE) and i.x_size == 0]
+    assert len(nops) == 9
+    for i in nops:
+        assert (i.opcode, i.memory_type) in flavour
+        assert (i.sram_base, i.dram_base, i.y_size, i.x_stride, i.x_pad_0, i.x_pad_1, i.y_pad_0, i.y_pad_1) == (0,) * 8
     g = next(i for i in insns if i.opcode == OP_GEMM and not i.reset_reg)
     # two GEMM loops: loop[0] -> outer, loop[1] -> inner
     assert (g.iter_out, g.dst_factor_out, g.src_factor_out, g.wgt_factor_out) == (BG_OC_BLK, 1, 0, BG_IC_BLK)
