@@ -374,6 +374,36 @@ def test_acc8_load_runs_in_compute_stage():
     assert r.counters["acc_load_nbytes"] == 8 * cfg.acc_elem_bytes
 
 
+# ---- spec 6.5: shift-and-scale (requantize pattern), fsim stats from a recorded run ---------------
+
+
+def test_shift_and_scale_counters():
+    cfg = load_config()
+    m, n, shift, scale = 2, 8, 5, 3
+    rng = np.random.default_rng(11)
+    a = rng.integers(-(1 << 12), 1 << 12, size=(m, n, cfg.batch, cfg.block_out), dtype=np.int32)
+    ref = ((a.astype(np.int64) + shift) >> scale).astype(np.int8)
+    q = CommandQueue(cfg, name="shift_scale")
+    A = q.alloc_input("A", a)
+    R = q.alloc_output("res", ref.nbytes)
+    q.expect("res", ref)
+    q.load_buffer_2d(A, 0, m * n, 1, m * n, 0, 0, 0, 0, 0, MEM_ACC)
+    for site, (op, imm) in enumerate(((ALU_ADD, shift), (ALU_SHR, scale))):
+        # two folded loops (m, n) over contiguous rows
+        q.push_alu_op(("alu", site), record([(m, n, n, 0), (n, 1, 1, 0)], [(0, 0, 0)], mode=1, opcode=op,
+                                            use_imm=1, imm=imm))
+    q.dep_push(2, 3)
+    q.dep_pop(2, 3)
+    q.store_buffer_2d(0, MEM_OUT, R, 0, m * n, 1, m * n)
+    q.synchronize()
+    image = q.build()
+    r = run_functional(image)
+    assert r.outputs["res"] == image.expected["res"]
+    # compiler spec 6.5: acc_load 1024 B, uop 8 B, out 256 B, alu_counter 32
+    assert r.counters == {"inp_load_nbytes": 0, "wgt_load_nbytes": 0, "acc_load_nbytes": 1024,
+                          "uop_load_nbytes": 8, "out_store_nbytes": 256, "gemm_counter": 0, "alu_counter": 32}
+
+
 # ---- kernel cache, ring eviction ------------------------------------------------------------------
 
 
