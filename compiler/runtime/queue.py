@@ -421,8 +421,10 @@ class CommandQueue:
 
     @property
     def stats(self) -> dict:
-        """Counts: instructions (total and by opcode name), NOPs, kernels, uops, uop loads, evictions,
-        flushes, kernel cache hits, and per-queue token pushes/pops."""
+        """Counts so far: ``insns`` (total), ``insns_by_opcode`` (NOPs count under LOAD/STORE, LOAD UOPs
+        under LOAD), ``nops``, ``uop_kernels`` (recorded), ``uops`` / ``uop_bytes`` (the uop segment),
+        ``uop_loads`` (LOAD UOPs emitted), ``uop_evictions``, ``flushes`` (barriers), ``kernel_hits``
+        (pushes that found their kernel recorded) and ``tokens`` (per queue pushes/pops)."""
         by_op = {name: 0 for name in OPCODE_NAMES.values()}
         for e in self._stream.entries:
             by_op[OPCODE_NAMES[e.insn.opcode]] += 1
