@@ -132,11 +132,10 @@ def storage_rewrite(body, cfg):
         for ld in operands:
             s = ld.buffer
             if (s is not d and s in allocated and s.scope == d.scope and s.size == d.size
-                    and live[s][1] == p and _find(parent, s) not in taken
+                    and live[s][1] == p and s not in taken
                     and ir.simplify(ld.index) == ir.simplify(st.index)):
-                root = _find(parent, s)
-                parent[d] = root
-                taken.add(root)
+                parent[d] = _find(parent, s)
+                taken.add(s)                # S has one successor; chains S -> D -> E are fine
                 break
 
     # merge per (attach point, scope), entries in order of allocation

@@ -103,3 +103,145 @@ def gemm_simple(cfg, n=16, m=16):
         c = a @ w.T                                             # (Bt, m*BO)
         return c.reshape(1, Bt, m, BO).transpose(0, 2, 1, 3).astype(np.int8)
     return Func("gemm_simple", (A, W, C), body), inputs, ref
+
+
+def _alu_nest(dst, src, op, shape_axes, imm=None):
+    """``dst[i] = op(src[i], imm)`` over the region (same flat index), under an alu pragma."""
+    def body(*v):
+        idx = dst.flat_index(v)
+        x = Load(src, idx)
+        val = {">>": lambda: x >> imm, "max": lambda: ir.max_(x, imm), "min": lambda: ir.min_(x, imm),
+               "+": lambda: x + imm}[op]()
+        return Store(dst, idx, val)
+    return nest(shape_axes, body, "alu")
+
+
+def _requant_ref(acc):
+    return np.clip(acc >> 8, 0, 127).astype(np.int8)
+
+
+# ---- blocked GEMM + ALU (spec 3.4) ----------------------------------------------------------
+def gemm_blocked(cfg, in_blocks=64, out_blocks=64, i_block=16, o_block=16):
+    """data (1, in_blocks, B, BI) x weight (out_blocks, in_blocks, BO, BI) -> res, then >>8, max 0,
+    min 127, int8; blocked by i_block / o_block as matrix_multiply_opt.py."""
+    Bt, BI, BO = cfg.batch, cfg.block_in, cfg.block_out
+    data = Buffer("data", (1, in_blocks, Bt, BI), "int8")
+    weight = Buffer("weight", (out_blocks, in_blocks, BO, BI), "int8")
+    res = Buffer("res", (1, out_blocks, Bt, BO), "int8")
+    region = (1, o_block, Bt, BO)
+    res_gemm = Buffer("res_gemm", region, "int32", ACC)
+    res_shr = Buffer("res_shr", region, "int32", ACC)
+    res_max = Buffer("res_max", region, "int32", ACC)
+    res_min = Buffer("res_min", region, "int32", ACC)
+    data_buf = Buffer("data_buf", (1, i_block, Bt, BI), "int8", INP)
+    weight_buf = Buffer("weight_buf", (o_block, i_block, BO, BI), "int8", WGT)
+    oc_out, ic_out = Var("oc_out"), Var("ic_out")
+    init = nest([("b", 1), ("oc", o_block)], lambda b, oc: gemm_uop(res_gemm, res_gemm.flat_index((b, oc, 0, 0)), reset=True))
+    ld_data = nest([("i0", 1), ("i1", i_block), ("i2", Bt), ("i3", BI)],
+                   lambda i0, i1, i2, i3: Store(data_buf, data_buf.flat_index((i0, i1, i2, i3)),
+                                                Load(data, data.flat_index((i0, ic_out * i_block + i1, i2, i3)))),
+                   "dma_copy")
+    ld_wgt = nest([("i0", o_block), ("i1", i_block), ("i2", BO), ("i3", BI)],
+                  lambda i0, i1, i2, i3: Store(weight_buf, weight_buf.flat_index((i0, i1, i2, i3)),
+                                               Load(weight, weight.flat_index((oc_out * o_block + i0,
+                                                                               ic_out * i_block + i1, i2, i3)))),
+                  "dma_copy")
+    update = nest([("b", 1), ("oc", o_block), ("ic_inn", i_block)],
+                  lambda b, oc, ic: gemm_uop(res_gemm, res_gemm.flat_index((b, oc, 0, 0)),
+                                             data_buf, data_buf.flat_index((b, ic, 0, 0)),
+                                             weight_buf, weight_buf.flat_index((oc, ic, 0, 0))))
+    ic_loop = For(ic_out, in_blocks // i_block,
+                  Allocate(data_buf, Allocate(weight_buf, seq(ld_data, ld_wgt, update))))
+    axes = [("i0", 1), ("i1", o_block), ("i2", Bt), ("i3", BO)]
+    alus = seq(_alu_nest(res_shr, res_gemm, ">>", axes, 8),
+               _alu_nest(res_max, res_shr, "max", axes, 0),
+               _alu_nest(res_min, res_max, "min", axes, 127))
+    store = nest([("b_inn", 1), ("oc_inn", o_block)], lambda b, oc: Attr("pragma_dma_copy", 1, nest(
+        [("b_tns", Bt), ("oc_tns", BO)],
+        lambda bt, ot: Store(res, res.flat_index((b, oc_out * o_block + oc, bt, ot)),
+                             Cast("int8", Load(res_min, res_min.flat_index((b, oc, bt, ot))))))))
+    block = Allocate(res_gemm, Allocate(res_shr, Allocate(res_max, Allocate(res_min,
+                     seq(init, ic_loop, alus, store)))))
+    body = For(oc_out, out_blocks // o_block, block)
+    rng = _rng("gemm_blocked")
+    inputs = {"data": rng.integers(-128, 128, data.shape, dtype=np.int8),
+              "weight": rng.integers(-128, 128, weight.shape, dtype=np.int8)}
+
+    def ref(x):
+        a = x["data"].astype(np.int32).transpose(0, 2, 1, 3).reshape(Bt, in_blocks * BI)
+        w = x["weight"].astype(np.int32).transpose(0, 2, 1, 3).reshape(out_blocks * BO, in_blocks * BI)
+        c = (a @ w.T).reshape(1, Bt, out_blocks, BO).transpose(0, 2, 1, 3)
+        return _requant_ref(c)
+    return Func("gemm_blocked", (data, weight, res), body), inputs, ref
+
+
+# ---- conv2d with virtual threads (spec 3.5) ---------------------------------------------------
+def conv2d_vt(cfg, H=14, W=14, icb=16, ocb=16, oc_block=8, h_block=7, nthreads=2):
+    """3x3, pad 1, stride 1 conv in NCHWnc / OIHWoi as convolution_opt.py: w_block = W, ic_block 1,
+    oc_out split by ``nthreads`` onto a cthread axis, then >>8, max 0, min 127, int8."""
+    Bt, BI, BO = cfg.batch, cfg.block_in, cfg.block_out
+    KH = KW = 3
+    PH = h_block + KH - 1
+    PW = W + KW - 1
+    data = Buffer("data", (1, icb, H, W, Bt, BI), "int8")
+    kernel = Buffer("kernel", (ocb, icb, KH, KW, BO, BI), "int8")
+    res = Buffer("res", (1, ocb, H, W, Bt, BO), "int8")
+    region = (1, oc_block, h_block, W, Bt, BO)
+    res_conv = Buffer("res_conv", region, "int32", ACC)
+    res_shr = Buffer("res_shr", region, "int32", ACC)
+    res_max = Buffer("res_max", region, "int32", ACC)
+    res_min = Buffer("res_min", region, "int32", ACC)
+    data_buf = Buffer("data_buf", (1, 1, PH, PW, Bt, BI), "int8", INP)
+    kernel_buf = Buffer("kernel_buf", (oc_block, 1, KH, KW, BO, BI), "int8", WGT)
+    tx = Var("cthread")
+    oc_out, y_out, ic_out = Var("oc_out"), Var("y_out"), Var("ic_out")
+    n_oc_out = ocb // oc_block // nthreads
+    oc_base = (oc_out * nthreads + tx) * oc_block
+
+    init = nest([("b_inn", 1), ("oc_inn", oc_block), ("y_inn", h_block), ("x_inn", W)],
+                lambda b, oc, y, x: gemm_uop(res_conv, res_conv.flat_index((b, oc, y, x, 0, 0)), reset=True))
+
+    def ld_data_body(i0, i1, i2, i3, i4, i5):
+        row = y_out * h_block + i2          # row of the padded image
+        cond = ir.and_(ir.and_(ir.ge(row, 1), ir.lt(row, H + 1)), ir.and_(ir.ge(i3, 1), ir.lt(i3, W + 1)))
+        src = Load(data, data.flat_index((i0, ic_out + i1, row - 1, i3 - 1, i4, i5)))
+        return Store(data_buf, data_buf.flat_index((i0, i1, i2, i3, i4, i5)), Select(cond, src, ir.IntImm(0, "int8")))
+    ld_data = nest([("i0", 1), ("i1", 1), ("i2", PH), ("i3", PW), ("i4", Bt), ("i5", BI)], ld_data_body, "dma_copy")
+    ld_kernel = nest([("i0", oc_block), ("i1", 1), ("i2", KH), ("i3", KW), ("i4", BO), ("i5", BI)],
+                     lambda i0, i1, i2, i3, i4, i5: Store(
+                         kernel_buf, kernel_buf.flat_index((i0, i1, i2, i3, i4, i5)),
+                         Load(kernel, kernel.flat_index((oc_base + i0, ic_out + i1, i2, i3, i4, i5)))), "dma_copy")
+    update = nest([("b_inn", 1), ("oc_inn", oc_block), ("y_inn", h_block), ("ic_inn", 1), ("dy", KH), ("dx", KW),
+                   ("x_inn", W)],
+                  lambda b, oc, y, ic, dy, dx, x: gemm_uop(
+                      res_conv, res_conv.flat_index((b, oc, y, x, 0, 0)),
+                      data_buf, data_buf.flat_index((b, ic, y + dy, x + dx, 0, 0)),
+                      kernel_buf, kernel_buf.flat_index((oc, ic, dy, dx, 0, 0))))
+    ic_loop = For(ic_out, icb, Allocate(data_buf, Allocate(kernel_buf, seq(ld_data, ld_kernel, update))))
+    axes = [("i0", 1), ("i1", oc_block), ("i2", h_block), ("i3", W), ("i4", Bt), ("i5", BO)]
+    alus = seq(_alu_nest(res_shr, res_conv, ">>", axes, 8),
+               _alu_nest(res_max, res_shr, "max", axes, 0),
+               _alu_nest(res_min, res_max, "min", axes, 127))
+    store = nest([("b_inn", 1), ("oc_inn", oc_block), ("y_inn", h_block), ("x_inn", W)],
+                 lambda b, oc, y, x: Attr("pragma_dma_copy", 1, nest(
+                     [("b_tns", Bt), ("oc_tns", BO)],
+                     lambda bt, ot: Store(res, res.flat_index((b, oc_base + oc, y_out * h_block + y, x, bt, ot)),
+                                          Cast("int8", Load(res_min, res_min.flat_index((b, oc, y, x, bt, ot))))))))
+    tile = Allocate(res_conv, Allocate(res_shr, Allocate(res_max, Allocate(res_min,
+                    seq(init, ic_loop, alus, store)))))
+    body = For(oc_out, n_oc_out, For(y_out, H // h_block, For(Var("x_out"), 1, tile)))
+    body = Attr("virtual_thread", tx, body, extra=nthreads)
+    rng = _rng("conv2d_vt")
+    inputs = {"data": rng.integers(-128, 128, data.shape, dtype=np.int8),
+              "kernel": rng.integers(-128, 128, kernel.shape, dtype=np.int8)}
+
+    def ref(x):
+        d = np.pad(x["data"].astype(np.int32), ((0, 0), (0, 0), (1, 1), (1, 1), (0, 0), (0, 0)))
+        k = x["kernel"].astype(np.int32)
+        out = np.zeros(res.shape, np.int64)
+        for dy in range(KH):
+            for dx in range(KW):
+                win = d[:, :, dy:dy + H, dx:dx + W]                      # (1, icb, H, W, Bt, BI)
+                out += np.einsum("nchwbk,ocjk->nohwbj", win, k[:, :, dy, dx], optimize=True)
+        return _requant_ref(out.astype(np.int32))
+    return Func("conv2d_vt", (data, kernel, res), body), inputs, ref
