@@ -62,6 +62,9 @@ CLOSING_HEADROOM = 6
 # a segment must hold the closing slots plus the most one call appends (LOAD UOP + GEMM/ALU)
 MIN_MAX_INSNS = CLOSING_HEADROOM + 2
 LOAD_TYPES = (MEM_INP, MEM_WGT, MEM_ACC, MEM_ACC_8BIT)
+# the origin strings of dependence calls, made once (they are the most frequent calls)
+_ORIGINS = {(call, a, b): f"{call}({a}, {b})" for call in ("dep_push", "dep_pop")
+            for a, b in ((1, 2), (2, 1), (2, 3), (3, 2))}
 _queue_ids = itertools.count(1)        # tells one queue's buffers from another's (id() can be reused)
 
 
@@ -104,6 +107,11 @@ class CommandQueue:
         self._store_type = store_mem_type(cfg)
         self._builder = ProgramBuilder(cfg)
         self._stream = InsnStream(cfg)
+        # fast-path tables: LOAD/STORE field limits from the ISA layout; per load type its DRAM
+        # element bytes, SRAM depth, stage and name
+        self._mem_limit = dict(self._stream.limits(OP_LOAD))
+        self._load_spec = {m: (self._dram_eb[m], self._depth[m], module_of(OP_LOAD, m) + 1, f"mem {MEM_NAMES[m]}")
+                           for m in LOAD_TYPES}
         self._ring = UopRing(cfg.uop_depth)
         self._kernels: dict = {}              # key -> UopKernel, recorded once (TVM's UopKernelMap)
         self._kernel_order: list[UopKernel] = []
@@ -168,15 +176,44 @@ class CommandQueue:
         self._expected_counters = {k: check_int("expect_counters", k, v) for k, v in counters.items()}
 
     def _own(self, call: str, buf) -> DramBuffer:
-        if not isinstance(buf, DramBuffer) or buf.queue_id != self._id or self._buffers.get(buf.name) != buf:
+        if not isinstance(buf, DramBuffer) or buf.queue_id != self._id or self._buffers.get(buf.name) is not buf:
             raise RuntimeContractError(f"{call}: {buf!r} is not a DramBuffer of this queue "
                                        f"(rule: buffers come from alloc_input/alloc_output of the same queue)")
         return buf
 
     # ---- DMA -------------------------------------------------------------------------------------
+    # A ResNet layer makes ~100k of these calls, so each has a fast path: plain ints that pass every
+    # check go straight to the stream; anything else takes the checked path, which names the problem.
     def load_buffer_2d(self, src, src_elem_offset, x_size, y_size, x_stride, x_pad_before, y_pad_before,
                        x_pad_after, y_pad_after, dst_sram_index, dst_mem_type) -> None:
         """VTALoadBuffer2D: one LOAD; INP/WGT in the load stage, ACC/ACC_8BIT in compute."""
+        spec = self._load_spec.get(dst_mem_type) if type(dst_mem_type) is int else None
+        if (spec is not None and not self._closed and self._buffers.get(getattr(src, "name", None)) is src
+                and type(src_elem_offset) is int and type(x_size) is int and type(y_size) is int
+                and type(x_stride) is int and type(x_pad_before) is int and type(y_pad_before) is int
+                and type(x_pad_after) is int and type(y_pad_after) is int and type(dst_sram_index) is int):
+            eb, depth, stage, where = spec
+            lim = self._mem_limit
+            dram = src.addr // eb + src_elem_offset
+            if (0 <= src_elem_offset and 0 < x_size < lim["x_size"] and 0 < y_size < lim["y_size"]
+                    and 0 <= x_stride < lim["x_stride"] and 0 <= x_pad_before < lim["x_pad_0"]
+                    and 0 <= x_pad_after < lim["x_pad_1"] and 0 <= y_pad_before < lim["y_pad_0"]
+                    and 0 <= y_pad_after < lim["y_pad_1"] and 0 <= dst_sram_index < lim["sram_base"]
+                    and dram < lim["dram_base"]
+                    and (src_elem_offset + (y_size - 1) * x_stride + x_size) * eb <= src.nbytes
+                    and dst_sram_index + (y_pad_before + y_size + y_pad_after) * (x_pad_before + x_size + x_pad_after)
+                    <= depth):
+                self._maybe_flush()
+                self._stream.create(stage, Insn(opcode=OP_LOAD, memory_type=dst_mem_type, sram_base=dst_sram_index,
+                                                dram_base=dram, y_size=y_size, x_size=x_size, x_stride=x_stride,
+                                                x_pad_0=x_pad_before, y_pad_0=y_pad_before, x_pad_1=x_pad_after,
+                                                y_pad_1=y_pad_after), f"load_buffer_2d({src.name}, {where})")
+                return
+        self._load_checked(src, src_elem_offset, x_size, y_size, x_stride, x_pad_before, y_pad_before,
+                           x_pad_after, y_pad_after, dst_sram_index, dst_mem_type)
+
+    def _load_checked(self, src, src_elem_offset, x_size, y_size, x_stride, x_pad_before, y_pad_before,
+                      x_pad_after, y_pad_after, dst_sram_index, dst_mem_type) -> None:
         call = "load_buffer_2d"
         self._check_open(call)
         src = self._own(call, src)
@@ -211,6 +248,27 @@ class CommandQueue:
 
     def store_buffer_2d(self, src_sram_index, src_mem_type, dst, dst_elem_offset, x_size, y_size, x_stride) -> None:
         """VTAStoreBuffer2D: one STORE (store stage), pads 0."""
+        if (type(src_mem_type) is int and src_mem_type == MEM_OUT and not self._closed
+                and self._buffers.get(getattr(dst, "name", None)) is dst and type(src_sram_index) is int
+                and type(dst_elem_offset) is int and type(x_size) is int and type(y_size) is int
+                and type(x_stride) is int):
+            lim = self._mem_limit
+            eb = self._dram_eb[MEM_OUT]
+            dram = dst.addr // eb + dst_elem_offset
+            if (0 <= dst_elem_offset and 0 < x_size < lim["x_size"] and 0 < y_size < lim["y_size"]
+                    and 0 <= x_stride < lim["x_stride"] and 0 <= src_sram_index < lim["sram_base"]
+                    and dram < lim["dram_base"]
+                    and (dst_elem_offset + (y_size - 1) * x_stride + x_size) * eb <= dst.nbytes
+                    and src_sram_index + x_size * y_size <= self._depth[MEM_OUT]):
+                self._maybe_flush()
+                self._stream.create(STAGE_STORE, Insn(opcode=OP_STORE, memory_type=self._store_type,
+                                                      sram_base=src_sram_index, dram_base=dram, y_size=y_size,
+                                                      x_size=x_size, x_stride=x_stride),
+                                    f"store_buffer_2d({dst.name})")
+                return
+        self._store_checked(src_sram_index, src_mem_type, dst, dst_elem_offset, x_size, y_size, x_stride)
+
+    def _store_checked(self, src_sram_index, src_mem_type, dst, dst_elem_offset, x_size, y_size, x_stride) -> None:
         call = "store_buffer_2d"
         self._check_open(call)
         dst = self._own(call, dst)
@@ -252,13 +310,18 @@ class CommandQueue:
         """VTAPushALUOp: get or record the kernel, LOAD UOP when not resident, then one ALU."""
         self._push_op("push_alu_op", MODE_ALU, kernel_key, record)
 
-    def _op_insn(self, kernel: UopKernel) -> Insn:
+    @staticmethod
+    def _op_insn(kernel: UopKernel) -> Insn:
         """The GEMM/ALU instruction that runs ``kernel`` where it is resident."""
-        fields = dict(reset_reg=kernel.reset, uop_bgn=kernel.sram_begin, uop_end=kernel.sram_end,
-                      **kernel.loop_fields())
-        if kernel.mode == MODE_ALU:
-            return Insn(opcode=OP_ALU, alu_opcode=kernel.opcode, use_imm=kernel.use_imm, imm=kernel.imm, **fields)
-        return Insn(opcode=OP_GEMM, **fields)
+        fields = kernel.meta.get("insn_fields")
+        if fields is None:             # fixed once recorded; only the uop range depends on residency
+            fields = dict(reset_reg=kernel.reset, **kernel.loop_fields())
+            if kernel.mode == MODE_ALU:
+                fields.update(opcode=OP_ALU, alu_opcode=kernel.opcode, use_imm=kernel.use_imm, imm=kernel.imm)
+            else:
+                fields["opcode"] = OP_GEMM
+            kernel.meta["insn_fields"] = fields
+        return Insn(uop_bgn=kernel.sram_begin, uop_end=kernel.sram_end, **fields)
 
     def _kernel(self, call: str, mode: int, key, record) -> UopKernel:
         try:
@@ -279,9 +342,11 @@ class CommandQueue:
         kernel = recorder.finish()
         # its instruction's fields (opcode, loops) are checked once, before the kernel is cached or
         # anything is emitted; only the uop range changes later and the ring keeps that in range
+        where = f"{call}(key={key!r})"
         probe = self._op_insn(kernel)
         probe.uop_end = kernel.size
-        self._stream.validate(probe, f"{call}(key={key!r})")
+        self._stream.validate(probe, where)
+        kernel.meta["origin"] = where
         kernel.dram_offset = self._uop_total
         self._uop_total += kernel.size
         self._kernels[key] = kernel
@@ -291,7 +356,7 @@ class CommandQueue:
     def _push_op(self, call: str, mode: int, key, record) -> None:
         self._check_open(call)
         kernel = self._kernel(call, mode, key, record)
-        where = f"{call}(key={key!r})"
+        where = kernel.meta["origin"]
         self._maybe_flush()
         if self._ring.place(kernel):
             n = kernel.size
@@ -305,14 +370,16 @@ class CommandQueue:
     def dep_push(self, from_stage, to_stage) -> None:
         """VTADepPush: a token from ``from_stage`` to ``to_stage`` after its last instruction."""
         frm, to = check_stage_pair("dep_push", from_stage, to_stage)
-        self._check_open(f"dep_push({frm}, {to})")
-        self._stream.dep_push(frm, to, f"dep_push({frm}, {to})")
+        origin = _ORIGINS[("dep_push", frm, to)]
+        self._check_open(origin)
+        self._stream.dep_push(frm, to, origin)
 
     def dep_pop(self, from_stage, to_stage) -> None:
         """VTADepPop: ``to_stage``'s next instruction waits for a token from ``from_stage``."""
         frm, to = check_stage_pair("dep_pop", from_stage, to_stage)
-        self._check_open(f"dep_pop({frm}, {to})")
-        self._stream.dep_pop(frm, to, f"dep_pop({frm}, {to})")
+        origin = _ORIGINS[("dep_pop", frm, to)]
+        self._check_open(origin)
+        self._stream.dep_pop(frm, to, origin)
 
     # ---- closing ---------------------------------------------------------------------------------
     def _drain(self, origin: str) -> None:

@@ -65,7 +65,7 @@ def check_stage_pair(call: str, frm, to) -> tuple:
     return frm, to
 
 
-@dataclass
+@dataclass(slots=True)
 class Entry:
     insn: Insn
     origin: str                     # the runtime call that created it, for messages and listings
@@ -84,6 +84,10 @@ class InsnStream:
         lay = layout(cfg)
         self._limits = {op: tuple((name, 1 << width) for name, (_, width) in lay.of(op).items() if name != "imm")
                         for op in (OP_LOAD, OP_STORE, OP_GEMM, OP_ALU)}
+
+    def limits(self, opcode: int) -> tuple:
+        """``((field, 2**width), ...)`` of an opcode's unsigned fields."""
+        return self._limits[opcode]
 
     def __len__(self) -> int:
         return len(self.entries)

@@ -770,3 +770,39 @@ def test_numpy_integers_are_accepted():
     q.load_buffer_2d(a, n(0), n(4), n(1), n(4), n(0), n(0), n(0), n(0), n(0), n(MEM_INP))
     q.dep_push(n(1), n(2))
     assert q.insns[0].x_size == 4 and q.insns[0].push_next == 1
+
+
+def test_fast_and_checked_dma_paths_agree():
+    """load/store_buffer_2d take a fast path for plain valid ints; it must build what the checked path
+    builds, and hand every edge case (at and past each limit) to the checked path's errors."""
+    cfg = load_config()
+    rng = np.random.default_rng(13)
+    queues = [CommandQueue(cfg), CommandQueue(cfg)]
+    bufs = [(q.alloc_input("X", np.zeros(1 << 16, np.int8)), q.alloc_output("Y", 1 << 14)) for q in queues]
+    for _ in range(300):
+        mem = int(rng.choice([MEM_INP, MEM_WGT, MEM_ACC, MEM_ACC_8BIT]))
+        depth = cfg.sram_depth(mem)
+        x, y = int(rng.integers(1, 6)), int(rng.integers(1, 6))
+        pads = [int(v) for v in rng.integers(0, 3, size=4)]
+        args = [int(rng.integers(0, 8)), x, y, x + int(rng.integers(0, 3)), *pads,
+                int(rng.integers(depth - 60, depth)), mem]
+        sargs = [int(rng.integers(cfg.out_depth - 40, cfg.out_depth)), MEM_OUT, int(rng.integers(0, 40)),
+                 x, y, x + int(rng.integers(0, 3))]
+        outcome = []
+        for q, (X, Y) in zip(queues, bufs):
+            fast = q is queues[0]
+            try:
+                (q.load_buffer_2d if fast else q._load_checked)(X, *args)
+                r = "ok"
+            except RuntimeContractError as e:
+                r = str(e)
+            try:
+                (q.store_buffer_2d if fast else q._store_checked)(sargs[0], sargs[1], Y, *sargs[2:])
+                r2 = "ok"
+            except RuntimeContractError as e:
+                r2 = str(e)
+            outcome.append((r, r2))
+        assert outcome[0] == outcome[1]
+    assert queues[0].insns == queues[1].insns and queues[0].origins == queues[1].origins
+    assert len(queues[0].insns) > 100                    # both outcomes were exercised
+    assert len(queues[0].insns) < 600
