@@ -8,7 +8,8 @@ software loop inside the kernel (more uops), as in TVM.
 
 Then every uop scope (GEMM and ALU) is numbered -- ``extra`` = its kernel site, the runtime's
 cache key together with the one free variable (spec 5.2) -- and checked: all loop begins come
-before the first uop and there are at most two levels ("more than two loops to fold").
+before the first uop, there are at most two levels ("more than two loops to fold"), and the
+kernel's uops fit the uop buffer of the config (a kernel is loaded whole).
 """
 
 from __future__ import annotations
@@ -104,6 +105,21 @@ def _check_kernel(body, site):
     visit(body)
 
 
+def _uop_count(s) -> int:
+    """Uops a kernel body records (software loops inside the kernel multiply)."""
+    if isinstance(s, ir.Evaluate):
+        return 1 if s.call.name == "VTAUopPush" else 0
+    if isinstance(s, ir.Seq):
+        return sum(_uop_count(c) for c in s.stmts)
+    if isinstance(s, ir.For):
+        return s.extent * _uop_count(s.body)
+    if isinstance(s, (ir.Attr, ir.Allocate)):
+        return _uop_count(s.body)
+    if isinstance(s, ir.IfThenElse):
+        return max(_uop_count(s.then), _uop_count(s.otherwise) if s.otherwise is not None else 0)
+    return 0
+
+
 def fold_uop_loop(body, cfg=None):
     site = [0]
 
@@ -123,6 +139,9 @@ def fold_uop_loop(body, cfg=None):
             k = site[0]
             site[0] += 1
             _check_kernel(n.body, k)
+            if cfg is not None and _uop_count(n.body) > cfg.uop_depth:
+                raise CompileError(PASS, f"uop kernel {k} ({n.value}) has {_uop_count(n.body)} uops, "
+                                         f"the uop buffer holds {cfg.uop_depth}")
             return ir.Attr(n.key, n.value, ir.transform(n.body, lambda x: None, number), k)
         return None
     return ir.transform(out, lambda x: None, number)
