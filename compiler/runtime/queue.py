@@ -24,8 +24,8 @@ Where this differs from TVM, and why:
   LOAD UOP of it reads from there.  TVM repacks resident kernels into its uop DMA buffer at every
   sync; with a single launch a fixed place is simpler and equivalent.  TVM's uop-staging overflow
   auto-sync therefore has no counterpart.
-* ACC_8BIT loads run in the compute stage, like ACC (the hardware executes them there; TVM's
-  runtime predates the type and has no element size for it).
+* ACC_8BIT loads run in the compute stage, like ACC: the hardware executes them there (hardware
+  spec 4.1).  TVM's runtime cannot emit them at all (its element-size table has no ACC_8BIT).
 * TVM's ``(signature + 1) < 100`` limit on cache keys is not kept: any hashable key works (the
   lowering uses (site id, virtual-thread index)).
 * Arguments are checked at the call (buffer ownership, memory types, DRAM and SRAM ranges, ISA field
