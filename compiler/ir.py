@@ -74,6 +74,10 @@ class Expr:
     def __lshift__(self, o): return BinOp("<<", self, const(o))
     def __neg__(self): return BinOp("-", IntImm(0), self)
 
+    def astype(self, dtype: str) -> "Expr":
+        """TVM's ``expr.astype(dtype)``: a :class:`Cast` (the tensor-expression DSL writes casts so)."""
+        return Cast(dtype, self)
+
 
 @dataclass(frozen=True, eq=True)
 class IntImm(Expr):
