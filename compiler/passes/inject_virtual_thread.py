@@ -2,9 +2,10 @@
 
 For each ``Attr("virtual_thread", t, body, extra=n)``:
 
-* every SRAM allocation at its head (the merged ones storage_rewrite put there) grows x n; each
-  buffer view in it moves to ``n x`` its offset and thread ``t`` uses it at ``+ t x size`` (TVM
-  replicates each buffer and then merges: the same layout);
+* every SRAM allocation inside it (the merged ones storage_rewrite put at its head, and those an
+  inner virtual thread already replicated) grows x n; each buffer view in it moves to ``n x`` its
+  offset and thread ``t`` uses it at ``+ t x size`` (TVM replicates each buffer and then merges:
+  the same layout);
 * statements are replicated per thread at statement granularity: a ``coproc_scope`` or
   ``coproc_uop_scope`` region as a whole, every other store or call (dep push/pop) on its own,
   while loops around them stay shared.  A replicated statement without loops is unrolled (t = 0..n-1)
@@ -41,13 +42,16 @@ class _Injector:
         self.stride = {}            # new view -> thread stride (scalars)
 
     def run(self, body):
-        # enlarge the allocations at the head of the scope
-        heads = []
-        while isinstance(body, ir.Allocate) and body.buffer.scope in SRAM_SCOPES:
-            heads.append(body.buffer)
-            body = body.body
-        views = {}
+        # every SRAM allocation inside the scope grows x n (nested threads' ones included: TVM
+        # replicates whatever an inner virtual thread already replicated)
         groups = {}
+
+        def see_alloc(x):
+            if isinstance(x, ir.Allocate) and x.buffer.scope in SRAM_SCOPES:
+                g = x.buffer
+                groups[g] = ir.Buffer(g.name, (g.size * self.n,), g.dtype, g.scope)
+        ir.walk(body, see_alloc)
+        views = {}
 
         def see(x):
             bufs = []
@@ -56,21 +60,18 @@ class _Injector:
             elif isinstance(x, ir.Call):
                 bufs.extend(a for a in x.args if isinstance(a, ir.Buffer))
             for b in bufs:
-                if isinstance(b, BufferView) and b.data in heads:
+                if isinstance(b, BufferView) and b.data in groups:
                     views[b] = None
         ir.walk(body, see)
-        for g in heads:
-            groups[g] = ir.Buffer(g.name, (g.size * self.n,), g.dtype, g.scope)
-        mapping = {}
+        mapping = dict(groups)
         for v in views:
-            nv = BufferView(v.name, v.shape, v.dtype, v.scope, v.elem_offset * self.n, groups[v.data])
+            # the view's shape gains the thread dimension, so an outer thread strides over all copies
+            nv = BufferView(v.name, (self.n,) + v.shape, v.dtype, v.scope, v.elem_offset * self.n,
+                            groups[v.data])
             mapping[v] = nv
             self.stride[nv] = v.size
         body = replace_buffers(body, mapping)
-        body = self.visit(body)
-        for g in reversed(heads):
-            body = ir.Allocate(groups[g], body)
-        return body
+        return self.visit(body)
 
     def visit(self, s):
         if isinstance(s, ir.Attr):

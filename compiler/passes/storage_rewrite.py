@@ -51,7 +51,8 @@ class _Walker:
             self.visit(s.body, loops + (id(s),), attach)
             self.loop_span[id(s)][1] = self.point - 1
         elif isinstance(s, ir.Attr) and s.key == "virtual_thread":
-            self.attach_nthreads[id(s)] = int(s.extra)
+            # nested virtual threads multiply: the outer one replicates the inner's copies too
+            self.attach_nthreads[id(s)] = int(s.extra) * self.attach_nthreads.get(attach, 1)
             self.visit(s.body, loops, id(s))
         elif isinstance(s, ir.Attr) and s.key in ("coproc_uop_scope", "pragma_alu"):
             self.leaf(s, loops)

@@ -245,3 +245,70 @@ def conv2d_vt(cfg, H=14, W=14, icb=16, ocb=16, oc_block=8, h_block=7, nthreads=2
                 out += np.einsum("nchwbk,ocjk->nohwbj", win, k[:, :, dy, dx], optimize=True)
         return _requant_ref(out.astype(np.int32))
     return Func("conv2d_vt", (data, kernel, res), body), inputs, ref
+
+
+# ---- end to end -----------------------------------------------------------------------------------
+def build_image(func, inputs, ref, cfg, lowered=None):
+    """Passes + codegen into a fresh CommandQueue; returns ``(image, output name, expected bytes)``."""
+    from compiler.codegen import emit
+    from compiler.passes import run_passes
+    from compiler.runtime import CommandQueue
+
+    lowered = lowered if lowered is not None else run_passes(func, cfg)
+    q = CommandQueue(cfg, name=func.name)
+    bufs, out = {}, None
+    for a in func.args:
+        if a.name in inputs:
+            bufs[a] = q.alloc_input(a.name, inputs[a.name])
+        else:
+            bufs[a] = q.alloc_output(a.name, a.size * np.dtype(a.dtype).itemsize)
+            out = a
+    want = ref(inputs).tobytes()
+    q.expect(out.name, want)
+    emit(lowered, q, bufs)
+    return q.build(), out.name, want
+
+
+# ---- two nested virtual threads (the conv2d_packed oc_nthread x h_nthread case) ----------------
+def vadd_nested_vt(cfg, n=4, shift=1, alu=True):
+    """C = int8((A + B) >> shift) in 4 chunks of ``n`` elements, one per thread of two nested cthread
+    axes (tx outer, ty inner); each thread loads, adds, shifts and stores its own chunk.  With
+    ``alu=False`` only the copy C = int8(A) (DMA only: ALU kernels under two thread loops depend on
+    two variables, which the runtime's kernel cache refuses, spec 5.2)."""
+    Bt, BO = cfg.batch, cfg.block_out
+    shape = (4 * n, Bt, BO)
+    A = Buffer("A", shape, "int32")
+    Bb = Buffer("B", shape, "int32")
+    C = Buffer("C", shape, "int8")
+    tile = (n, Bt, BO)
+    A_buf = Buffer("A_buf", tile, "int32", ACC)
+    B_buf = Buffer("B_buf", tile, "int32", ACC)
+    S_buf = Buffer("S_buf", tile, "int32", ACC)
+    C_buf = Buffer("C_buf", tile, "int32", ACC)
+    tx, ty = Var("tx"), Var("ty")
+    chunk = tx * 2 + ty
+    axes = [("i", n), ("b", Bt), ("k", BO)]
+    g = lambda i, b, k: A.flat_index((chunk * n + i, b, k))  # noqa: E731
+    t = lambda i, b, k: A_buf.flat_index((i, b, k))  # noqa: E731
+    if alu:
+        body = seq(
+            nest(axes, lambda *v: Store(A_buf, t(*v), Load(A, g(*v))), "dma_copy"),
+            nest(axes, lambda *v: Store(B_buf, t(*v), Load(Bb, g(*v))), "dma_copy"),
+            nest(axes, lambda *v: Store(S_buf, t(*v), Load(A_buf, t(*v)) + Load(B_buf, t(*v))), "alu"),
+            nest(axes, lambda *v: Store(C_buf, t(*v), Load(S_buf, t(*v)) >> shift), "alu"),
+            nest(axes, lambda *v: Store(C, g(*v), Cast("int8", Load(C_buf, t(*v)))), "dma_copy"),
+        )
+        body = Allocate(A_buf, Allocate(B_buf, Allocate(S_buf, Allocate(C_buf, body))))
+    else:
+        body = seq(
+            nest(axes, lambda *v: Store(B_buf, t(*v), Load(Bb, g(*v))), "dma_copy"),
+            nest(axes, lambda *v: Store(A_buf, t(*v), Load(A, g(*v))), "dma_copy"),
+            nest(axes, lambda *v: Store(C, g(*v), Cast("int8", Load(A_buf, t(*v)))), "dma_copy"),
+        )
+        body = Allocate(B_buf, Allocate(A_buf, body))
+    body = Attr("virtual_thread", tx, Attr("virtual_thread", ty, body, extra=2), extra=2)
+    rng = _rng("vadd_nested_vt")
+    inputs = {"A": rng.integers(-3000, 3000, shape, dtype=np.int32),
+              "B": rng.integers(-3000, 3000, shape, dtype=np.int32)}
+    ref = (lambda x: ((x["A"] + x["B"]) >> shift).astype(np.int8)) if alu else (lambda x: x["A"].astype(np.int8))
+    return Func("vadd_nested_vt", (A, Bb, C), body), inputs, ref

@@ -13,7 +13,7 @@ from compiler.errors import CompileError
 from compiler.ir import Attr, Buffer, Evaluate, For, Var
 from compiler.passes import Func, run_passes
 from hw.config import default_config_path, load_config
-from phase0_programs import build_image, conv2d_vt, gemm_blocked, gemm_simple, vadd
+from phase0_programs import build_image, conv2d_vt, gemm_blocked, gemm_simple, vadd, vadd_nested_vt
 
 PRESETS = ["default", "2x16x16", "1x32x32", "1x8x8"]
 
@@ -202,3 +202,22 @@ def test_reduced_tutorials_on_every_preset(preset):
         if func.name == "gemm_blocked":
             # one uop per (out block, in block) whatever BATCH (an element is BATCH rows); 3 ALU ops per out block
             assert c["gemm_counter"] == 8 * 8 and c["alu_counter"] == 3 * 8
+
+
+def test_nested_virtual_threads_replicate_per_thread_pair(cfg):
+    func, inputs, ref = vadd_nested_vt(cfg, alu=False)
+    q = FakeQueue()
+    emit(run_passes(func, cfg), q, {a: a.name for a in func.args})
+    loads = [(x[1], x[2], x[10]) for x in q.calls if x[0] == "load"]
+    # B then A per thread (tx, ty) in (0,0) (1,0) (0,1) (1,1): DRAM chunk 2*tx+ty, each buffer x 4 threads
+    assert loads == [("B", 0, 0), ("A", 0, 16), ("B", 8, 8), ("A", 8, 24),
+                     ("B", 4, 4), ("A", 4, 20), ("B", 12, 12), ("A", 12, 28)]
+    c = _run_both(func, inputs, ref, cfg)
+    assert c["acc_load_nbytes"] == 2 * 16 * 64 and c["out_store_nbytes"] == 16 * 16
+
+
+def test_nested_virtual_threads_with_alu_need_two_kernel_variables(cfg):
+    func, _, _ = vadd_nested_vt(cfg, alu=True)
+    with pytest.raises(CompileError, match=r"depends on 2 outer variables \(tx\.s, ty\.s\)|"
+                                           r"depends on 2 outer variables \(ty\.s, tx\.s\)"):
+        emit(run_passes(func, cfg), FakeQueue(), {a: a.name for a in func.args})

@@ -435,6 +435,18 @@ def test_virtual_thread_replicates_buffers_and_statements(cfg):
     assert alloc == [32]
 
 
+def test_allocation_outside_the_virtual_thread_is_shared(cfg):
+    t = Var("t")
+    buf = Buffer("x", (16,), "int8", INP)
+    g = Buffer("G", (64,), "int8")
+    ld = _copy(buf, g, [("k", 16)], lambda k: k, lambda k: t * 16 + k)
+    body = storage_rewrite(lift_alloc(Allocate(buf, Attr("virtual_thread", t, inject_dma(ld, cfg), extra=2))), cfg)
+    out = inject_virtual_thread(body, cfg)
+    calls = []
+    ir.walk(out, lambda n: calls.append(n) if isinstance(n, ir.Call) and n.name == "VTALoadBuffer2D" else None)
+    assert [_e(c.args[9].args[1]) for c in calls] == ["0", "0"]               # one copy, both threads
+
+
 # ---- inject_alu ------------------------------------------------------------------------------
 def _alu(cfg, value_fn, n=4, src=None):
     d = Buffer("d", (n, 16), "int32", ACC)
