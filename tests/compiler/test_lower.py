@@ -309,3 +309,58 @@ def test_compute_at_axis_split_afterwards():
     s[C_buf].split(ko, factor=1)
     with pytest.raises(LowerError, match="`ko` is no longer a leaf axis of `C_buf`"):
         lower(s, [A, B, C])
+
+
+# ---- topi conv2d_packed schedule (spec 3.6) with the fused epilogue (spec 7.1) -----------------
+TOPI_CASES = {
+    "3x3_oc_threads": dict(height=6, width=6, in_channels=32, out_channels=64, tile_h=(2, 3), tile_w=(1, 6),
+                           tile_ci=(2, 1), tile_co=(2, 1), oc_nthread=2),
+    "1x1_h_threads": dict(height=4, width=4, in_channels=32, out_channels=32, kernel=1, pad=0, tile_h=(2, 2),
+                          tile_w=(1, 4), tile_ci=(1, 2), tile_co=(2, 1), oc_nthread=1, h_nthread=2),
+    "3x3_stride2": dict(height=8, width=8, in_channels=32, out_channels=32, stride=2, tile_h=(2, 2),
+                        tile_w=(1, 4), tile_ci=(2, 1), tile_co=(1, 2), oc_nthread=1),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TOPI_CASES))
+def test_topi_conv2d_semantics(case):
+    s, args = tutorials.topi_conv2d(ENV, **TOPI_CASES[case])
+    _check_semantics(s, args, ENV)
+
+
+def test_topi_conv2d_c2_tophub_regions():
+    """C2 with its TopHub knobs (spec 7.3): per thread the accumulator tile is 2 * 8 * 56 elements."""
+    s, args = tutorials.topi_conv2d(ENV, height=56, width=56, in_channels=64, out_channels=64, tile_h=(7, 8),
+                                    tile_w=(1, 56), tile_ci=(4, 1), tile_co=(2, 2), oc_nthread=2)
+    allocs = _allocs(lower(s, args))
+    assert allocs["res"] == (ir.SCOPE_ACC, 2 * 8 * 56 * 16, (1, 2, 8, 56, 1, 16))
+    assert allocs["pad_data"] == (ir.SCOPE_INP, 10 * 58 * 16, (1, 1, 10, 58, 1, 16))
+    assert allocs["kernel.local.wgt_buffer"] == (ir.SCOPE_WGT, 2 * 9 * 256, (2, 1, 3, 3, 16, 16))
+    assert allocs["bias.local.acc_buffer"] == (ir.SCOPE_ACC, 2 * 16, (1, 2, 1, 1, 1, 16))
+
+
+# ---- end to end through the passes, codegen and runtime of the other compiler modules ----------
+E2E = {
+    "vector_add": (tutorials.vector_add, dict(m=16)),
+    "simple_gemm": (tutorials.simple_gemm, dict(n=4, m=4)),
+    "blocked_gemm": (tutorials.blocked_gemm, dict(in_channels=128, out_channels=128, block=64)),
+    "conv2d": (tutorials.conv2d, dict(height=4, width=4, in_channels=32, out_channels=64, oc_block=32,
+                                      h_block=2, w_block=4)),
+    "topi_conv2d": (tutorials.topi_conv2d, TOPI_CASES["3x3_oc_threads"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(E2E))
+def test_lowered_program_runs_bit_exact_on_the_functional_engine(name, default_cfg):
+    pytest.importorskip("compiler.codegen")
+    from phase0_programs import build_image
+    from sim.engines import check_result, run_engine
+
+    builder, kw = E2E[name]
+    s, args = builder(ENV, **kw)
+    rng = np.random.default_rng(3)
+    inputs = {t: rng.integers(-128, 128, t.shape).astype(np.int8 if t.dtype == "int8" else np.int32)
+              for t in args[:-1]}
+    image, _, _ = build_image(lower(s, args, name), {t.name: v for t, v in inputs.items()},
+                              lambda _: evaluate(args[-1], inputs), default_cfg)
+    assert check_result(image, run_engine("functional", image)) == []

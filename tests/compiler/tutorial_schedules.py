@@ -173,3 +173,76 @@ def conv2d(env, height=14, width=14, in_channels=256, out_channels=256, oc_block
     s[res_max].pragma(s[res_max].op.axis[0], env.alu)
     s[res_min].pragma(s[res_min].op.axis[0], env.alu)
     return s, [data, kernel, res]
+
+
+def topi_conv2d(env, height=14, width=14, in_channels=64, out_channels=64, kernel=3, pad=1, stride=1,
+                tile_h=(1, 14), tile_w=(1, 14), tile_ci=(4, 1), tile_co=(2, 2), oc_nthread=2, h_nthread=1):
+    """topi's conv2d_packed + schedule_conv2d_packed (compiler spec 3.6) with the fused epilogue of
+    spec 7.1 (>> 8, + bias, clip by min then max, cast), knobs given as [outer, inner] splits."""
+    data_shape = (1, in_channels // env.BLOCK_IN, height, width, env.BATCH, env.BLOCK_IN)
+    kshape = (out_channels // env.BLOCK_OUT, in_channels // env.BLOCK_IN, kernel, kernel, env.BLOCK_OUT, env.BLOCK_IN)
+    bias_shape = (1, out_channels // env.BLOCK_OUT, 1, 1, env.BATCH, env.BLOCK_OUT)
+    data = te.placeholder(data_shape, env.inp_dtype, "data")
+    kern = te.placeholder(kshape, env.wgt_dtype, "kernel")
+    bias = te.placeholder(bias_shape, env.acc_dtype, "bias")
+    pad_data = te.pad(data, [0, 0, pad, pad, 0, 0], name="pad_data") if pad else data
+    oh = (height + 2 * pad - kernel) // stride + 1
+    ow = (width + 2 * pad - kernel) // stride + 1
+    oshape = (1, out_channels // env.BLOCK_OUT, oh, ow, env.BATCH, env.BLOCK_OUT)
+    k_o = te.reduce_axis((0, data_shape[1]), name="k_o")
+    d_i = te.reduce_axis((0, kernel), name="d_i")
+    d_j = te.reduce_axis((0, kernel), name="d_j")
+    k_i = te.reduce_axis((0, env.BLOCK_IN), name="k_i")
+    conv = te.compute(oshape, lambda b_o, c_o, i, j, b_i, c_i: te.sum(
+        pad_data[b_o, k_o, i * stride + d_i, j * stride + d_j, b_i, k_i].astype(env.acc_dtype)
+        * kern[c_o, k_o, d_i, d_j, c_i, k_i].astype(env.acc_dtype), axis=[k_o, d_i, d_j, k_i]),
+        name="res", tag="conv2d_dense")
+    shr = te.compute(oshape, lambda *i: conv(*i) >> 8, "T_right_shift", tag="elemwise")
+    add = te.compute(oshape, lambda b, c, y, x, bi, ci: shr[b, c, y, x, bi, ci] + bias[0, c, 0, 0, bi, ci],
+                     "T_add", tag="broadcast")
+    clip_a = te.compute(oshape, lambda *i: te.min(add(*i), 127), "clipA")
+    clip_b = te.compute(oshape, lambda *i: te.max(clip_a(*i), 0), "clipB")
+    output = te.compute(oshape, lambda *i: clip_b(*i).astype(env.out_dtype), "T_cast", tag="elemwise")
+    ewise_ops = [shr.op, add.op, clip_a.op, clip_b.op]
+    s = create_schedule(output.op)
+    if pad:
+        cdata = pad_data
+        s[pad_data].set_scope(env.inp_scope)
+    else:
+        cdata = s.cache_read(data, env.inp_scope, [conv])
+    ckernel = s.cache_read(kern, env.wgt_scope, [conv])
+    s[conv].set_scope(env.acc_scope)
+    cbias = s.cache_read(bias, env.acc_scope, [add])
+    for op in ewise_ops:
+        s[op].set_scope(env.acc_scope)
+        s[op].pragma(s[op].op.axis[0], env.alu)
+    x_bo, x_co, x_i, x_j, x_bi, x_ci = s[output].op.axis
+    x_co0, x_co1 = s[output].split(x_co, factor=tile_co[1])
+    x_i0, x_i1 = s[output].split(x_i, factor=tile_h[1])
+    x_j0, x_j1 = s[output].split(x_j, factor=tile_w[1])
+    s[output].reorder(x_bo, x_i0, x_co0, x_j0, x_co1, x_i1, x_j1, x_bi, x_ci)
+    store_pt = x_j0
+    s[conv].compute_at(s[output], store_pt)
+    for op in ewise_ops:
+        s[op].compute_at(s[output], store_pt)
+    s[cbias].compute_at(s[output], store_pt)
+    s[cbias].pragma(s[cbias].op.axis[0], env.dma_copy)
+    if oc_nthread > 1:
+        _, v_t = s[output].split(x_co0, factor=oc_nthread)
+        s[output].reorder(v_t, x_bo)
+        s[output].bind(v_t, te.thread_axis("cthread"))
+    if h_nthread > 1:
+        _, v_t = s[output].split(x_i0, factor=h_nthread)
+        s[output].reorder(v_t, x_bo)
+        s[output].bind(v_t, te.thread_axis("cthread"))
+    x_bo, x_co, x_i, x_j, x_bi, x_ci = s[conv].op.axis
+    k_o, d_i, d_j, k_i = s[conv].op.reduce_axis
+    s[conv].reorder(x_bo, k_o, x_j, d_j, d_i, x_co, x_i, x_bi, x_ci, k_i)
+    k_o, _ = s[conv].split(k_o, factor=tile_ci[1])
+    s[cdata].compute_at(s[conv], k_o)
+    s[ckernel].compute_at(s[conv], k_o)
+    s[cdata].pragma(s[cdata].op.axis[0], env.dma_copy)
+    s[ckernel].pragma(s[ckernel].op.axis[0], env.dma_copy)
+    s[conv].tensorize(x_bi, env.gemm)
+    s[output].pragma(x_co1, env.dma_copy)
+    return s, [data, kern, bias, output]
