@@ -16,6 +16,10 @@ __all__ = ["CompileError"]
 class CompileError(SimError):
     """A schedule or IR construct the VTA lowering passes (compiler spec 4) cannot handle."""
 
-    def __init__(self, pass_name: str, message: str):
-        super().__init__(f"{pass_name}: {message}")
+    def __init__(self, pass_name: str, message: str | None = None):
+        # CompileError("pass", "what and rule") from the passes; CompileError("whole message")
+        # from the rest of the compiler (knobs, workloads, CLI)
+        if message is None:
+            pass_name, message = None, pass_name
+        super().__init__(message if pass_name is None else f"{pass_name}: {message}")
         self.pass_name = pass_name
