@@ -241,9 +241,14 @@ class _Lowering:
                 m = e.b.value if e.op == "//" else (1 << e.b.value)
                 if m > 0:
                     lo, hi = self._bound(e.a, kept, st, c)
-                    return simplify(lo // m), simplify(hi // m)
+                    return _floordiv(lo, m), _floordiv(hi, m)
             if e.op == "%" and isinstance(e.b, IntImm) and e.b.value > 0:
-                return IntImm(0), IntImm(e.b.value - 1)
+                m = e.b.value
+                lo, hi = self._bound(e.a, kept, st, c)
+                if isinstance(simplify(hi - lo), IntImm) and _floordiv(lo, m) == _floordiv(hi, m):
+                    # the whole range sits in one period (a fused axis split at its inner extent)
+                    return simplify(lo - _floordiv(lo, m) * m), simplify(hi - _floordiv(hi, m) * m)
+                return IntImm(0), IntImm(m - 1)
             if e.op in ("min", "max"):
                 alo, ahi = self._bound(e.a, kept, st, c)
                 blo, bhi = self._bound(e.b, kept, st, c)
@@ -544,6 +549,19 @@ class _Lowering:
             args = (z, z, ptrs["out"], ptrs["inp"], ptrs["wgt"], z, z, z)
         return Attr("coproc_scope", 2, Attr("coproc_uop_scope", "VTAPushGEMMOp",
                                             Evaluate(Call("vta.uop_push", args))))
+
+
+def _floordiv(e, m: int):
+    """``e // m`` simplified when every variable's coefficient is a multiple of ``m``
+    (``(16*f + 15) // 16`` is ``f``), which ir.simplify leaves alone unless the division is exact."""
+    vs = sorted(ir.free_vars(e), key=lambda v: v.name)
+    lin = ir.linear(e, vs)
+    if lin is not None and isinstance(lin[1], IntImm) and all(cf % m == 0 for cf in lin[0]):
+        out = IntImm(lin[1].value // m)
+        for v, cf in zip(vs, lin[0]):
+            out = out + v * (cf // m)
+        return simplify(out)
+    return simplify(e // m)
 
 
 def _subst(e, mapping: dict):

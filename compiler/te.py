@@ -26,7 +26,7 @@ from compiler.ir import (BinOp, Cast, Expr, IntImm, Select, Var, and_, const, eq
 
 __all__ = [
     "IterVar", "Tensor", "PlaceholderOp", "ComputeOp", "TensorRead", "Reduce", "DSLError", "TEError",
-    "placeholder", "compute", "reduce_axis", "thread_axis", "sum", "cast", "if_then_else",
+    "placeholder", "compute", "reduce_axis", "thread_axis", "create_schedule", "sum", "cast", "if_then_else",
     "all_", "any_", "min", "max", "min_", "max_", "lt", "le", "gt", "ge", "eq", "ne", "const",
     "pad", "map_expr", "reads_of", "expr_text",
 ]
@@ -227,6 +227,12 @@ def reduce_axis(dom, name: str = "rv") -> IterVar:
 def thread_axis(tag: str = "cthread", name: str | None = None) -> IterVar:
     """A thread axis to ``bind`` a loop to; only ``cthread`` (VTA's virtual threads) lowers."""
     return IterVar(name or tag, None, "thread", thread_tag=tag)
+
+
+def create_schedule(ops):
+    """``te.create_schedule`` as TVM spells it (the schedule lives in :mod:`compiler.schedule`)."""
+    from compiler.schedule import create_schedule as _create  # late: schedule imports te
+    return _create(ops)
 
 
 def sum(expr, axis) -> Reduce:  # noqa: A001 - TVM's name

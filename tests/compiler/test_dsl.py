@@ -6,7 +6,7 @@ import pytest
 
 from compiler import ir, te
 from compiler.environment import Environment, get_env
-from compiler.schedule import ScheduleError, create_schedule
+from compiler.schedule import ScheduleError
 from hw.config import load_config
 
 PRESETS = Path(__file__).resolve().parents[2] / "config" / "presets"
@@ -81,7 +81,7 @@ def _two_stage():
     A = te.placeholder((4, 32, 16), "int32", "A")
     B = te.compute(A.shape, lambda x, y, z: A[x, y, z] + 1, "B")
     C = te.compute(A.shape, lambda x, y, z: B[x, y, z] * 2, "C")
-    return A, B, C, create_schedule(C.op)
+    return A, B, C, te.create_schedule(C.op)          # TVM's spelling; same as schedule.create_schedule
 
 
 def test_split_tile_reorder_fuse():

@@ -353,6 +353,7 @@ E2E = {
 @pytest.mark.parametrize("name", sorted(E2E))
 def test_lowered_program_runs_bit_exact_on_the_functional_engine(name, default_cfg):
     pytest.importorskip("compiler.codegen")
+    pytest.importorskip("sim.engines")
     from phase0_programs import build_image
     from sim.engines import check_result, run_engine
 
@@ -364,3 +365,53 @@ def test_lowered_program_runs_bit_exact_on_the_functional_engine(name, default_c
     image, _, _ = build_image(lower(s, args, name), {t.name: v for t, v in inputs.items()},
                               lambda _: evaluate(args[-1], inputs), default_cfg)
     assert check_result(image, run_engine("functional", image)) == []
+
+
+# ---- generic schedules: fuse, nparts, plain reductions, cache_write -----------------------------
+def test_fused_axis_bounds_and_semantics():
+    A = te.placeholder((8, 16), "int32", "A")
+    B = te.compute(A.shape, lambda x, y: A[x, y] + 1, "B")
+    C = te.compute(A.shape, lambda x, y: B[x, y] * 3, "C")
+    s = create_schedule(C.op)
+    f = s[C].fuse(*s[C].op.axis)
+    fo, fi = s[C].split(f, factor=16)
+    s[B].compute_at(s[C], fo)
+    s[B].set_scope(ENV.acc_scope)
+    func = lower(s, [A, C])
+    assert _allocs(func) == {"B": (ir.SCOPE_ACC, 16, (1, 16))}        # one row per iteration
+    a = np.arange(128, dtype=np.int32).reshape(8, 16)
+    assert np.array_equal(run(func, {"A": a}, ENV)["C"], (a + 1) * 3)
+
+
+def test_plain_reduction_with_cached_operand_and_nparts():
+    A = te.placeholder((6, 12), "int32", "A")
+    k = te.reduce_axis((0, 12), "k")
+    S = te.compute((6,), lambda i: te.sum(A[i, k] * 2, axis=[k]), "S")
+    s = create_schedule(S.op)
+    Ac = s.cache_read(A, ir.SCOPE_ACC, [S])
+    io, ii = s[S].split(s[S].op.axis[0], nparts=3)
+    ko, ki = s[S].split(k, factor=4)
+    s[S].reorder(io, ko, ii, ki)
+    s[Ac].compute_at(s[S], ko)
+    func = lower(s, [A, S])
+    assert _allocs(func)["A.local.acc_buffer"] == (ir.SCOPE_ACC, 2 * 4, (2, 4))
+    inits = [x for x in _nodes(func.body, ir.For) if x.var.name == "i.inner.init"]
+    assert len(inits) == 1 and inits[0].extent == 2
+    rng = np.random.default_rng(5)
+    a = rng.integers(-1000, 1000, (6, 12)).astype(np.int32)
+    assert np.array_equal(run(func, {"A": a}, ENV)["S"], evaluate(S, {A: a}))
+
+
+def test_cache_write_computes_into_the_cache_then_copies():
+    s, args = tutorials.simple_gemm(ENV, n=2, m=2)
+    A, B, C = args
+    # a second schedule of the same graph: cache_write of the int8 result stage
+    s2 = create_schedule(C.op)
+    CC = s2.cache_write(C, ir.SCOPE_ACC)
+    assert s2[CC].scope == ir.SCOPE_ACC and [st.name for st in s2.stages][-2:] == ["C.local.acc_buffer", "C"]
+    f = lower(s2, [A, B, C])
+    assert "C.local.acc_buffer" in _allocs(f)
+    rng = np.random.default_rng(2)
+    a = rng.integers(-128, 128, A.shape).astype(np.int8)
+    b = rng.integers(-128, 128, B.shape).astype(np.int8)
+    assert np.array_equal(run(f, {"A": a, "B": b}, ENV)["C"], evaluate(C, {A: a, B: b}))
