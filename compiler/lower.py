@@ -423,6 +423,11 @@ class _Lowering:
             rv = self.root_value(st)
             inner = ir.Store(buf, self.store_index(st, self.offsets(st)), self.to_ir(body, rv))
             return self.build_nest(st, leaves[:t], inner)
+        for leaf in leaves[t + 1:]:
+            a = st.attrs.get(leaf)
+            if a is not None and (a.pragmas or a.thread is not None):
+                raise LowerError(f"tensorize of `{st.name}` at `{leaves[t].name}`: `{leaf.name}` is inside the "
+                                 f"tensorized region, it cannot carry a pragma or a thread binding")
         c = next((i for i, leaf in enumerate(leaves[:t]) if leaf.iter_type == "reduce"), t)
         intrin = st.attrs[leaves[t]].tensorize if t < len(leaves) else None
         if intrin is not None:

@@ -231,6 +231,10 @@ class Stage:
                                 f"VTA lowers only virtual threads (\"cthread\")")
         if axis.iter_type == "reduce":
             raise ScheduleError(f"bind of `{self.name}` at `{axis.name}`: a reduction axis cannot be a thread")
+        for other, a in self.attrs.items():
+            if a.thread is thread and other is not axis:
+                raise ScheduleError(f"bind of `{self.name}` at `{axis.name}`: the thread axis is already bound to "
+                                    f"`{other.name}`; make one thread_axis per bound loop")
         self._attrs(axis).thread = thread
 
 

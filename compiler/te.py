@@ -214,6 +214,10 @@ def compute(shape, fcompute: Callable, name: str = "compute", tag: str = "") -> 
 def _no_reduce(e, name):
     if isinstance(e, Reduce):
         raise TEError(f"compute `{name}`: a reduction may only be the whole body, not inside an expression")
+    # TVM refuses int8 + int32 without a cast: the result type would be a guess (constants adapt)
+    if (isinstance(e, BinOp) and e.op in ("+", "-", "*", "//", "%", "min", "max")
+            and not isinstance(e.a, IntImm) and not isinstance(e.b, IntImm) and e.a.dtype != e.b.dtype):
+        raise TEError(f"compute `{name}`: {expr_text(e)} mixes {e.a.dtype} and {e.b.dtype}; cast one side")
 
 
 def reduce_axis(dom, name: str = "rv") -> IterVar:

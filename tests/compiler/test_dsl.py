@@ -159,3 +159,18 @@ def test_compute_inline_lowers_into_the_reader():
     text = str(f)
     assert "allocate" not in text and "B[" not in text
     assert "C[" in text and "((A[" in text
+
+
+def test_mixed_dtypes_need_a_cast_and_threads_bind_once():
+    A = te.placeholder((4,), "int8", "A")
+    B = te.placeholder((4,), "int32", "B")
+    with pytest.raises(te.TEError, match=r"compute `C`: \(A\[i\] \+ B\[i\]\) mixes int8 and int32; cast one side"):
+        te.compute((4,), lambda i: A[i] + B[i], "C")
+    C = te.compute((4,), lambda i: A[i].astype("int32") + B[i] + 1, "C")
+    assert C.dtype == "int32"
+    s = te.create_schedule(C.op)
+    o, i = s[C].split(s[C].op.axis[0], factor=2)
+    tx = te.thread_axis("cthread")
+    s[C].bind(o, tx)
+    with pytest.raises(ScheduleError, match="the thread axis is already bound to `i.outer`"):
+        s[C].bind(i, tx)

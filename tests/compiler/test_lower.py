@@ -415,3 +415,13 @@ def test_cache_write_computes_into_the_cache_then_copies():
     a = rng.integers(-128, 128, A.shape).astype(np.int8)
     b = rng.integers(-128, 128, B.shape).astype(np.int8)
     assert np.array_equal(run(f, {"A": a, "B": b}, ENV)["C"], evaluate(C, {A: a, B: b}))
+
+
+def test_pragma_inside_the_tensorized_region_is_refused():
+    s, (A, B, A_buf, B_buf, C_buf, C), (ko, ki) = _gemm_parts()
+    bo, co, bi, ci = s[C_buf].op.axis
+    s[C_buf].reorder(ko, bo, co, bi, ci, ki)
+    s[C_buf].tensorize(bi, ENV.gemm)
+    s[C_buf].pragma(ci, "alu")
+    with pytest.raises(LowerError, match="`ci` is inside the tensorized region, it cannot carry a pragma"):
+        lower(s, [A, B, C])
