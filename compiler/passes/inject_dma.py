@@ -126,6 +126,9 @@ def _lower_copy(stmt, cfg):
 def _split_value(value, name):
     """``(load, cond, pad_value, cast_dtype)`` of a copy's stored value."""
     cond = pad = None
+    if isinstance(value, ir.Cast) and isinstance(value.value, ir.Select):   # cast(pad(x)) = pad(cast(x))
+        sel = value.value
+        value = ir.Select(sel.cond, ir.Cast(value.dtype, sel.true_value), sel.false_value)
     if isinstance(value, ir.Select):
         cond, pad, value = value.cond, value.false_value, value.true_value
     cast = None
@@ -217,7 +220,8 @@ def _fold(name, shape, strides, eb, vars_):
         if size > eb:
             break
     if size != eb:
-        _fail(name, f"the inner loops cover {size} scalars, one element is {eb}")
+        _fail(name, f"the inner loops cover {size} scalars, one element is {eb} (the pragma must "
+                    f"enclose whole elements: the BATCH and BLOCK loops)")
     out_shape, out_strides = [eb], [1]
     if k > 0 and strides[k - 1] != eb:
         out_shape.append(1)                 # elements are not adjacent: an x dim of one element
