@@ -298,6 +298,28 @@ def test_dma_padding_from_the_select_clip_bounds(cfg):
     assert [_e(a) for a in call.args[1:9]] == ["0", "4", "4", "4", "1", "1", "1", "1"]
 
 
+def test_dma_padded_load_with_batch_rows_is_the_non_flat_pattern():
+    from hw.config import default_config_path
+    cfg2 = load_config(default_config_path().parent / "presets" / "2x16x16.json")       # element = 2 x 16
+    g = Buffer("G", (4, 4, 2, 16), "int8")
+    s = Buffer("S", (6, 6, 2, 16), "int8", INP)
+    y0 = Var("y0")                                  # outer tile loop: the pad depends on it
+    cond = lambda r, c, b, k: ir.and_(ir.and_(ir.ge(r + y0, 1), ir.lt(r + y0, 5)),   # noqa: E731
+                                      ir.and_(ir.ge(c, 1), ir.lt(c, 5)))
+    st = _copy(s, g, [("r", 6), ("c", 6), ("b", 2), ("k", 16)], lambda r, c, b, k: ((r * 6 + c) * 2 + b) * 16 + k,
+               lambda r, c, b, k: (((r + y0 - 1) * 4 + c - 1) * 2 + b) * 16 + k, cond=cond)
+    _, call = _dma_call(st, cfg2)
+    x, ystride = _e(call.args[2]), _e(call.args[4])
+    assert (x, ystride) == ("4", "4")
+    env = {y0: 0}
+    vals = [ir.evaluate(a, env) for a in call.args[1:9]]
+    # tile rows r = 0..5 are image rows r + y0 - 1: y0 = 0 reads G rows 0..3 into r = 1..4 (pads 1/1)
+    assert vals == [0, 4, 4, 4, 1, 1, 1, 1]
+    # y0 = 1 reads G rows 0..3 into r = 0..3 (pads 0 before, 2 after); x pads stay 1/1
+    vals = [ir.evaluate(a, {y0: 1}) for a in call.args[1:9]]
+    assert vals == [0, 4, 4, 4, 1, 0, 1, 2]
+
+
 def test_dma_error_inner_stride(cfg):
     g = Buffer("data", (64 * 3,), "int8")
     s = Buffer("data_buf", (64,), "int8", INP)
