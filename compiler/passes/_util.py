@@ -10,9 +10,8 @@ from compiler import ir
 from compiler.errors import CompileError
 
 __all__ = [
-    "BufferView", "storage_of", "scope_lanes", "scope_depth", "scope_dtype", "SRAM_SCOPES",
-    "replace_buffers", "loop_nest", "fresh", "uses_var", "access_ptr", "is_access_ptr",
-    "short_scope", "walk_stmts",
+    "BufferView", "storage_of", "scope_lanes", "scope_depth", "SRAM_SCOPES",
+    "replace_buffers", "loop_nest", "fresh", "access_ptr", "is_access_ptr", "short_scope",
 ]
 
 SRAM_SCOPES = (ir.SCOPE_INP, ir.SCOPE_WGT, ir.SCOPE_ACC)
@@ -54,11 +53,6 @@ def scope_lanes(cfg, scope: str) -> int:
 def scope_depth(cfg, scope: str) -> int:
     """Elements the SRAM of ``scope`` holds."""
     return {ir.SCOPE_INP: cfg.inp_depth, ir.SCOPE_WGT: cfg.wgt_depth, ir.SCOPE_ACC: cfg.acc_depth}[scope]
-
-
-def scope_dtype(cfg, scope: str) -> str:
-    return {ir.SCOPE_INP: f"int{cfg.inp_width}", ir.SCOPE_WGT: f"int{cfg.wgt_width}",
-            ir.SCOPE_ACC: f"int{cfg.acc_width}"}[scope]
 
 
 def short_scope(scope: str) -> str:
@@ -114,22 +108,3 @@ def loop_nest(stmt, pass_name: str, what: str):
 def fresh(node):
     """A copy in which every statement node is a distinct object (passes key nodes by ``id``)."""
     return ir.transform(node, lambda n: None)
-
-
-def uses_var(node, var) -> bool:
-    return var in ir.free_vars(node)
-
-
-def walk_stmts(node, visit) -> None:
-    """Pre-order visit of statements only (expressions skipped)."""
-    if isinstance(node, ir.Stmt):
-        visit(node)
-        if isinstance(node, ir.Seq):
-            for s in node.stmts:
-                walk_stmts(s, visit)
-        elif isinstance(node, (ir.For, ir.Allocate, ir.Attr)):
-            walk_stmts(node.body, visit)
-        elif isinstance(node, ir.IfThenElse):
-            walk_stmts(node.then, visit)
-            if node.otherwise is not None:
-                walk_stmts(node.otherwise, visit)

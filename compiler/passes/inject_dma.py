@@ -160,8 +160,10 @@ def _clip_bounds(cond, vars_, name):
         if not (isinstance(t, ir.BinOp) and t.op in ("<", "<=", ">", ">=")):
             _fail(name, f"padding condition {ir.to_text(t)} is not a comparison")
         # normalise to  e >= 0
-        e = {">=": lambda: t.a - t.b, ">": lambda: t.a - t.b - 1,
-             "<=": lambda: t.b - t.a, "<": lambda: t.b - t.a - 1}[t.op]()
+        if t.op in (">=", ">"):
+            e = t.a - t.b - (1 if t.op == ">" else 0)
+        else:
+            e = t.b - t.a - (1 if t.op == "<" else 0)
         lin = ir.linear(e, vars_)
         if lin is None:
             _fail(name, f"padding condition {ir.to_text(t)} is not linear in the copy loops")

@@ -106,6 +106,12 @@ def _intervals(w: _Walker):
     return out
 
 
+def _loads(e) -> list:
+    out = []
+    ir.walk(e, lambda n: out.append(n) if isinstance(n, ir.Load) else None)
+    return out
+
+
 def _find(parent, b):
     while parent.get(b, b) is not b:
         b = parent[b]
@@ -128,9 +134,7 @@ def storage_rewrite(body, cfg):
         d = st.buffer
         if d not in allocated or live[d][0] != p:
             continue
-        operands = []
-        ir.walk(st.value, lambda n: operands.append(n) if isinstance(n, ir.Load) else None)
-        for ld in operands:
+        for ld in _loads(st.value):
             s = ld.buffer
             if (s is not d and s in allocated and s.scope == d.scope and s.size == d.size
                     and live[s][1] == p and s not in taken
@@ -175,7 +179,7 @@ def storage_rewrite(body, cfg):
         depth = scope_depth(cfg, scope)
         if need > depth:
             parts = []
-            for g, n, roots, mem in lst:
+            for _g, n, roots, mem in lst:
                 for r in roots:
                     names = "/".join(b.name for b in mem[r])
                     size = -(-max(b.size for b in mem[r]) // lanes)

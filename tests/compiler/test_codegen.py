@@ -10,7 +10,7 @@ import pytest
 from compiler import ir
 from compiler.codegen import emit, to_python
 from compiler.errors import CompileError
-from compiler.ir import Attr, Buffer, Evaluate, For, Var
+from compiler.ir import Attr, Evaluate, For, Var
 from compiler.passes import Func, run_passes
 from hw.config import default_config_path, load_config
 from phase0_programs import build_image, conv2d_vt, gemm_blocked, gemm_simple, vadd, vadd_nested_vt

@@ -25,7 +25,7 @@ from compiler.passes.lift_alloc import lift_alloc
 from compiler.passes.lift_attr_scope import lift_attr_scope
 from compiler.passes.storage_rewrite import storage_rewrite
 from hw.config import load_config
-from phase0_programs import ACC, INP, WGT, conv2d_vt, gemm_blocked, gemm_simple, gemm_uop, nest, vadd
+from phase0_programs import ACC, INP, conv2d_vt, gemm_blocked, gemm_simple, nest, vadd
 
 MEM = {0: "UOP", 1: "WGT", 2: "INP", 3: "ACC", 4: "OUT", 5: "ACC_8BIT"}
 
