@@ -1,0 +1,124 @@
+"""``vtasim compile`` and ``vtasim tune`` (registered through the ``vtasim.commands`` entry point).
+
+::
+
+    vtasim compile resnet18.C2 --out c2                  # TopHub knobs where there is a record
+    vtasim compile resnet18.C5 --reduce 4 --knobs '{"tile_h": [1, 7]}' --dump-ir ir/ --out c5
+    vtasim compile dense.16x512x1008 --log tune.jsonl --out d
+    vtasim tune resnet18.C8 --trials 64 --jobs 2 --log tune.jsonl
+    vtasim run c2 --engine cycle --check               # the compiled image replays unchanged
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+__all__ = ["add_commands"]
+
+
+def _knobs_from_args(args, wl, cfg):
+    """(knobs, source) from --knobs / --log / TopHub / fallback, in that order of preference."""
+    from compiler.errors import CompileError
+    from compiler.knobs import best_from_log, fallback_knobs, tophub_knobs
+    if args.knobs is not None:
+        text = Path(args.knobs).read_text(encoding="utf-8") if Path(args.knobs).is_file() else args.knobs
+        try:
+            knobs = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise CompileError(f"--knobs is neither a JSON object nor a file holding one ({exc.msg})") from None
+        if not isinstance(knobs, dict):
+            raise CompileError(f"--knobs must be a JSON object, got {type(knobs).__name__}")
+        return knobs, "--knobs"
+    if args.log is not None:
+        rec = best_from_log(args.log, args.workload, cfg)
+        if rec is None:
+            raise CompileError(f"tuning log {args.log} has no error-free record of {args.workload} on {cfg.bitstream}")
+        return rec["knobs"], f"log {args.log} ({rec['cycles']} cycles)"
+    if args.fallback:
+        return fallback_knobs(wl, cfg), "fallback"
+    top = tophub_knobs(wl, cfg) if args.reduce == 1 else None
+    if top is not None:
+        return top, "TopHub"
+    return fallback_knobs(wl, cfg), "fallback (no TopHub record)"
+
+
+def cmd_compile(args) -> int:
+    from hw.config import load_config
+    from compiler.ops import compile_workload
+    from compiler.workloads import parse_workload
+    cfg = load_config(args.config)
+    wl = parse_workload(args.workload, cfg, reduce=args.reduce)
+    knobs, source = _knobs_from_args(args, wl, cfg)
+    t0 = time.perf_counter()
+    compiled = compile_workload(args.workload, cfg, knobs=knobs, reduce=args.reduce, seed=args.seed,
+                                dump_ir=args.dump_ir)
+    dt = time.perf_counter() - t0
+    out = compiled.image.save(args.out)
+    st = compiled.stats
+    print(f"{wl.name}: knobs from {source}: {json.dumps(compiled.knobs, sort_keys=True)}")
+    print(f"compiled in {dt:.2f} s: {compiled.image.insn_count} instructions, {st.get('uop_kernels', 0)} uop kernels, "
+          f"{st.get('uop_loads', 0)} uop loads, DRAM {compiled.image.dram_size} bytes -> {out}")
+    if args.dump_ir:
+        print(f"IR after every pass -> {args.dump_ir}")
+    print(f"replay: vtasim run {out} --engine cycle --check")
+    return 0
+
+
+def cmd_tune(args) -> int:
+    from hw.config import load_config
+    from compiler.knobs import fallback_knobs, tophub_knobs
+    from compiler.tune import measure, tune
+    from compiler.workloads import parse_workload
+    cfg = load_config(args.config)
+    wl = parse_workload(args.workload, cfg, reduce=args.reduce)
+    result = tune(args.workload, cfg, trials=args.trials, jobs=args.jobs, log=args.log, seed=args.seed,
+                  reduce=args.reduce)
+    best = result.best()
+    rows = [("tuned", best)]
+    top = tophub_knobs(wl, cfg) if args.reduce == 1 else None
+    if top is not None:
+        rows.append(("TopHub", measure(args.workload, args.reduce, cfg.to_dict(), top)))
+    if not args.skip_fallback:
+        rows.append(("fallback", measure(args.workload, args.reduce, cfg.to_dict(), fallback_knobs(wl, cfg))))
+    ideal = wl.ideal_gemm_uops(cfg)
+    print(f"{wl.name} on {cfg.bitstream}: {len(result.records)} trials "
+          f"({sum(r['cycles'] is None for r in result.records)} did not compile); ideal GEMM uops {ideal}")
+    print(f"{'knobs':9s} {'cycles':>12s} {'GEMM util':>9s}  knob values")
+    for label, rec in rows:
+        if rec is None or rec["cycles"] is None:
+            err = rec["error"] if rec else "no trial compiled"
+            print(f"{label:9s} {'-':>12s} {'-':>9s}  {err}")
+            continue
+        util = rec["gemm_uops"] / rec["cycles"]
+        print(f"{label:9s} {rec['cycles']:12,d} {util:9.3f}  {json.dumps(rec['knobs'], sort_keys=True)}")
+    if args.log:
+        print(f"log: {args.log} (vtasim compile {args.workload} --log {args.log} --out DIR)")
+    return 0 if best is not None else 2
+
+
+def add_commands(sub) -> None:
+    p = sub.add_parser("compile", help="compile a catalogue workload (ResNet-18 layer, dense, gemm, vadd) to a memory image")
+    p.add_argument("workload", help="resnet18.C2..C11, conv2d.H.W.CIN.COUT.K.PAD.STRIDE, dense.BxINxOUT, gemm.MxKxN, vadd.N")
+    knobs = p.add_mutually_exclusive_group()
+    knobs.add_argument("--knobs", default=None, help="knob JSON object (or a file holding one)")
+    knobs.add_argument("--log", type=Path, default=None, help="tuning log: use its best record of this workload")
+    knobs.add_argument("--fallback", action="store_true", help="AutoTVM's fallback knobs (slow schedules)")
+    p.add_argument("--reduce", type=int, default=1, help="divide a conv layer's H and W by this (quick runs)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("--config", type=Path, default=None)
+    p.add_argument("--dump-ir", type=Path, default=None, help="write the IR after every pass into this directory")
+    p.add_argument("--out", type=Path, required=True, help="memory image directory")
+    p.set_defaults(func=cmd_compile)
+
+    p = sub.add_parser("tune", help="search a workload's schedule knobs with the cycle engine as cost model")
+    p.add_argument("workload")
+    p.add_argument("--trials", type=int, default=32)
+    p.add_argument("--jobs", type=int, default=2, help="worker processes")
+    p.add_argument("--log", type=Path, default=None, help="append every trial to this JSON-lines log")
+    p.add_argument("--reduce", type=int, default=1)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--config", type=Path, default=None)
+    p.add_argument("--skip-fallback", action="store_true", help="do not measure the (slow) fallback knobs")
+    p.set_defaults(func=cmd_tune)

@@ -1,0 +1,154 @@
+"""``vtasim tune``: search a workload's knob space with the cycle engine as the cost model.
+
+The search is evolutionary, AutoTVM-style in spirit but small:
+
+1. seed the population with the TopHub record (when there is one), the fallback when it is cheap
+   (``seed_fallback``), and random points of the space;
+2. measure every new point: compile, run on the cycle engine, record cycles (a point that does not
+   compile - a tile over its SRAM, an unsupported copy pattern - is recorded with its error, as
+   AutoTVM discards such schedules);
+3. keep the best ``elite`` points, breed the next generation by crossover (each knob from one of
+   two parents) and mutation (one knob moved to a neighbouring choice), never measuring a point twice;
+4. stop after ``trials`` measurements.
+
+Measurements run in ``jobs`` worker processes; every trial is appended to the JSON-lines log as it
+finishes (``compiler.knobs`` format), so an interrupted run loses nothing and ``compile --log``
+reads the best record.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+
+from compiler.knobs import append_log, check_knobs, fallback_knobs, knob_space, tophub_knobs
+from compiler.workloads import parse_workload
+
+__all__ = ["measure", "tune", "TuneResult"]
+
+
+def measure(workload: str, reduce: int, cfg_dict: dict, knobs: dict) -> dict:
+    """Compile ``workload`` with ``knobs`` and run it on the cycle engine (runs in a worker)."""
+    from hw.config import VTAConfig
+    from compiler.ops import compile_workload
+    from sim.errors import SimError
+    cfg = VTAConfig.from_dict(cfg_dict)
+    t0 = time.perf_counter()
+    rec = {"workload": workload, "reduce": reduce, "config": cfg.bitstream, "knobs": knobs,
+           "cycles": None, "gemm_uops": None, "error": None}
+    try:
+        compiled = compile_workload(workload, cfg, knobs=knobs, reduce=reduce, with_expected=False)
+        from sim.cycle import run_image
+        res = run_image(compiled.image)
+        rec["cycles"] = int(res.cycles)
+        rec["gemm_uops"] = int(res.counters["gemm_counter"])
+        rec["insns"] = compiled.image.insn_count
+    except SimError as exc:
+        rec["error"] = str(exc).splitlines()[0]
+    rec["seconds"] = round(time.perf_counter() - t0, 3)
+    return rec
+
+
+def _key(knobs: dict) -> tuple:
+    return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in knobs.items()))
+
+
+def _mutate(knobs: dict, space: dict, rng: random.Random) -> dict:
+    out = dict(knobs)
+    k = rng.choice(list(space))
+    choices = space[k]
+    i = choices.index(out[k])
+    j = min(max(i + rng.choice((-2, -1, 1, 2)), 0), len(choices) - 1)
+    out[k] = choices[j]
+    return out
+
+
+def _crossover(a: dict, b: dict, rng: random.Random) -> dict:
+    return {k: (a if rng.random() < 0.5 else b)[k] for k in a}
+
+
+@dataclass
+class TuneResult:
+    workload: str
+    records: list = field(default_factory=list)
+
+    def best(self):
+        ok = [r for r in self.records if r["cycles"] is not None]
+        return min(ok, key=lambda r: r["cycles"]) if ok else None
+
+
+def _valid(wl, cfg, knobs) -> bool:
+    try:
+        check_knobs(wl, cfg, knobs)
+        return True
+    except Exception:           # noqa: BLE001 - an invalid point is simply not bred
+        return False
+
+
+def tune(workload: str, cfg, trials: int = 32, jobs: int = 2, log=None, seed: int = 0, reduce: int = 1,
+         population: int = 8, elite: int = 4, seed_fallback: bool = False, progress=sys.stderr) -> TuneResult:
+    """Search the knob space of ``workload``; returns every measured record (best via ``.best()``)."""
+    wl = parse_workload(workload, cfg, reduce=reduce)
+    space = knob_space(wl, cfg)
+    if not space:
+        from compiler.errors import CompileError
+        raise CompileError(f"{workload} has no knobs to tune")
+    if trials < 1 or jobs < 1:
+        from compiler.errors import CompileError
+        raise CompileError(f"trials = {trials} and jobs = {jobs} must be at least 1")
+    rng = random.Random(seed)
+    result = TuneResult(workload)
+    seen: set = set()
+    queue: list[dict] = []
+
+    def offer(k):
+        if k is not None and _key(k) not in seen and _valid(wl, cfg, k):
+            seen.add(_key(k))
+            queue.append(k)
+
+    offer(tophub_knobs(wl, cfg) if reduce == 1 else None)
+    if seed_fallback:
+        offer(fallback_knobs(wl, cfg))
+    for _ in range(population * 20):
+        if len(queue) >= population:
+            break
+        offer({k: rng.choice(v) for k, v in space.items()})
+
+    cfg_dict = cfg.to_dict()
+    started = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        while queue and len(result.records) < trials:
+            batch = queue[: trials - len(result.records)]
+            del queue[: len(batch)]
+            futures = [pool.submit(measure, workload, reduce, cfg_dict, k) for k in batch]
+            for fut in as_completed(futures):
+                rec = fut.result()
+                result.records.append(rec)
+                if log is not None:
+                    append_log(log, rec)
+                if progress is not None:
+                    best = result.best()
+                    print(f"\r[tune {workload}] {len(result.records)}/{trials} trials, best "
+                          f"{best['cycles'] if best else '-'} cycles, {time.perf_counter() - started:.1f} s",
+                          end="", file=progress, flush=True)
+            ranked = sorted((r for r in result.records if r["cycles"] is not None), key=lambda r: r["cycles"])
+            parents = [r["knobs"] for r in ranked[:elite]] or [fallback_knobs(wl, cfg)]
+            for _ in range(population * 20):
+                if len(queue) >= population:
+                    break
+                if len(parents) > 1 and rng.random() < 0.5:
+                    child = _crossover(*rng.sample(parents, 2), rng)
+                else:
+                    child = rng.choice(parents)
+                offer(_mutate(child, space, rng))
+            if not queue:               # the neighbourhood is exhausted: fresh random points
+                for _ in range(population * 20):
+                    if len(queue) >= population:
+                        break
+                    offer({k: rng.choice(v) for k, v in space.items()})
+    if progress is not None:
+        print(file=progress)
+    return result
