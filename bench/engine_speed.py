@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from hw.config import load_config  # noqa: E402
 from sim import functional  # noqa: E402
 from sim import cycle  # noqa: E402
-from sim.workloads import RESNET18, conv_image, gemm_bound_image  # noqa: E402
+from sim.programs.resnet import RESNET18, conv_image, gemm_bound_image  # noqa: E402
 
 
 def blas_seconds(macs: int, k: int, n: int) -> float:
@@ -59,7 +59,7 @@ def measure(name, image, k, n, macs_per_uop):
     macs = res.counters["gemm_counter"] * macs_per_uop
     t_blas = blas_seconds(macs, k, n)
     return dict(name=name, cycles=res.cycles, uops=res.counters["gemm_counter"], fn=t_fn, cy=t_cy,
-                core=res.wall_s, cpu=res.extra["cpu_s"], blas=t_blas)
+                core=res.wall_s, cpu=res.cpu_s, blas=t_blas)
 
 
 def main(argv=None) -> int:

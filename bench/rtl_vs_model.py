@@ -25,12 +25,12 @@ from hw.config import load_config  # noqa: E402
 def _streams(cfg, which, layers, reduce):
     out = []
     if which in ("all", "unit"):
-        from sim.unit_programs import UNIT_PROGRAMS
+        from sim.programs.unit import UNIT_PROGRAMS
         for name in ("gemm", "hw_gemm_u", "hw_blocked_gemm_vt1", "hw_blocked_gemm_vt2", "relu", "hw_alu_add_vec_u"):
             if name in UNIT_PROGRAMS:
                 out.append((name, UNIT_PROGRAMS[name](cfg)))
     if which in ("all", "resnet"):
-        from sim.workloads import conv_image, gemm_bound_image
+        from sim.programs.resnet import conv_image, gemm_bound_image
         for layer in layers:
             out.append((layer + (f"/r{reduce}" if reduce > 1 else ""), conv_image(cfg, layer, reduce=reduce)))
         out.append(("gemm_bound", gemm_bound_image(cfg)))
@@ -46,8 +46,8 @@ def main(argv=None) -> int:
     p.add_argument("--config", type=Path, default=None)
     args = p.parse_args(argv)
     cfg = load_config(args.config)
-    from hw.cosim import run_images
-    from hw.cosim.runner import get_build
+    from sim.rtl import run_images
+    from sim.rtl.runner import get_build
     from sim.cycle import run_image as cycle_run
 
     streams = _streams(cfg, args.streams, args.layers.split(","), args.reduce)

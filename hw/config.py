@@ -19,6 +19,10 @@ import json
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+# ISA field widths that do not depend on the config (hardware spec 2.2), re-exported for callers.
+from hw.fields import (ALU_IMM_WIDTH, INSN_BYTES, LOOP_ITER_WIDTH, MEMOP_SRAM_ADDR_WIDTH,  # noqa: F401
+                       UOP_BITS, check_isa_fit)
+
 __all__ = [
     "ConfigError",
     "VTAConfig",
@@ -26,6 +30,8 @@ __all__ = [
     "MEM_NAMES",
     "default_config_path",
     "load_config",
+    "PRESETS",
+    "load_preset",
     "get_config",
     "using_config",
 ]
@@ -37,13 +43,6 @@ MEM_NAMES = {MEM_UOP: "UOP", MEM_WGT: "WGT", MEM_INP: "INP", MEM_ACC: "ACC", MEM
 
 KNOWN_TARGETS = ("sim", "tsim", "pynq", "ultra96", "zcu104", "de10nano", "intelfocl")
 KNOWN_HW_VERS = ("0.0.1", "0.0.2")
-
-# ISA field widths that do not depend on the config (hardware spec 2.2).
-LOOP_ITER_WIDTH = 14
-MEMOP_SRAM_ADDR_WIDTH = 16
-ALU_IMM_WIDTH = 16
-UOP_BITS = 32
-INSN_BYTES = 16
 
 
 class ConfigError(ValueError):
@@ -177,8 +176,6 @@ class VTAConfig:
             if log_depth > MEMOP_SRAM_ADDR_WIDTH:
                 raise ConfigError(f"{source}: key {key!r} = {getattr(self, key)} gives a buffer of 2^{log_depth} "
                                   f"elements; sram_base is {MEMOP_SRAM_ADDR_WIDTH} bits (ISA fit)")
-        # Importing here keeps the dependency one-way at module level (isa imports config).
-        from hw.isa import check_isa_fit
         problem = check_isa_fit(self)
         if problem:
             keys = ", ".join(f"{k}={getattr(self, k)}" for k in ("LOG_UOP_BUFF_SIZE", "LOG_INP_BUFF_SIZE",
@@ -304,7 +301,19 @@ class VTAConfig:
 
 # ---- default config and the "current" config ------------------------------------------------
 def default_config_path() -> Path:
+    """The shipped default, ``config/vta_config.json`` (next to ``hw/`` in a checkout and in a wheel)."""
     return Path(__file__).resolve().parent.parent / "config" / "vta_config.json"
+
+
+# The shipped presets, config/presets/<name>.json; "1x16x16" equals the default config.
+PRESETS = ("1x16x16", "2x16x16", "1x32x32", "1x8x8")
+
+
+def load_preset(name: str) -> VTAConfig:
+    """One of the shipped :data:`PRESETS` by name, e.g. ``load_preset("1x8x8")``."""
+    if name not in PRESETS:
+        raise ConfigError(f"preset {name!r} is not one of {', '.join(PRESETS)} (config/presets/*.json)")
+    return VTAConfig.from_file(default_config_path().parent / "presets" / f"{name}.json")
 
 
 def load_config(path=None) -> VTAConfig:

@@ -13,7 +13,7 @@ adds one tab-indented line for each field TVM would lose, only when it carries i
 
 So ``assemble(dump(insns)) == insns`` for every decodable instruction, and ``dump(assemble(text))
 == text`` for every text :func:`dump` produces.  :func:`assemble` also reads TVM's own dumps; with
-``tvm=True`` it returns which fields the text lacked, per instruction (see ``sim.tvm_import``).
+``tvm=True`` it returns which fields the text lacked, per instruction (see ``sim.programs.tvm_import``).
 """
 
 from __future__ import annotations

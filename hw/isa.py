@@ -22,15 +22,15 @@ from dataclasses import dataclass, fields, asdict
 
 import numpy as np
 
-from hw.config import (ALU_IMM_WIDTH, INSN_BYTES, LOOP_ITER_WIDTH, MEMOP_SRAM_ADDR_WIDTH, UOP_BITS,
-                       MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_OUT, MEM_UOP, MEM_WGT, VTAConfig)
+from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_OUT, MEM_UOP, MEM_WGT, VTAConfig
+from hw.fields import INSN_BYTES, check_isa_fit, field_specs, pack
 
 __all__ = [
     "OP_LOAD", "OP_STORE", "OP_GEMM", "OP_FINISH", "OP_ALU", "OPCODE_NAMES",
     "ALU_MIN", "ALU_MAX", "ALU_ADD", "ALU_SHR", "ALU_MUL", "ALU_NAMES",
     "MODULE_LOAD", "MODULE_COMPUTE", "MODULE_STORE", "MODULE_NAMES",
     "IsaError", "IsaLayout", "Insn", "layout", "check_isa_fit",
-    "encode", "decode", "encode_stream", "decode_stream", "decode_fields", "module_of",
+    "encode", "decode", "encode_stream", "decode_stream", "decode_fields", "module_of", "module_array",
     "encode_uop", "decode_uop", "decode_uops", "encode_uops", "store_mem_type",
     "TOKEN_QUEUES", "TOKEN_POPS", "TOKEN_PUSHES",
 ]
@@ -49,7 +49,6 @@ TOKEN_POPS = {MODULE_LOAD: (("pop_next", "g2l"),), MODULE_COMPUTE: (("pop_prev",
 TOKEN_PUSHES = {MODULE_LOAD: (("push_next", "l2g"),), MODULE_COMPUTE: (("push_prev", "g2l"), ("push_next", "g2s")),
                 MODULE_STORE: (("push_prev", "s2g"),)}
 
-HEADER = (("opcode", 3), ("pop_prev", 1), ("pop_next", 1), ("push_prev", 1), ("push_next", 1))
 SIGNED_FIELDS = frozenset({"imm"})
 
 
@@ -79,63 +78,14 @@ class IsaLayout:
         raise IsaError(f"opcode {opcode} is not one of {sorted(OPCODE_NAMES)} ({', '.join(OPCODE_NAMES.values())})")
 
 
-def _pack(spec, total=128):
-    """Allocate fields LSB-first; a field that would straddle bit 64 starts at 64.
-
-    Returns (positions, overflow_word) where overflow_word names the first word that overflowed."""
-    pos, out = 0, {}
-    for name, width in spec:
-        if pos < 64 < pos + width:
-            pos = 64
-        out[name] = (pos, width)
-        pos += width
-    word0 = max((lo + w for lo, w in out.values() if lo < 64), default=0)
-    return out, pos, word0
-
-
-def _specs(cfg: VTAConfig):
-    U, A, I, W = cfg.log_uop_depth, cfg.log_acc_depth, cfg.log_inp_depth, cfg.log_wgt_depth
-    id_bits = 2 if cfg.legacy_isa else 3
-    mem = HEADER + (("memory_type", id_bits), ("sram_base", MEMOP_SRAM_ADDR_WIDTH), ("dram_base", 32),
-                    ("y_size", 16), ("x_size", 16), ("x_stride", 16),
-                    ("y_pad_0", 4), ("y_pad_1", 4), ("x_pad_0", 4), ("x_pad_1", 4))
-    loop = (("reset_reg", 1), ("uop_bgn", U), ("uop_end", U + 1),
-            ("iter_out", LOOP_ITER_WIDTH), ("iter_in", LOOP_ITER_WIDTH))
-    gemm = HEADER + loop + (("dst_factor_out", A), ("dst_factor_in", A), ("src_factor_out", I),
-                            ("src_factor_in", I), ("wgt_factor_out", W), ("wgt_factor_in", W))
-    alu = HEADER + loop + (("dst_factor_out", A), ("dst_factor_in", A), ("src_factor_out", A),
-                           ("src_factor_in", A), ("alu_opcode", id_bits), ("use_imm", 1),
-                           ("imm", ALU_IMM_WIDTH))
-    uop = (("dst_idx", A), ("src_idx", max(A, I)), ("wgt_idx", W))
-    return {"mem": mem, "gemm": gemm, "alu": alu, "finish": HEADER}, uop
-
-
-def check_isa_fit(cfg: VTAConfig):
-    """None when every instruction fits two 64-bit words and a uop fits 32 bits, else the reason."""
-    specs, uop = _specs(cfg)
-    for kind, spec in specs.items():
-        out, end, word0 = _pack(spec)
-        if end > 128:
-            w1 = [n for n, (lo, _) in out.items() if lo >= 64]
-            bits = sum(w for n, w in spec if n in w1)
-            raise_text = (f"{kind.upper()} instruction needs {bits} bits in word 1 ({', '.join(w1)}) but a word "
-                          f"has 64; fields may not straddle the two 64-bit words (ISA fit, hardware spec 2.8)")
-            return raise_text
-    uop_bits = sum(w for _, w in uop)
-    if uop_bits > UOP_BITS:
-        return (f"a micro-op needs {uop_bits} bits (dst {uop[0][1]} + src {uop[1][1]} + wgt {uop[2][1]}) "
-                f"but is {UOP_BITS} bits (ISA fit, hardware spec 2.8)")
-    return None
-
-
 @functools.lru_cache(maxsize=64)
 def layout(cfg: VTAConfig) -> IsaLayout:
     problem = check_isa_fit(cfg)
     if problem:
         raise IsaError(problem)
-    specs, uop = _specs(cfg)
-    packed = {k: _pack(v)[0] for k, v in specs.items()}
-    uop_pos, _, _ = _pack(uop)
+    specs, uop = field_specs(cfg)
+    packed = {k: pack(v)[0] for k, v in specs.items()}
+    uop_pos, _, _ = pack(uop)
     return IsaLayout(mem=packed["mem"], gemm=packed["gemm"], alu=packed["alu"], finish=packed["finish"],
                      uop=uop_pos)
 
@@ -202,6 +152,15 @@ def module_of(opcode: int, memory_type: int) -> int:
     if opcode == OP_LOAD and memory_type in (MEM_INP, MEM_WGT):
         return MODULE_LOAD
     return MODULE_COMPUTE
+
+
+def module_array(f: dict) -> np.ndarray:
+    """Which module executes each instruction (hardware spec 4.1), vectorised."""
+    op, mt = f["opcode"], f["memory_type"]
+    mod = np.full(len(op), MODULE_COMPUTE, dtype=np.int64)
+    mod[(op == OP_LOAD) & ((mt == MEM_INP) | (mt == MEM_WGT))] = MODULE_LOAD
+    mod[op == OP_STORE] = MODULE_STORE
+    return mod
 
 
 def _field_bits(name: str, value: int, width: int, where: str) -> int:

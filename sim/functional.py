@@ -329,5 +329,5 @@ def run_image(image, **opts) -> RunResult:
     return RunResult(engine="functional", dram=machine.dram, counters=dict(machine.counters),
                      outputs=image.outputs_from(machine.dram),
                      leftover_tokens={k: v for k, v in machine.tokens.items() if v},
-                     cycles=None, wall_s=wall, extra={"order": machine.order})
+                     cycles=None, wall_s=wall, order=machine.order)
 

@@ -28,9 +28,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hw.config import MEM_INP, MEM_NAMES, MEM_WGT, VTAConfig
-from hw.isa import (ALU_NAMES, INSN_FIELDS, LOAD_MEM_TYPES, MODULE_COMPUTE, MODULE_LOAD, MODULE_NAMES,
-                    MODULE_STORE, OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, OPCODE_NAMES, Insn,
+from hw.config import MEM_NAMES, VTAConfig
+from hw.isa import module_array  # noqa: F401  (re-exported: part of this module's API)
+from hw.isa import (ALU_NAMES, INSN_FIELDS, LOAD_MEM_TYPES, MODULE_LOAD, OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD,
+                    OP_STORE, OPCODE_NAMES, Insn,
                     decode_fields, store_mem_type)
 from sim.errors import ProgramError
 
@@ -55,15 +56,6 @@ class Program:
     def indices(self, module: int) -> np.ndarray:
         """Program indices of one module's instructions, in program order."""
         return np.flatnonzero(self.module == module)
-
-
-def module_array(f: dict) -> np.ndarray:
-    """Which module executes each instruction (hardware spec 4.1), vectorised."""
-    op, mt = f["opcode"], f["memory_type"]
-    mod = np.full(len(op), MODULE_COMPUTE, dtype=np.int64)
-    mod[(op == OP_LOAD) & ((mt == MEM_INP) | (mt == MEM_WGT))] = MODULE_LOAD
-    mod[op == OP_STORE] = MODULE_STORE
-    return mod
 
 
 def load_program(image) -> Program:

@@ -1,4 +1,10 @@
-"""What every engine (functional, cycle, rtl) returns from ``run_image``."""
+"""What every engine (functional, cycle, rtl) returns from ``run_image``: :class:`RunResult`.
+
+Fields every engine fills: ``engine``, ``dram``, ``counters``, ``outputs``, ``leftover_tokens``,
+``wall_s``.  The timed engines (cycle, rtl) add ``cycles``, ``trace`` and ``dispatch_cycle``; the
+others stay None where an engine has no such fact (the functional model has no cycles, the RTL no
+breakdown), so a reader tests for None rather than for a key.
+"""
 
 from __future__ import annotations
 
@@ -28,13 +34,26 @@ class RetireRecord:
 
 @dataclass
 class RunResult:
+    """One engine's run of one memory image."""
+
     engine: str                       # "functional" | "cycle" | "rtl"
-    dram: np.ndarray                  # final simulated DRAM (uint8)
+    dram: np.ndarray | None           # final simulated DRAM (uint8); None for a run that stopped early
     counters: dict                    # COUNTER_NAMES -> int
     outputs: dict                     # output name -> bytes
     leftover_tokens: dict = field(default_factory=dict)   # "l2g"... -> int, only non-zero ones
     cycles: int | None = None
     trace: list | None = None         # list[RetireRecord], cycle/rtl engines
-    breakdown: dict | None = None     # module -> {bucket: cycles}
+    breakdown: dict | None = None     # module -> {bucket: cycles}, cycle engine
     wall_s: float | None = None       # simulation wall time, JIT/build excluded
-    extra: dict = field(default_factory=dict)
+    cpu_s: float | None = None        # process CPU time of the same span (cycle engine)
+    dispatch_cycle: np.ndarray | None = None   # int64 per program index: cycle dispatched to its queue, -1 never
+    fetch_chunks: list | None = None  # cycle engine: (first request cycle, complete cycle) per fetch chunk
+    order: list | None = None         # functional engine: program indices in execution order
+    launch_ns: float | None = None    # rtl: simulation time of accelerator cycle 0
+    clock_ns: float | None = None     # rtl: clock period
+    waves: str | None = None          # rtl: path of the waveform file written, if any
+
+    @property
+    def cycles_per_s(self) -> float | None:
+        """Simulated cycles per second of ``wall_s`` (None without cycles or a measurable time)."""
+        return self.cycles / self.wall_s if self.cycles is not None and self.wall_s else None

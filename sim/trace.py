@@ -50,7 +50,7 @@ def perfetto_events(result) -> list:
     for tid, lane in enumerate(LANES):
         ev.append({"ph": "M", "pid": 1, "tid": tid, "name": "thread_name", "args": {"name": lane}})
         ev.append({"ph": "M", "pid": 1, "tid": tid, "name": "thread_sort_index", "args": {"sort_index": tid}})
-    for k, (first, done) in enumerate(result.extra.get("fetch_chunks", ())):
+    for k, (first, done) in enumerate(result.fetch_chunks or ()):
         if first >= 0 and done >= 0:
             ev.append({"ph": "X", "pid": 1, "tid": 0, "name": f"chunk {k}", "ts": first,
                        "dur": done - first + 1, "args": {"chunk": k}})
@@ -64,7 +64,7 @@ def perfetto_events(result) -> list:
 
 def write_perfetto(path, result) -> Path:
     path = Path(path)
-    path.write_text(json.dumps({"traceEvents": perfetto_events(result), "displayTimeUnit": "ns",
+    path.write_text(json.dumps({"traceEvents": perfetto_events(result),
                                 "otherData": {"cycles": result.cycles, "time_unit": "1 us = 1 cycle"}}))
     return path
 

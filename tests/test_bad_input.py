@@ -2,7 +2,6 @@
 
 import json
 
-import numpy as np
 import pytest
 
 from hw.config import MEM_ACC, MEM_INP, MEM_OUT, MEM_UOP, default_config_path, load_config

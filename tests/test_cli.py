@@ -14,7 +14,7 @@ from hw.disasm import assemble
 from hw.isa import decode_stream
 from sim.cli import main
 from sim.image import MemoryImage
-from sim.unit_programs import UNIT_PROGRAMS
+from sim.programs.unit import UNIT_PROGRAMS
 
 ROOT = Path(__file__).resolve().parent.parent
 CFG = load_config()
@@ -126,8 +126,8 @@ def test_console_entry_point_exit_codes(relu_dir):
 
 
 def test_demo_without_cycle_engine(tmp_path, capsys, monkeypatch):
-    import sim.cli
-    monkeypatch.setitem(sim.cli.ENGINES, "cycle", "sim.engine_that_is_not_installed")
+    import sim.engines
+    monkeypatch.setitem(sim.engines.ENGINES, "cycle", "sim.engine_that_is_not_installed")
     assert main(["demo", "--out", str(tmp_path / "d")]) == 0
     out = capsys.readouterr().out
     assert "cycle      skipped: engine 'cycle' is not available" in out and "all outputs match" in out

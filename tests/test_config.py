@@ -5,9 +5,9 @@ import json
 import pytest
 
 from hw.config import (ConfigError, MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_OUT, MEM_UOP, MEM_WGT, VTAConfig,
-                       default_config_path, get_config, load_config, using_config)
+                       PRESETS, default_config_path, get_config, load_config, load_preset, using_config)
 
-PRESETS = default_config_path().parent / "presets"
+PRESET_DIR = default_config_path().parent / "presets"
 TVM_KEYS = ["TARGET", "HW_VER", "LOG_INP_WIDTH", "LOG_WGT_WIDTH", "LOG_ACC_WIDTH", "LOG_BATCH", "LOG_BLOCK",
             "LOG_UOP_BUFF_SIZE", "LOG_INP_BUFF_SIZE", "LOG_WGT_BUFF_SIZE", "LOG_ACC_BUFF_SIZE"]
 
@@ -49,7 +49,7 @@ def test_default_derived_values():
                                                         ("1x32x32", "1x32_i8w8a32_15_16_20_18", 32, 1),
                                                         ("1x8x8", "1x8_i8w8a32_15_14_16_16", 8, 1)])
 def test_presets(name, bitstream, block, batch):
-    c = load_config(PRESETS / f"{name}.json")
+    c = load_preset(name)
     assert c.bitstream == bitstream and c.block_in == block and c.batch == batch
     assert c.inp_elem_bytes == batch * block and c.wgt_elem_bytes == block * block
     assert c.acc_elem_bytes == 4 * batch * block
@@ -132,10 +132,18 @@ def test_round_trip_and_replace():
 
 def test_using_config():
     base = get_config()
-    other = load_config(PRESETS / "1x8x8.json")
+    other = load_config(PRESET_DIR / "1x8x8.json")
     with using_config(other):
         assert get_config() is other
-        with using_config(PRESETS / "2x16x16.json") as inner:
+        with using_config(PRESET_DIR / "2x16x16.json") as inner:
             assert get_config() is inner and inner.batch == 2
         assert get_config() is other
     assert get_config() == base
+
+
+def test_load_preset_names_every_shipped_preset_and_only_those():
+    """hw.config.PRESETS is the directory's listing; the default config is the 1x16x16 preset."""
+    assert sorted(PRESETS) == sorted(p.stem for p in PRESET_DIR.glob("*.json"))
+    assert load_preset("1x16x16") == load_config()
+    with pytest.raises(ConfigError, match=r"preset '3x3' is not one of 1x16x16, 2x16x16, 1x32x32, 1x8x8"):
+        load_preset("3x3")

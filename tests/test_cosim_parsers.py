@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hw.cosim.results import parse_trace
-from hw.cosim.runner import _write_hex, parse_hex
+from sim.rtl.results import parse_trace
+from sim.rtl.runner import _write_hex, parse_hex
 from sim.errors import SimError
 from sim.result import RetireRecord
 
@@ -44,7 +44,7 @@ def test_trace_bad_line(line):
 
 
 def test_testbench_dram_grows_with_the_image():
-    from hw.cosim.runner import TB_DRAM_DEFAULT, tb_dram_bytes_for
+    from sim.rtl.runner import TB_DRAM_DEFAULT, tb_dram_bytes_for
     assert tb_dram_bytes_for("icarus", 0) == TB_DRAM_DEFAULT["icarus"] == 1 << 20
     assert tb_dram_bytes_for("icarus", (1 << 20) + 1) == 2 << 20
     assert tb_dram_bytes_for("icarus", 2_437_120) == 4 << 20          # full ResNet C11

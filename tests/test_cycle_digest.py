@@ -4,12 +4,12 @@ here from the functional model's state with plain Python integers (not the engin
 import numpy as np
 import pytest
 
-from hw.config import MEM_ACC, MEM_ACC_8BIT, default_config_path, load_config
+from hw.config import MEM_ACC, MEM_ACC_8BIT, load_preset
 from hw.isa import ALU_ADD, ALU_MAX, ALU_MIN, ALU_MUL, OP_ALU, OP_GEMM, OP_LOAD, OP_STORE, decode_uops
 from sim.cycle import run_image
 from sim.functional import FunctionalMachine, run_program
 from sim.program import load_program
-from sim.randprog import generate
+from sim.programs.randprog import generate
 
 M32 = 0xFFFFFFFF
 
@@ -102,11 +102,10 @@ def reference_digests(image) -> dict:
     return out
 
 
-@pytest.mark.parametrize("preset", ["default", "1x8x8"])
+@pytest.mark.parametrize("preset", ["1x16x16", "1x8x8"])
 @pytest.mark.parametrize("seed", range(6))
 def test_digests_follow_the_contract(preset, seed):
-    cfg = load_config() if preset == "default" else \
-        load_config(default_config_path().parent / "presets" / f"{preset}.json")
+    cfg = load_preset(preset)
     img = generate(cfg, seed, blocks=(2, 3), max_iter=2, max_uops=3)
     got = {r.program_index: r.digest for r in run_image(img).trace}
     want = reference_digests(img)

@@ -48,8 +48,8 @@ def test_nop_compute_finish(cfg):
     # FINISH dispatched 21, start max(22 visible, 22 + 1 = 23) = 23, e = 24; cycles = 25
     assert timeline(r) == {0: (21, 22), 1: (23, 24)}
     assert r.cycles == 25
-    assert list(r.extra["dispatch_cycle"]) == [20, 21]
-    assert r.extra["fetch_chunks"] == [(0, 20)]
+    assert list(r.dispatch_cycle) == [20, 21]
+    assert r.fetch_chunks == [(0, 20)]
 
 
 def test_nop_only_two_chunks(cfg):
@@ -63,8 +63,8 @@ def test_nop_only_two_chunks(cfg):
     # d_8 = 60, d_9 = 61
     # NOP j (j < 8): visible 33 + j, module free at 34 + 2(j-1) + 1 -> s_j = 33 + 2j, e_j = 34 + 2j
     # NOP 7: (47, 48); NOP 8: visible 61 -> (61, 62); FINISH visible 62, free 63 -> (63, 64)
-    assert r.extra["fetch_chunks"] == [(0, 32), (40, 60)]
-    assert list(r.extra["dispatch_cycle"]) == [32 + j for j in range(8)] + [60, 61]
+    assert r.fetch_chunks == [(0, 32), (40, 60)]
+    assert list(r.dispatch_cycle) == [32 + j for j in range(8)] + [60, 61]
     tl = timeline(r)
     assert [tl[j] for j in range(8)] == [(33 + 2 * j, 34 + 2 * j) for j in range(8)]
     assert tl[8] == (61, 62) and tl[9] == (63, 64)
@@ -199,7 +199,7 @@ def test_full_command_queue(cfg):
     # at 24 occupancy 1 - 1 = 0 -> GEMM1 d 24; at 25 occupancy 2 - 1 = 1 -> FINISH waits
     # GEMM0: N = 10, e = 23 + 10 + 4 = 37; GEMM1 s 38, e = 38 + 1 + 4 = 43
     # occupancy at 39 = 2 - 2 = 0 -> FINISH d 39, visible 40, module free 44 -> (44, 45); cycles 46
-    assert list(r.extra["dispatch_cycle"]) == [22, 24, 39]
+    assert list(r.dispatch_cycle) == [22, 24, 39]
     assert timeline(r) == {0: (23, 37), 1: (38, 43), 2: (44, 45)}
     assert r.cycles == 46
     # fetch: busy = burst 0-21 (22) + dispatches 22, 24, 39 (3) = 25; queue_stall 23 and 25-38 (15);

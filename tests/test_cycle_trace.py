@@ -8,7 +8,7 @@ from hw.config import load_config
 from sim.cycle import run_image
 from sim.image import MemoryImage, Segment
 from sim.trace import breakdown_table, read_csv
-from sim.unit_programs import build
+from sim.programs.unit import build
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +30,7 @@ def test_csv_and_perfetto_files(cfg, tmp_path):
         evs = [e for e in complete if e["tid"] == lanes[module]]
         assert [(e["ts"], e["ts"] + e["dur"] - 1) for e in evs] == [(x.start_cycle, x.end_cycle) for x in recs]
     chunks = [e for e in complete if e["tid"] == lanes["fetch"]]
-    assert [(e["ts"], e["ts"] + e["dur"] - 1) for e in chunks] == r.extra["fetch_chunks"]
+    assert [(e["ts"], e["ts"] + e["dur"] - 1) for e in chunks] == r.fetch_chunks
 
 
 def test_digests_reflect_the_data(cfg):

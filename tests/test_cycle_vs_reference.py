@@ -7,7 +7,7 @@ import pytest
 from hw.config import load_config
 from sim.cycle import run_image
 from sim.program import load_program
-from sim.randprog import generate
+from sim.programs.randprog import generate
 from timing_reference import simulate
 
 VARIANTS = {
@@ -29,7 +29,7 @@ def test_engine_matches_per_cycle_reference(variant, seed):
     got = {x.program_index: (x.start_cycle, x.end_cycle) for x in r.trace}
     want = {j: (ref["start"][j], ref["end"][j]) for j in ref["end"]}
     assert got == want
-    assert {j: int(d) for j, d in enumerate(r.extra["dispatch_cycle"])} == ref["dispatch"]
+    assert {j: int(d) for j, d in enumerate(r.dispatch_cycle)} == ref["dispatch"]
     assert r.cycles == ref["cycles"]
     assert r.breakdown == ref["breakdown"]
 

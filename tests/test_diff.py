@@ -35,14 +35,14 @@ def case():
              RetireRecord("compute", 3, 4, 3, 101, 102, 0)]
     disp = np.array([20, 21, 22, 23, 24])
     run = RunResult("cycle", r.dram.copy(), r.counters, r.outputs, cycles=103, trace=trace,
-                    extra={"dispatch_cycle": disp})
+                    dispatch_cycle=disp)
     return image, run, out.addr
 
 
 def _mutant(run, trace=None, dram=None, cycles=None):
     return dataclasses.replace(run, engine="rtl", trace=trace if trace is not None else list(run.trace),
                                dram=dram if dram is not None else run.dram.copy(),
-                               cycles=cycles if cycles is not None else run.cycles, extra=dict(run.extra))
+                               cycles=cycles if cycles is not None else run.cycles)
 
 
 def test_identical_runs_match(case):
@@ -87,11 +87,11 @@ def test_machine_state_follows_the_contract(case):
     image, run, _ = case
     prog = load_program(image)
     # Cycle 80: the ALU (push_next -> g2s) ended at 79, the STORE popped g2s at 80 (not yet visible).
-    st = machine_state(prog, run.trace, run.extra["dispatch_cycle"], 80)
+    st = machine_state(prog, run.trace, run.dispatch_cycle, 80)
     assert st["tokens"] == {"l2g": 0, "g2l": 0, "s2g": 0, "g2s": 1}
     assert st["running"]["store"].program_index == 3
-    st = machine_state(prog, run.trace, run.extra["dispatch_cycle"], 81)
+    st = machine_state(prog, run.trace, run.dispatch_cycle, 81)
     assert st["tokens"]["g2s"] == 0
     # Queues at cycle 22: dispatched before 22 = insns 0, 1 (compute); started before 22 = insn 0.
-    st = machine_state(prog, run.trace, run.extra["dispatch_cycle"], 22)
+    st = machine_state(prog, run.trace, run.dispatch_cycle, 22)
     assert st["queues"] == {"load": 0, "compute": 1, "store": 0}

@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_OUT, MEM_UOP, MEM_WGT, load_config
+from hw.config import MEM_ACC_8BIT, MEM_INP, MEM_OUT, MEM_UOP, load_config
 from hw.disasm import DisasmError, assemble, dump, insn_lines, one_line
 from hw.isa import OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, Insn, decode_stream, layout
-from sim.unit_programs import UNIT_PROGRAMS
+from sim.programs.unit import UNIT_PROGRAMS
 
 CFG = load_config()
 
@@ -53,7 +53,7 @@ def test_round_trip_unit_programs(name):
 
 def _random(rng, opcode):
     f = {"opcode": opcode}
-    for name, (lo, width) in layout(CFG).of(opcode).items():
+    for name, (_lo, width) in layout(CFG).of(opcode).items():
         if name != "opcode":
             f[name] = int(rng.integers(-(1 << (width - 1)), 1 << (width - 1))) if name == "imm" \
                 else int(rng.integers(0, 1 << width))

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_OUT, MEM_UOP, MEM_WGT, load_config
+from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_UOP, MEM_WGT, load_config
 from hw.isa import ALU_ADD, ALU_MAX, ALU_MIN, ALU_MUL, ALU_SHR
 from sim.builder import ProgramBuilder
 from sim.errors import DeadlockError, ProgramError, RunError, TokenOverflowError
@@ -124,7 +124,7 @@ def gemm_image(x_tiles, w_tiles, acc_init, gemm_kw, uops, reset_first=False, sto
     wb = b.data("w", np.asarray(w_tiles, np.int8))
     ab = b.data("acc0", np.asarray(acc_init, "<i4"))
     n_acc = len(acc_init)
-    out = b.output("out", n_acc * CFG.out_elem_bytes)
+    b.output("out", n_acc * CFG.out_elem_bytes)
     ub = b.uops(uops)
     b.load(memory_type=MEM_UOP, dram_base=ub, x_size=len(uops))
     b.load(memory_type=MEM_ACC, dram_base=ab, x_size=n_acc)
@@ -298,7 +298,7 @@ def test_full_token_queue_stalls_the_producer():
         b.nop("compute", pop_prev=1)
     b.finish()
     r = run_image(b.build())
-    assert r.extra["order"] == [0, 1, 3, 4, 2, 5, 6]
+    assert r.order == [0, 1, 3, 4, 2, 5, 6]
 
 
 def test_out_of_order_consumers_wait():
@@ -317,7 +317,7 @@ def test_out_of_order_consumers_wait():
 
 def test_resnet_c2_scale_stream():
     """~450k GEMM uops (the ResNet-18 C2 count) as a tiled GEMM with requantization, vs numpy."""
-    from sim.unit_programs import tiled_gemm
+    from sim.programs.unit import tiled_gemm
     img = tiled_gemm(CFG, "c2scale", 3136, 576, 64, bm=64, bk=64, bn=64, vt=2, requant=(8, 0, 127))
     r = run_image(img)
     assert r.counters == img.expected_counters and r.counters["gemm_counter"] == 451584
@@ -344,7 +344,7 @@ def test_execution_order_follows_the_documented_scheduler():
     b.nop("load")                                  # 3
     b.finish(pop_next=1)                           # 4
     r = run_image(b.build())
-    assert r.extra["order"] == [1, 3, 0, 2, 4]
+    assert r.order == [1, 3, 0, 2, 4]
 
 
 def test_builder_uop_load_defaults_to_all_uops():
@@ -417,7 +417,7 @@ def naive_run(cfg, insns, uops, dram):
     return cnt
 
 
-from hw.isa import Insn, OP_ALU, OP_GEMM, OP_LOAD, OP_STORE, decode_uop  # noqa: E402
+from hw.isa import decode_uop  # noqa: E402
 
 
 def random_program(cfg, seed):

@@ -3,22 +3,17 @@
 import numpy as np
 import pytest
 
-from hw.config import (MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_OUT, MEM_UOP, MEM_WGT, VTAConfig,
-                       default_config_path, load_config)
+from hw.config import (MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_OUT, MEM_UOP, MEM_WGT, PRESETS, load_config,
+                       load_preset)
 from hw.isa import (INSN_FIELDS, MODULE_COMPUTE, MODULE_LOAD, MODULE_STORE, OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD,
                     OP_STORE, Insn, IsaError, decode, decode_fields, decode_stream, decode_uop, decode_uops, encode,
                     encode_stream, encode_uop, encode_uops, layout, module_of)
 
-PRESETS = default_config_path().parent / "presets"
-CONFIGS = ["default", "1x16x16", "2x16x16", "1x32x32", "1x8x8", "legacy"]
+CONFIGS = [*PRESETS, "legacy"]       # every shipped preset (1x16x16 is the default) and HW_VER 0.0.1
 
 
 def cfg_of(name):
-    if name == "default":
-        return load_config()
-    if name == "legacy":
-        return load_config().replace(HW_VER="0.0.1")
-    return load_config(PRESETS / f"{name}.json")
+    return load_config().replace(HW_VER="0.0.1") if name == "legacy" else load_preset(name)
 
 
 def word(insn, cfg=None):
@@ -131,7 +126,7 @@ def test_undefined_bits_are_ignored():
 def random_insn(cfg, rng, opcode):
     lay = layout(cfg).of(opcode)
     f = {"opcode": opcode}
-    for name, (lo, width) in lay.items():
+    for name, (_lo, width) in lay.items():
         if name == "opcode":
             continue
         if name == "imm":

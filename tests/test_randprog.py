@@ -4,11 +4,11 @@ no race: bytes independent of the timing parameters), and covering every functio
 import numpy as np
 import pytest
 
-from hw.config import default_config_path, load_config
+from hw.config import load_config, load_preset
 from sim import functional
 from sim.cycle import run_image
 from sim.program import load_program
-from sim.randprog import ALL_BINS, coverage_bins, generate
+from sim.programs.randprog import ALL_BINS, coverage_bins, generate
 
 EXPECTED_BINS = (
     {f"op:{n}" for n in ("LOAD", "STORE", "GEMM", "ALU", "FINISH")}
@@ -52,7 +52,7 @@ def test_coverage_over_200_seeds(cfg):
 
 @pytest.mark.parametrize("preset", ["1x8x8", "2x16x16", "1x32x32"])
 def test_programs_are_legal_on_presets(preset):
-    pcfg = load_config(default_config_path().parent / "presets" / f"{preset}.json")
+    pcfg = load_preset(preset)
     for seed in range(30):
         img = generate(pcfg, seed)
         load_program(img)                                  # static checks pass

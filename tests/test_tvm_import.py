@@ -1,8 +1,6 @@
 """Import of TVM artefacts: raw instruction buffer + DRAM dumps, and DUMP_INSN text."""
 
-import warnings
 
-import numpy as np
 import pytest
 
 from hw.config import MEM_ACC_8BIT, load_config
@@ -12,8 +10,8 @@ from sim.cli import main
 from sim.errors import ImageError
 from sim.functional import run_image
 from sim.image import MemoryImage, Output
-from sim.tvm_import import TvmImportWarning, from_buffers, from_dump_text, parse_output, parse_placement
-from sim.unit_programs import UNIT_PROGRAMS
+from sim.programs.tvm_import import TvmImportWarning, from_buffers, from_dump_text, parse_output, parse_placement
+from sim.programs.unit import UNIT_PROGRAMS
 
 CFG = load_config()
 

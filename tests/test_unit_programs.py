@@ -1,43 +1,14 @@
-"""Spec 7.1 / 7.2 programs on the functional model against their numpy references and fsim counters."""
+"""Spec 7.1 / 7.2 programs: their references are not trivial, and they survive a save and reload.
 
-import numpy as np
+Each program against its numpy reference and fsim counters, on every engine: ``test_engines.py``."""
+
 import pytest
 
 from hw.config import load_config
 from hw.isa import decode_stream, encode_stream, OP_ALU
 from sim.functional import run_image
 from sim.image import MemoryImage, Segment
-from sim.unit_programs import UNIT_PROGRAMS, build
-
-PRESETS = ["default", "2x16x16", "1x32x32", "1x8x8"]
-
-
-def _cfg(name):
-    if name == "default":
-        return load_config()
-    from hw.config import default_config_path
-    return load_config(default_config_path().parent / "presets" / f"{name}.json")
-
-
-@pytest.fixture(scope="module", params=PRESETS)
-def cfg(request):
-    return _cfg(request.param)
-
-
-@pytest.mark.parametrize("name", list(UNIT_PROGRAMS))
-def test_unit_program(cfg, name):
-    img = build(name, cfg)
-    assert img.expected and img.expected_counters
-    r = run_image(img)
-    for out, want in img.expected.items():
-        got = r.outputs[out]
-        if got != want:
-            a, b = np.frombuffer(want, np.int8), np.frombuffer(got, np.int8)
-            k = int(np.argmax(a != b))
-            pytest.fail(f"{name}: output {out} element {k}: expected {a[k]}, got {b[k]}")
-    assert r.counters == img.expected_counters
-    assert r.leftover_tokens == {}
-
+from sim.programs.unit import UNIT_PROGRAMS, build
 
 def test_references_are_not_trivial():
     # a reference of all zeros (or an all-equal output) could hide a model that writes nothing

@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hw.config import default_config_path, load_config
+from hw.config import load_config, load_preset
 from hw.isa import OP_GEMM, decode_fields
 from sim import functional
 from sim.cycle import run_image
-from sim.workloads import RESNET18, conv_image, gemm_bound_image
+from sim.programs.resnet import RESNET18, conv_image, gemm_bound_image
 
 # hardware spec 7.3, column "GEMM uops (ideal)"
 SPEC_GEMM_UOPS = {"C2": 451_584, "C3": 225_792, "C4": 25_088, "C5": 451_584, "C6": 225_792,
@@ -51,7 +51,7 @@ def test_full_size_stream_has_the_ideal_gemm_count(cfg, layer):
 
 @pytest.mark.parametrize("preset", ["1x8x8", "2x16x16", "1x32x32"])
 def test_layers_on_other_presets(preset):
-    pcfg = load_config(default_config_path().parent / "presets" / f"{preset}.json")
+    pcfg = load_preset(preset)
     for layer in ("C2", "C4", "C9"):
         img = conv_image(pcfg, layer, reduce=8)
         assert run_image(img).outputs["y"] == img.expected["y"], layer
@@ -70,7 +70,7 @@ def test_full_c2_peak_memory_under_1gb(tmp_path):
     code = (
         "import resource, json\n"
         "from hw.config import load_config\n"
-        "from sim.workloads import conv_image\n"
+        "from sim.programs.resnet import conv_image\n"
         "from sim.cycle import run_image\n"
         "img = conv_image(load_config(), 'C2')\n"
         "r = run_image(img)\n"

@@ -107,8 +107,9 @@ def simulate(cfg, f, insn_addr, max_cycles=2_000_000):
                     fetch_begin(t + 1)
         # starts
 
-        def value(counter):
-            return sum(1 for c, k in pushes if k == counter and c < t) - sum(1 for c, k in pops if k == counter and c < t)
+        def value(counter, t=t):
+            return (sum(1 for c, k in pushes if k == counter and c < t)
+                    - sum(1 for c, k in pops if k == counter and c < t))
 
         def head(m):
             done = sum(1 for i in start if mod[i] == m)

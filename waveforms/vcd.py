@@ -15,9 +15,9 @@ So the model VCD and the RTL's VCD open side by side in GTKWave (:mod:`waveforms
 save file that groups them), and ``tests/rtl/test_waveforms.py`` checks them equal cycle by cycle.
 
 Time: one cycle is ``clock_ns`` nanoseconds and cycle 0 starts at ``offset_ns``; pass the RTL run's
-``extra["launch_ns"]`` as the offset to line the two files up exactly::
+``launch_ns`` as the offset to line the two files up exactly::
 
-    >>> write_model_vcd(image, cycle_result, "model.vcd", offset_ns=rtl.extra["launch_ns"])  # doctest: +SKIP
+    >>> write_model_vcd(image, cycle_result, "model.vcd", offset_ns=rtl.launch_ns)  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -26,8 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hw.isa import MODULE_NAMES
-from sim.diff import TOKEN_POPS, TOKEN_PUSHES
+from hw.isa import MODULE_NAMES, TOKEN_POPS, TOKEN_PUSHES, decode_fields, module_array
 
 __all__ = ["SCOPE", "SIGNALS", "TOKEN_ORDER", "model_changes", "signal_widths", "write_vcd", "write_model_vcd"]
 
@@ -72,13 +71,15 @@ def _steps(times, deltas, horizon):
     return out
 
 
-def model_changes(program, result) -> dict:
-    """``{signal: [(cycle, value), ...]}`` for the signals of :data:`SIGNALS` from a cycle run."""
+def model_changes(fields: dict, result) -> dict:
+    """``{signal: [(cycle, value), ...]}`` for the signals of :data:`SIGNALS` from a cycle run.
+
+    ``fields``: the decoded instruction fields (:func:`hw.isa.decode_fields`) of the run's image."""
     trace = sorted(result.trace or (), key=lambda r: r.end_cycle)
     horizon = int(result.cycles or (trace[-1].end_cycle + 1 if trace else 0))
-    f, mod = program.fields, program.module
+    f, mod = fields, module_array(fields)
     changes = {}
-    dispatch = result.extra.get("dispatch_cycle")
+    dispatch = result.dispatch_cycle
     for m, name in enumerate(MODULE_NAMES):
         recs = [r for r in trace if r.module == name]
         # busy register: set at the edge ending cycle s, cleared at the edge ending cycle e
@@ -159,7 +160,6 @@ def write_vcd(path, changes: dict, widths: dict, scope=SCOPE, clock_ns: int = 10
 
 def write_model_vcd(image, result, path, clock_ns: int = 10, offset_ns: float = 0) -> Path:
     """VCD of a cycle-engine RunResult with the RTL's signal names under ``tb_top.u_vta``."""
-    from sim.program import load_program
-    changes = model_changes(load_program(image), result)
+    changes = model_changes(decode_fields(image.cfg, image.insn_bytes()), result)
     widths = signal_widths(image.cfg)
     return write_vcd(path, changes, widths, clock_ns=clock_ns, offset_ns=offset_ns, end_cycle=result.cycles)

@@ -12,12 +12,12 @@
 * ``breakdown``: ``{"fetch"|"load"|"compute"|"store": {"busy", "mem_wait", "token_wait",
   "queue_stall", "idle"}}`` (each module's buckets sum to ``cycles``);
 * ``wall_s``: simulation wall time, JIT compilation excluded (the core is warmed up once per process);
-* ``extra["dispatch_cycle"]``: int64 array indexed by program index, the cycle each instruction was
+* ``dispatch_cycle``: int64 array indexed by program index, the cycle each instruction was
   dispatched to its command queue (docs/timing.md 3);
-* ``extra["fetch_chunks"]``: list of ``(first_request_cycle, complete_cycle)``, one per fetch chunk
+* ``fetch_chunks``: list of ``(first_request_cycle, complete_cycle)``, one per fetch chunk
   (the cycle the chunk's first burst request was issued, the cycle its last burst completed);
-* ``extra["cycles_per_s"]``: simulated cycles per second of ``wall_s``; ``extra["cpu_s"]``: the
-  process CPU time of the same span (on a shared machine the steadier figure).
+* ``cycles_per_s``: simulated cycles per second of ``wall_s``; ``cpu_s``: the process CPU time of
+  the same span (on a shared machine the steadier figure).
 
 ``trace`` / ``perfetto`` name files to write (CSV of retire records; Chrome trace-event JSON that
 opens in Perfetto).  ``progress``: None = a progress line on stderr for runs longer than two seconds

@@ -45,8 +45,8 @@ from sim.cycle.layout import (B_BUSY, B_IDLE, B_MEM_WAIT, B_QUEUE_STALL, B_TOKEN
                               S_CHUNK, S_ERR_CODE, S_ERR_FIELD, S_ERR_INSN, S_ERR_LIMIT, S_ERR_VALUE,
                               S_EVENTS, S_FINISH_E, S_FLASTD, S_FNEXT, S_FPHASE, S_PORT_UNIT,
                               S_PORT_UNTIL, S_STATUS, S_T, S_TOK0, ST_DEADLOCK, ST_DONE, ST_ERROR,
-                              TOK_G2L, TOK_G2S, TOK_L2G, TOK_S2G, U_COMPUTE, U_FETCH, U_LOAD, U_STORE,
-                              US_ADDR0, US_BEATS, US_BUSY, US_CLIENT, US_E, US_GRANTED, US_NBYTES,
+                              TOK_G2L, TOK_G2S, TOK_L2G, TOK_S2G, U_COMPUTE, U_FETCH, U_LOAD, US_ADDR0, US_BEATS,
+                              US_BUSY, US_CLIENT, US_E, US_GRANTED, US_NBYTES,
                               US_NDISP, US_NROWS, US_NSTART, US_NTOTAL, US_PIDX, US_QOFF, US_REQ, US_ROW,
                               US_S, US_STRIDE, US_W, US_W1, US_XFER)
 

@@ -21,7 +21,7 @@ from sim.cycle.layout import (BUCKET_NAMES, ERR_TOKEN_OVERFLOW, ERR_UNFINISHED, 
                               P_UOP_SRC_MASK, P_UOP_WGT_LO, P_UOP_WGT_MASK, S_ERR_CODE, S_ERR_FIELD,
                               S_ERR_INSN, S_ERR_LIMIT, S_ERR_VALUE, S_STATUS, S_T, S_TOK0, ST_DEADLOCK,
                               ST_DONE, ST_ERROR, TOKEN_NAMES, UNIT_NAMES, US_NTOTAL, US_QOFF)
-from sim.errors import DeadlockError, ProgramError, RunError, TokenOverflowError
+from sim.errors import ProgramError, RunError, TokenOverflowError
 from sim.program import Program, load_program
 from sim.result import COUNTER_NAMES, RetireRecord, RunResult
 
@@ -193,10 +193,9 @@ def run_image(image, trace=None, perfetto=None, progress=None, **ignored) -> Run
     result = RunResult(engine="cycle", dram=m.dram, counters=dict(zip(COUNTER_NAMES, (int(c) for c in m.CNT))),
                        outputs=image.outputs_from(m.dram),
                        leftover_tokens={k: v for k, v in m.tokens().items() if v},
-                       cycles=m.cycles, trace=records, breakdown=m.breakdown(), wall_s=wall,
-                       extra={"dispatch_cycle": m.disp.copy(),
-                              "fetch_chunks": [(int(a), int(b)) for a, b in zip(m.chunk_req, m.chunk_done)],
-                              "cycles_per_s": m.cycles / wall if wall > 0 else None, "cpu_s": cpu})
+                       cycles=m.cycles, trace=records, breakdown=m.breakdown(), wall_s=wall, cpu_s=cpu,
+                       dispatch_cycle=m.disp.copy(),
+                       fetch_chunks=[(int(a), int(b)) for a, b in zip(m.chunk_req, m.chunk_done)])
     if trace is not None or perfetto is not None:
         from sim import trace as trace_io
         if trace is not None:

@@ -1,5 +1,5 @@
 """cocotb-free bring-up harness: compile the RTL with Icarus around a plain-Verilog driver
-(``tests/rtl/hdl/tb_drive.v`` -> ``hw/cosim/hdl/tb_top.v`` -> ``vta_top``) and run one memory image
+(``tests/rtl/hdl/tb_drive.v`` -> ``hw/rtl/tb/tb_top.v`` -> ``vta_top``) and run one memory image
 through ``vvp``, reading back the same files the cosim flow reads (``trace.txt``, ``dram_out.hex``).
 
 Used by the static RTL tests (Icarus compiles every preset; the worked timelines of
@@ -20,12 +20,12 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from hw.cosim.results import parse_trace            # noqa: E402
-from hw.cosim.runner import _write_hex, parse_hex   # noqa: E402
+from sim.rtl.results import parse_trace            # noqa: E402
+from sim.rtl.runner import _write_hex, parse_hex   # noqa: E402
 from hw.rtl_params import write_header              # noqa: E402
 
 RTL_DIR = ROOT / "hw" / "rtl"
-TB_TOP = ROOT / "hw" / "cosim" / "hdl" / "tb_top.v"
+TB_TOP = ROOT / "hw" / "rtl" / "tb" / "tb_top.v"
 DRIVER = Path(__file__).resolve().parent / "hdl" / "tb_drive.v"
 
 

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.rtl
 
 @pytest.fixture(scope="module")
 def image_dir(cfg, tmp_path_factory):
-    from sim.unit_programs import UNIT_PROGRAMS
+    from sim.programs.unit import UNIT_PROGRAMS
     d = tmp_path_factory.mktemp("img") / "gemm_smt"
     UNIT_PROGRAMS["gemm_smt"](cfg).save(d)
     return d

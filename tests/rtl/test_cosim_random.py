@@ -1,16 +1,14 @@
-"""Random legal programs (sim.randprog): RTL vs cycle engine, identical bytes and retire records.
+"""Random legal programs (sim.programs.randprog): RTL vs cycle engine, identical bytes and retire records.
 
 CI: 100 programs on the default config in one Verilator process.  ``slow``: 1,000 per preset."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
-from hw.config import load_config
+from hw.config import PRESETS, load_preset
 
-PRESETS = Path(__file__).resolve().parents[2] / "config" / "presets"
 pytestmark = pytest.mark.rtl
 N_CI = 100
 N_SLOW = 1000
@@ -18,10 +16,10 @@ N_SLOW = 1000
 
 def _campaign(cfg, seeds, sim="verilator"):
     """(number identical, failures as (seed, report)) - every failure names its seed."""
-    from hw.cosim import run_images
+    from sim.rtl import run_images
     from sim.cycle import run_image as cycle_run
     from sim.diff import compare
-    from sim.randprog import generate
+    from sim.programs.randprog import generate
     images = [generate(cfg, s) for s in seeds]
     model = [cycle_run(im) for im in images]
     rtl = run_images(images, sim=sim, errors="return", max_cycles=[2 * m.cycles + 10_000 for m in model])
@@ -54,19 +52,19 @@ def test_random_programs_ci(cfg, verilator_build):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["1x16x16", "2x16x16", "1x32x32", "1x8x8"])
+@pytest.mark.parametrize("name", PRESETS)
 def test_random_programs_per_preset(name):
-    cfg = load_config(PRESETS / f"{name}.json")
+    cfg = load_preset(name)
     seeds = list(range(20000, 20000 + N_SLOW))
     _, failures = _campaign(cfg, seeds)
     _assert_clean(cfg, failures, N_SLOW)
 
 
 def test_fuzz_command_reports_seed_and_coverage(verilator_build, capsys, tmp_path):
-    from sim.diff_cli import main
+    from sim.cli import main
     rc = main(["fuzz", "--n", "8", "--seed", "77", "--out", str(tmp_path)])
     out = capsys.readouterr().out
     assert rc == 0, out
     assert "seeds 77..84" in out and "seed 77: 8 programs identical, 0 diverged" in out
-    from sim.randprog import ALL_BINS
+    from sim.programs.randprog import ALL_BINS
     assert f"of {len(ALL_BINS)} bins hit by 8 programs" in out and "op:GEMM" in out and "not hit:" in out

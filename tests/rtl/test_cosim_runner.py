@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from hw.config import MEM_UOP
-from hw.cosim import runner, tools
+from sim.rtl import runner, tools
 
 pytestmark = pytest.mark.rtl
 
@@ -54,8 +54,8 @@ def test_prune_never_removes_a_build_in_use(tmp_path, monkeypatch):
 
 
 def test_max_cycles_outside_the_watchdog_port_is_rejected(cfg):
-    from hw.cosim import run_images
-    from sim.unit_programs import UNIT_PROGRAMS
+    from sim.rtl import run_images
+    from sim.programs.unit import UNIT_PROGRAMS
     with pytest.raises(ValueError, match=r"max_cycles = 4294967296 .*32-bit"):
         run_images([UNIT_PROGRAMS["gemm_smt"](cfg)], sim="icarus", max_cycles=1 << 32)
 
@@ -99,7 +99,7 @@ def test_missing_rtl_is_a_clear_error(cfg, tmp_path):
 
 def test_watchdog_ends_a_deadlocked_program(cfg, icarus_build):
     """A compute NOP popping a token nobody pushes: the RTL's watchdog stops it (no hang)."""
-    from hw.cosim import run_image
+    from sim.rtl import run_image
     from sim.builder import ProgramBuilder
     from sim.errors import DeadlockError, RunError
     from sim.functional import run_image as functional_run
@@ -114,7 +114,7 @@ def test_watchdog_ends_a_deadlocked_program(cfg, icarus_build):
 
 
 def test_batch_keeps_going_after_a_failing_image(cfg, icarus_build):
-    from hw.cosim import run_images
+    from sim.rtl import run_images
     from sim.builder import ProgramBuilder
     from sim.errors import RunError
     bad = ProgramBuilder(cfg)

@@ -1,11 +1,12 @@
-"""Every unit program of the foundation issue: RTL vs cycle engine, same bytes and same retire
-records on Verilator; same on Icarus.  Each simulator runs all programs in one process."""
+"""Every unit program of the foundation issue on Icarus: RTL vs cycle engine, same bytes and same
+retire records, all programs in one simulator process.  Verilator runs them in the engine-equivalence
+body of ``tests/test_engines.py`` (which also holds the RTL's counters to the functional model's)."""
 
 from __future__ import annotations
 
 import pytest
 
-from sim.unit_programs import UNIT_PROGRAMS
+from sim.programs.unit import UNIT_PROGRAMS
 
 pytestmark = pytest.mark.rtl
 NAMES = sorted(UNIT_PROGRAMS)
@@ -27,20 +28,8 @@ def cycle_runs(images):
 
 
 def _rtl_runs(images, sim, names):
-    from hw.cosim import run_images
+    from sim.rtl import run_images
     return dict(zip(names, run_images([images[n] for n in names], sim=sim, errors="return")))
-
-
-@pytest.fixture(scope="module")
-def verilator_runs(images, verilator_build):
-    return _rtl_runs(images, "verilator", NAMES)
-
-
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_unit_program_verilator(name, images, cycle_runs, verilator_runs, same_run):
-    same_run(images[name], cycle_runs[name], verilator_runs[name])
 
 
 def test_unit_programs_icarus(images, cycle_runs, icarus_build, same_run):
@@ -61,10 +50,3 @@ def test_unit_programs_icarus(images, cycle_runs, icarus_build, same_run):
 @pytest.mark.parametrize("name", ICARUS_SLOW)
 def test_unit_program_icarus_slow(name, images, cycle_runs, icarus_build, same_run):
     same_run(images[name], cycle_runs[name], _rtl_runs(images, "icarus", [name])[name])
-
-
-def test_rtl_counters_match_functional(images, verilator_runs):
-    """Counters of the rtl result (from the stream) equal the functional model's (counted as it runs)."""
-    from sim.functional import run_image
-    for name in NAMES:
-        assert verilator_runs[name].counters == run_image(images[name]).counters, name

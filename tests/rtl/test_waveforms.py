@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from waveforms.vcd import SCOPE, SIGNALS, write_model_vcd
-from waveforms.vcdread import read_vcd, sample_cycles
+from vcdread import read_vcd, sample_cycles
 
 pytestmark = pytest.mark.rtl
 
@@ -14,14 +14,14 @@ pytestmark = pytest.mark.rtl
                                        pytest.param("verilator", "gemm_smt", marks=pytest.mark.slow)])
 def test_model_vcd_equals_rtl_vcd(sim, name, cfg, tmp_path):
     """Icarus in CI; Verilator (which needs its own --trace build) in the slow set."""
-    from hw.cosim import run_image
+    from sim.rtl import run_image
     from sim.cycle import run_image as cycle_run
-    from sim.unit_programs import UNIT_PROGRAMS
+    from sim.programs.unit import UNIT_PROGRAMS
     image = UNIT_PROGRAMS[name](cfg)
     rtl = run_image(image, sim=sim, waves=True, waves_file=tmp_path / "rtl.vcd")
     model = cycle_run(image)
     assert rtl.cycles == model.cycles
-    t0, p = rtl.extra["launch_ns"], rtl.extra["clock_ns"]
+    t0, p = rtl.launch_ns, rtl.clock_ns
     write_model_vcd(image, model, tmp_path / "model.vcd", offset_ns=t0, clock_ns=p)
     prefix = ".".join(SCOPE) + "."
     names = {prefix + n for n in SIGNALS}

@@ -1,5 +1,5 @@
 // Plain-Verilog driver of tb_top for the cocotb-free bring-up harness (tests/rtl/icarus_harness.py):
-// the same sequence as hw/cosim/tb_batch.py (reset, cmd_load, launch, wait for done, cmd_dump)
+// the same sequence as sim/rtl/tb_batch.py (reset, cmd_load, launch, wait for done, cmd_dump)
 // with the job given as plusargs: +insn_addr= +insn_count= +max_cycles= +dump_last=
 `timescale 1ns / 1ps
 module tb_drive;

@@ -151,7 +151,7 @@ class _Gen:
 
     # ---- blocks ---------------------------------------------------------------------------------
     def block(self, bidx):
-        rng, cfg, nbuf = self.rng, self.cfg, self.nbuf
+        rng, nbuf = self.rng, self.nbuf
         h = bidx % nbuf
         inp_r = (h * self.half[MEM_INP], self.half[MEM_INP])
         wgt_r = (h * self.half[MEM_WGT], self.half[MEM_WGT])

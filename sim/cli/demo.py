@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hw.config import load_config
+from sim.engines import EngineUnavailable, check_result, run_engine
 from sim.errors import SimError
-from sim.unit_programs import tiled_gemm
+from sim.programs.unit import tiled_gemm
 
-__all__ = ["build_demo", "run_demo"]
+__all__ = ["add_commands", "build_demo", "run_demo"]
 
 M, K, N = 64, 256, 64
 REQUANT = (10, -127, 127)
@@ -31,7 +33,7 @@ def build_demo(cfg):
     raise SimError(f"demo does not fit config {cfg.model}: {last}")
 
 
-def _report(name, image, result, check_result):
+def _report(name, image, result):
     problems = check_result(image, result)
     cyc = f", {result.cycles} cycles" if result.cycles is not None else ""
     wall = f", {result.wall_s:.3f} s" if result.wall_s is not None else ""
@@ -58,7 +60,6 @@ def _write_reports(out: Path, result) -> None:
 
 
 def run_demo(cfg, out: Path, rtl: str | None = None) -> int:
-    from sim.cli import EngineUnavailable, check_result, run_engine
     image = build_demo(cfg)
     image.save(out)
     print(f"demo: int8 GEMM {M}x{K} . {K}x{N} + requantize (>> {REQUANT[0]}, clip [{REQUANT[1]}, {REQUANT[2]}]) "
@@ -66,29 +67,43 @@ def run_demo(cfg, out: Path, rtl: str | None = None) -> int:
     print(f"image: {out} ({image.insn_count} instructions, DRAM {image.dram_size} bytes)")
     func = run_engine("functional", image)
     print("counters: " + ", ".join(f"{k}={v}" for k, v in func.counters.items()))
-    ok = _report("functional", image, func, check_result)
+    ok = _report("functional", image, func)
     try:
         cyc = run_engine("cycle", image)
     except EngineUnavailable as exc:
         print(f"cycle      skipped: {exc}")
     else:
-        ok = _report("cycle", image, cyc, check_result) and ok
+        ok = _report("cycle", image, cyc) and ok
         if bytes(cyc.dram) != bytes(func.dram):
             print("cycle      final DRAM differs from the functional model")
             ok = False
         _write_reports(out, cyc)
         if rtl:
-            ok = _run_rtl(image, cyc, rtl, check_result, run_engine) and ok
+            ok = _run_rtl(image, cyc, rtl) and ok
     print(f"re-run: vtasim run {out} --engine cycle --check   (or: vtasim diff {out})")
     print("demo: " + ("all outputs match the numpy reference" if ok else "FAILED"))
     return 0 if ok else 1
 
 
-def _run_rtl(image, cyc, sim: str, check_result, run_engine) -> bool:
+def _run_rtl(image, cyc, sim: str) -> bool:
     """Run the RTL too and hold its bytes and retire records against the cycle engine."""
     rtl = run_engine("rtl", image, sim=sim)
-    ok = _report(f"rtl/{sim}", image, rtl, check_result)
+    ok = _report(f"rtl/{sim}", image, rtl)
     same = list(rtl.trace) == list(cyc.trace) and rtl.cycles == cyc.cycles
     print(f"           retire trace {'identical to' if same else 'DIFFERS from'} the cycle engine "
           f"({len(cyc.trace)} records)")
     return ok and same
+
+
+def cmd_demo(args) -> int:
+    return run_demo(load_config(args.config), Path(args.out), rtl=args.rtl)
+
+
+def add_commands(sub) -> None:
+    """Add ``demo`` to an argparse sub-parser collection."""
+    p = sub.add_parser("demo", help="build, run and check a tiled int8 GEMM with requantization")
+    p.add_argument("--config", type=Path, default=None)
+    p.add_argument("--out", type=Path, default=Path("runs/demo"), help="where the demo image, trace and plot are saved")
+    p.add_argument("--rtl", choices=("verilator", "icarus"), default=None,
+                   help="also run the RTL on this simulator and compare it with the cycle engine")
+    p.set_defaults(func=cmd_demo)

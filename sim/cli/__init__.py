@@ -1,0 +1,93 @@
+"""``vtasim`` command line: the parser, built from the ``vtasim.commands`` entry-point group.
+
+Every command module has an ``add_commands(subparsers)`` function, and ``pyproject.toml`` lists it
+under ``[project.entry-points."vtasim.commands"]`` (the convention of pytest and Amaranth plugins)::
+
+    [project.entry-points."vtasim.commands"]
+    run = "sim.cli.run:add_commands"          # config, disasm, run
+    demo = "sim.cli.demo:add_commands"        # demo
+    diff = "sim.cli.diff:add_commands"        # diff, fuzz
+    programs = "sim.cli.programs:add_commands"   # unit, workload, randprog, import-tvm
+    waves = "sim.cli.waves:add_commands"      # waves
+
+So ``sim`` never names a higher layer, and another package (the compiler, a third party) adds
+commands by declaring an entry point in its own metadata.  An entry point whose module cannot be
+imported (an optional extra not installed) becomes a command of its name that prints one line saying
+what to install and exits 2; the other commands are unaffected.
+
+Exit codes: 0 success, 1 ``--check`` mismatch, 2 any error (printed as one line on stderr; ``-v``
+adds the multi-line report where there is one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from importlib.metadata import entry_points
+
+from hw.config import ConfigError
+from hw.isa import IsaError
+from sim.errors import SimError
+
+__all__ = ["main", "build_parser", "GROUP", "USER_ERRORS"]
+
+GROUP = "vtasim.commands"
+USER_ERRORS = (SimError, ConfigError, IsaError, OSError)
+
+
+class CommandUnavailable(SimError):
+    """A command group's module could not be imported in this installation."""
+
+
+def _stub(sub, ep, exc) -> None:
+    """Register ``ep.name`` as a command that reports why its module is missing, in one line."""
+    extra = f"pip install 'vtasim[{','.join(ep.extras)}]'" if ep.extras else "install the package that provides it"
+    message = f"vtasim {ep.name} is not available ({ep.value}: {exc}): {extra}"
+
+    def unavailable(args) -> int:
+        raise CommandUnavailable(message)
+
+    p = sub.add_parser(ep.name, help=f"(not available: {extra})", add_help=False)
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.set_defaults(func=unavailable)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="vtasim", description="VTA simulator: functional, cycle-accurate, RTL")
+    parser.add_argument("-v", "--verbose", action="store_true", help="multi-line reports after an error line")
+    sub = parser.add_subparsers(dest="command", required=True)
+    eps = sorted(entry_points(group=GROUP), key=lambda ep: ep.name)
+    if not eps:
+        raise SimError(f"no commands registered in the {GROUP!r} entry-point group: install vtasim "
+                       f"(pip install -e . in a checkout)")
+    for ep in eps:
+        try:
+            add_commands = ep.load()
+        except ImportError as exc:
+            _stub(sub, ep, exc)
+            continue
+        add_commands(sub)
+    return parser
+
+
+def _error(exc: BaseException, verbose: bool) -> int:
+    msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    print(f"vtasim: error: {msg}", file=sys.stderr)
+    report = getattr(exc, "report", "")
+    if report and verbose:
+        print(report, file=sys.stderr)
+    return 2
+
+
+def main(argv=None) -> int:
+    try:
+        parser = build_parser()
+    except SimError as exc:
+        return _error(exc, False)
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except USER_ERRORS as exc:
+        return _error(exc, args.verbose)
+
+

@@ -1,0 +1,99 @@
+"""``vtasim unit``, ``workload``, ``randprog``, ``import-tvm``: programs from :mod:`sim.programs` as images.
+
+    vtasim unit                                 # list the spec 7.1/7.2 unit programs
+    vtasim unit gemm_smt --out img              # save one as a memory image
+    vtasim workload C2 --out c2                 # ResNet-18 C2, full size, with expected output
+    vtasim workload C5 --reduce 4 --config config/presets/1x32x32.json --out c5
+    vtasim workload gemm-bound --out gb
+    vtasim randprog --seed 7 --out r7           # one random legal program (no expected output)
+    vtasim import-tvm --insn F [--dram F@ADDR ...] [--out DIR]   TVM artefacts -> memory image
+    vtasim run c2 --engine cycle --check --json
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from pathlib import Path
+
+from hw.config import load_config
+from sim.errors import SimError
+
+__all__ = ["add_commands"]
+
+
+def cmd_unit(args) -> int:
+    from sim.programs.unit import UNIT_PROGRAMS
+    if not args.name:
+        print("\n".join(UNIT_PROGRAMS))
+        return 0
+    if args.name not in UNIT_PROGRAMS:
+        raise SimError(f"unknown unit program {args.name!r} (vtasim unit lists them)")
+    cfg = load_config(args.config)
+    out = Path(args.out or args.name)
+    UNIT_PROGRAMS[args.name](cfg).save(out)
+    print(f"unit program {args.name} ({cfg.model}) saved to {out}")
+    return 0
+
+
+def cmd_import_tvm(args) -> int:
+    from sim.programs.tvm_import import import_cli
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        image = import_cli(args)
+    for w in caught:
+        print(f"vtasim: warning: {w.message}", file=sys.stderr)
+    image.save(args.out)
+    print(f"imported {image.insn_count} instructions, {len(image.segments)} segments, "
+          f"{len(image.outputs)} outputs -> {args.out}")
+    return 0
+
+
+
+def cmd_workload(args) -> int:
+    from sim.programs.resnet import RESNET18, conv_image, gemm_bound_image
+    cfg = load_config(args.config)
+    if args.name == "gemm-bound":
+        image = gemm_bound_image(cfg)
+    elif args.name in RESNET18:
+        image = conv_image(cfg, args.name, reduce=args.reduce, seed=args.seed)
+    else:
+        raise SimError(f"unknown workload {args.name!r}; workloads: {', '.join(RESNET18)}, gemm-bound")
+    out = image.save(args.out or Path(args.name))
+    print(f"{args.name}: {image.insn_count} instructions, DRAM {image.dram_size} bytes -> {out}")
+    return 0
+
+
+def cmd_randprog(args) -> int:
+    from sim.programs.randprog import coverage_bins, generate
+    image = generate(load_config(args.config), args.seed)
+    out = image.save(args.out or Path(f"randprog_{args.seed}"))
+    print(f"seed {args.seed}: {image.insn_count} instructions -> {out}; bins: {', '.join(sorted(coverage_bins(image)))}")
+    return 0
+
+
+def add_commands(sub) -> None:
+    """Add ``unit``, ``workload``, ``randprog`` and ``import-tvm`` to an argparse sub-parser collection."""
+    p = sub.add_parser("unit", help="list the spec 7.1/7.2 unit programs, or save one as a memory image")
+    p.add_argument("name", nargs="?")
+    p.add_argument("--config", type=Path, default=None)
+    p.add_argument("--out", type=Path, default=None, help="image directory (default: ./NAME)")
+    p.set_defaults(func=cmd_unit)
+
+    p = sub.add_parser("import-tvm", help="TVM instruction buffer / DRAM dumps / DUMP_INSN text -> memory image")
+    from sim.programs.tvm_import import add_arguments
+    add_arguments(p)
+    p.set_defaults(func=cmd_import_tvm)
+
+    p = sub.add_parser("workload", help="save a ResNet-18 conv layer (C2-C11) or the GEMM-bound stream as an image")
+    p.add_argument("name", help="C2 ... C11 or gemm-bound")
+    p.add_argument("--reduce", type=int, default=1, help="divide H and W by this (quick runs)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random activations/weights/bias")
+    p.add_argument("--config", type=Path, default=None)
+    p.add_argument("--out", type=Path, default=None, help="image directory (default: ./NAME)")
+    p.set_defaults(func=cmd_workload)
+    p = sub.add_parser("randprog", help="save one random legal program (sim.programs.randprog) as an image")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--config", type=Path, default=None)
+    p.add_argument("--out", type=Path, default=None, help="image directory (default: ./randprog_SEED)")
+    p.set_defaults(func=cmd_randprog)

@@ -1,0 +1,18 @@
+"""Fixtures every test directory shares: how two runs of one image are held equal.
+
+``same_run(image, expected, actual, timing=True)`` (:func:`engine_checks.same_run`) asserts identical
+DRAM, outputs, counters and leftover tokens, the image's numpy reference outputs, and (with
+``timing``) identical retire records and cycle counts.  Configs by
+name come from :func:`hw.config.load_preset` (the shipped presets, :data:`hw.config.PRESETS`).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from engine_checks import same_run as _same_run
+
+
+@pytest.fixture(scope="session")
+def same_run():
+    return _same_run
