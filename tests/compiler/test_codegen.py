@@ -253,3 +253,15 @@ def test_lowered_tutorials_end_to_end(cfg, name):
         r = run(img)
         assert r.outputs[out] == want
         assert r.counters == SPEC_COUNTERS[name]
+
+
+def test_reduced_programs_on_the_rtl_engine(cfg):
+    engines = pytest.importorskip("sim.engines")
+    for func, inputs, ref in (gemm_blocked(cfg, 8, 8, 4, 4),
+                              conv2d_vt(cfg, H=4, W=4, icb=2, ocb=8, oc_block=2, h_block=2)):
+        img, out, want = build_image(func, inputs, ref, cfg)
+        try:
+            r = engines.run_engine("rtl", img)
+        except engines.EngineUnavailable as exc:
+            pytest.skip(str(exc))
+        assert engines.check_result(img, r) == [] and r.outputs[out] == want
