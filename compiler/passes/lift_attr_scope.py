@@ -3,8 +3,8 @@
 The attribute is taken off its statement and re-attached higher up: loops and other attributes are
 transparent, a sequence lifts it when every child carries the same one and otherwise re-attaches it
 to each maximal run of equal neighbours (so adjacent same-stage DMA calls share one
-``coproc_scope``), an allocation stops it (it is re-attached inside the allocation), and an if/else
-lifts it only when both branches agree.
+``coproc_scope``), an allocation stops it (it is re-attached inside the allocation), an if without else lets
+it through and an if/else lifts it only when both branches agree.
 
 Equality: ``coproc_scope`` values compare by stage number; a ``coproc_uop_scope`` is one kernel
 site, so two of them never merge (TVM compares their string values by identity).
@@ -67,8 +67,8 @@ def _lift(s, key):
         return ir.seq(*[_wrap(a, key, ir.seq(*ss)) for a, ss in runs]), _NONE
     if isinstance(s, ir.IfThenElse):
         then, a1 = _lift(s.then, key)
-        if s.otherwise is None:
-            return ir.IfThenElse(s.cond, _wrap(a1, key, then)), _NONE
+        if s.otherwise is None:             # TVM lets it through an if without else
+            return ir.IfThenElse(s.cond, then), a1
         other, a2 = _lift(s.otherwise, key)
         if a1 is not _NONE and _same(a1, a2, key):
             return ir.IfThenElse(s.cond, then, other), a1
