@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 
-from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_NAMES, MEM_OUT, MEM_UOP, MEM_WGT
+from hw.config import MEM_ACC_8BIT, MEM_INP, MEM_NAMES, MEM_OUT, MEM_UOP
 from hw.isa import (ALU_NAMES, MODULE_LOAD, OP_ALU, OP_FINISH, OP_GEMM,
                     OP_LOAD, OP_STORE, OPCODE_NAMES, TOKEN_POPS, TOKEN_PUSHES, TOKEN_QUEUES, Insn, IsaError,
                     module_of)
@@ -28,7 +28,6 @@ from hw.isa import (ALU_NAMES, MODULE_LOAD, OP_ALU, OP_FINISH, OP_GEMM,
 __all__ = ["dump", "insn_lines", "one_line", "assemble", "DisasmError"]
 
 _MEM_FIELDS = ("sram_base", "dram_base", "y_size", "x_size", "x_stride", "y_pad_0", "y_pad_1", "x_pad_0", "x_pad_1")
-_TVM_MEM_KINDS = {MEM_UOP: "UOP", MEM_WGT: "WGT", MEM_INP: "INP", MEM_ACC: "ACC"}
 _NOP_KINDS = {"NOP-STORE-STAGE": (OP_STORE, MEM_UOP), "NOP-COMPUTE-STAGE": (OP_LOAD, MEM_UOP),
               "NOP-MEMORY-STAGE": (OP_LOAD, MEM_INP)}
 

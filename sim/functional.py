@@ -5,7 +5,7 @@ It is deliberately plain - each instruction is executed atomically and vectorise
 loop nest - so that it is obviously correct and still quick (a ResNet-18 C2 stream of ~450k GEMM
 uops runs in seconds).
 
-Rules for the cases fsim leaves undefined (architecture.md section 2, identical in every engine):
+Rules for the cases fsim leaves undefined (README "Semantics and timing", identical in every engine):
 
 * SHR by a signed 32-bit amount y: ``0 <= y < 32`` arithmetic right shift; ``y >= 32`` gives
   ``x >> 31``; ``-32 < y < 0`` left shift by ``-y`` keeping the low 32 bits; ``y <= -32`` gives 0.

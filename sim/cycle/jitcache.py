@@ -2,7 +2,7 @@
 
 numba stamps a cached function with the hash of the one file that defines it.  The event loop in
 :mod:`sim.cycle.core` compiles the kernels of :mod:`sim.cycle.kernels` and the constants of
-:mod:`sim.cycle.layout`, :mod:`hw.isa` and :mod:`hw.config` into its own machine code, so an edit to
+:mod:`sim.cycle.layout`, :mod:`hw.isa`, :mod:`hw.fields` and :mod:`hw.config` into its own machine code, so an edit to
 any of those would leave a stale ``core`` entry in the cache that numba keeps loading (old
 semantics with new Python around it).  Importing this module (before any ``@njit(cache=True)`` of
 the package runs) makes the stamp of every function defined in ``sim/cycle`` cover all of them.
@@ -17,7 +17,8 @@ from numba.core import caching
 
 _HERE = Path(__file__).resolve().parent
 _DEPS = (_HERE / "core.py", _HERE / "kernels.py", _HERE / "layout.py",
-         _HERE.parent.parent / "hw" / "isa.py", _HERE.parent.parent / "hw" / "config.py")
+         _HERE.parent.parent / "hw" / "isa.py", _HERE.parent.parent / "hw" / "config.py",
+         _HERE.parent.parent / "hw" / "fields.py")
 
 
 def _deps_stamp() -> str:

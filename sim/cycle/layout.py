@@ -31,7 +31,6 @@ N_UNITS = 4
 
 # ---- memory clients, in priority order (docs/timing.md 4.2) ----
 C_FETCH, C_UOP, C_INP, C_WGT, C_ACC, C_OUT = range(6)
-CLIENT_NAMES = ("fetch", "uop", "inp", "wgt", "acc", "out")
 
 # ---- per-unit state US[N_UNITS, N_US] ----
 (US_XFER, US_CLIENT, US_REQ, US_GRANTED, US_BEATS, US_ROW, US_NROWS, US_ADDR0, US_STRIDE, US_NBYTES,
