@@ -422,7 +422,8 @@ def _from_affine(terms: dict) -> Expr:
     for atom, coef in items:
         term = atom if abs(coef) == 1 else BinOp("*", atom, IntImm(abs(coef)))
         if out is None:
-            out = term if coef > 0 else BinOp("-", IntImm(0), term)
+            # a leading negative term stays a product (x * -1), which the ALU can execute as MUL
+            out = term if coef > 0 else BinOp("*", atom, IntImm(coef))
         else:
             out = BinOp("+" if coef > 0 else "-", out, term)
     c = terms.get(1, 0)

@@ -134,6 +134,8 @@ def parse_workload(name: str, cfg=None, reduce: int = 1):
             raise CompileError(f"unknown workload {name!r}; the catalogue has: {', '.join(catalogue_names())}")
     wl = wl.reduced(reduce)
     if cfg is not None:
+        if isinstance(wl, Conv2d):
+            wl = replace(wl, batch=cfg.batch)     # TVM's conv benchmarks run batch = env.BATCH
         _check_fits(wl, cfg)
     return wl
 

@@ -7,7 +7,7 @@
 step               meaning                                      ALU
 =================  ===========================================  ======================
 ``("add", c)``     ``x + c`` (immediate) / ``x + B`` (``"B"``)   ADD
-``("sub", c)``     ``x - c``: add of ``-c``; ``x - B``: B*(-1)   ADD (+ MUL for B)
+``("sub", c)``     ``x - c``: add of ``-c``; ``x - B``: -(-x+B)  ADD (MUL, ADD, MUL for B)
 ``("mul", c)``     ``x * c`` / ``x * B``                        MUL
 ``("min", c)``     ``min(x, c)`` / ``min(x, B)``                MIN
 ``("max", c)``     ``max(x, c)`` / ``max(x, B)``                MAX
@@ -78,14 +78,15 @@ def alu_chain(env, m: int, steps):
             x = _apply(env, "max", x, lo, shape, f"s{n}_max")
             stages.append(x)
             continue
-        if kind == "sub":
-            if uses_b:
-                neg = _apply(env, "mul", operand, -1, shape, f"s{n}_neg")
-                stages.append(neg)
-                operand = neg
-            else:
-                operand = -int(vals[0])
-            x = _apply(env, "add", x, operand, shape, f"s{n}_sub")
+        if kind == "sub" and uses_b:
+            # x - B = -((-x) + B): three in-place stages on x, so B stays intact for later steps
+            x = _apply(env, "mul", x, -1, shape, f"s{n}_neg")
+            stages.append(x)
+            x = _apply(env, "add", x, operand, shape, f"s{n}_addb")
+            stages.append(x)
+            x = _apply(env, "mul", x, -1, shape, f"s{n}_sub")
+        elif kind == "sub":
+            x = _apply(env, "add", x, -int(vals[0]), shape, f"s{n}_sub")
         else:
             x = _apply(env, kind, x, operand if uses_b else int(vals[0]), shape, f"s{n}_{kind}")
         stages.append(x)

@@ -211,7 +211,7 @@ def test_conv2d_two_virtual_threads_is_spec_6_4(cfg):
     assert lds[1] == "LD(kernel, (ic_out * 9), 9, 8, 144, pads(0, 0, 0, 0), sram 0, WGT)"
     assert lds[3] == "LD(kernel, ((ic_out * 9) + 1152), 9, 8, 144, pads(0, 0, 0, 0), sram 72, WGT)"
     # data: x = 14, stride 14, x pads 1/1, y pads 1 at the image border only
-    assert ", 14, " in lds[0] and "pads(1, max(((0 - (y_out * 7)) + 1), 0), 1, max(((y_out * 7) - 6), 0))" in lds[0]
+    assert ", 14, " in lds[0] and "pads(1, max(((y_out * -7) + 1), 0), 1, max(((y_out * 7) - 6), 0))" in lds[0]
     # each thread's loads bracketed by pop(2,1) ... push(1,2)
     assert body.count("pop(2,1)\n      LD(data") == 2
     # compute kernel: two folded loops, dy/dx/j stay software loops -> 3*3*14 = 126 uops per kernel
