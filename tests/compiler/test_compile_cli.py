@@ -1,0 +1,44 @@
+"""``vtasim compile`` / ``vtasim tune`` end to end through the command line."""
+
+import json
+
+from sim.cli import main
+
+
+def test_compile_then_run_check(tmp_path, capsys):
+    out = tmp_path / "c8"
+    assert main(["compile", "resnet18.C8", "--reduce", "2", "--out", str(out), "--dump-ir", str(tmp_path / "ir")]) == 0
+    text = capsys.readouterr().out
+    assert "knobs from fallback (no TopHub record)" in text and "replay: vtasim run" in text
+    dumps = sorted(p.name for p in (tmp_path / "ir").iterdir())
+    assert dumps[0] == "00_input.txt" and "12_fold_uop_loop.txt" in dumps and "00_lowered.txt" in dumps
+    assert main(["run", str(out), "--engine", "cycle", "--check"]) == 0
+    assert main(["run", str(out), "--engine", "functional", "--check"]) == 0
+
+
+def test_compile_tophub_default_and_knob_errors(tmp_path, capsys):
+    assert main(["compile", "resnet18.C10", "--out", str(tmp_path / "c10")]) == 0
+    assert "knobs from TopHub" in capsys.readouterr().out
+    rc = main(["compile", "resnet18.C10", "--knobs", '{"tile_h": [3, 3]}', "--out", str(tmp_path / "x")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "tile_h = [3, 3] is not a split" in err
+    rc = main(["compile", "resnet18.C99", "--out", str(tmp_path / "y")])
+    assert rc == 2 and "unknown workload 'resnet18.C99'" in capsys.readouterr().err
+
+
+def test_tune_writes_a_log_that_compile_reads(tmp_path, capsys):
+    log = tmp_path / "tune.jsonl"
+    rc = main(["tune", "dense.16x64x64", "--trials", "6", "--jobs", "2", "--log", str(log), "--seed", "1"])
+    text = capsys.readouterr().out
+    assert rc == 0 and "tuned" in text and "fallback" in text
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(records) == 6 and len({json.dumps(r["knobs"], sort_keys=True) for r in records}) == 6
+    best = min((r for r in records if r["cycles"] is not None), key=lambda r: r["cycles"])
+    tuned_line = next(line for line in text.splitlines() if line.startswith("tuned"))
+    assert f"{best['cycles']:,d}" in tuned_line
+    out = tmp_path / "d"
+    assert main(["compile", "dense.16x64x64", "--log", str(log), "--out", str(out)]) == 0
+    assert f"({best['cycles']} cycles)" in capsys.readouterr().out
+    from sim.cycle import run_image
+    from sim.image import MemoryImage
+    assert run_image(MemoryImage.load(out)).cycles == best["cycles"]
