@@ -38,9 +38,9 @@ def _knobs_from_args(args, wl, cfg):
         return rec["knobs"], f"log {args.log} ({rec['cycles']} cycles)"
     if args.fallback:
         return fallback_knobs(wl, cfg), "fallback"
-    top = tophub_knobs(wl, cfg) if args.reduce == 1 else None
+    top = tophub_knobs(wl, cfg)
     if top is not None:
-        return top, "TopHub"
+        return top, "TopHub" if args.reduce == 1 else f"TopHub (adapted to reduce={args.reduce})"
     return fallback_knobs(wl, cfg), "fallback (no TopHub record)"
 
 
@@ -77,7 +77,7 @@ def cmd_tune(args) -> int:
                   reduce=args.reduce)
     best = result.best()
     rows = [("tuned", best)]
-    top = tophub_knobs(wl, cfg) if args.reduce == 1 else None
+    top = tophub_knobs(wl, cfg)
     if top is not None:
         rows.append(("TopHub", measure(args.workload, args.reduce, cfg.to_dict(), top)))
     if not args.skip_fallback:

@@ -79,12 +79,23 @@ def fallback_knobs(wl, cfg) -> dict:
 
 
 def tophub_knobs(wl, cfg) -> dict | None:
-    """The TopHub record for a full-size ResNet-18 layer on the default config, else None."""
-    if not isinstance(wl, Conv2d) or cfg.bitstream != TOPHUB_MODEL or wl.name not in _TOPHUB_RESNET18:
+    """The TopHub record of a ResNet-18 layer on the default config, else None.
+
+    For a spatially reduced layer (``C2/r4``) the record is adapted: each spatial inner factor
+    becomes the largest divisor of the reduced extent not above the record's, and a thread knob
+    that no longer divides its outer factor drops to 1."""
+    base = wl.name.split("/")[0] if isinstance(wl, Conv2d) else None
+    if base not in _TOPHUB_RESNET18 or cfg.bitstream != TOPHUB_MODEL:
         return None
-    h, w, ci, co, oc_t, h_t = _TOPHUB_RESNET18[wl.name]
-    return {"tile_b": [1, 1], "tile_h": list(h), "tile_w": list(w), "tile_ci": list(ci),
-            "tile_co": list(co), "oc_nthread": oc_t, "h_nthread": h_t}
+    h, w, ci, co, oc_t, h_t = _TOPHUB_RESNET18[base]
+    knobs = {"tile_b": [1, 1], "tile_h": list(h), "tile_w": list(w), "tile_ci": list(ci),
+             "tile_co": list(co), "oc_nthread": oc_t, "h_nthread": h_t}
+    for key, n in (("tile_h", wl.oh), ("tile_w", wl.ow)):
+        inner = max(d for d in range(1, min(n, knobs[key][1]) + 1) if n % d == 0)
+        knobs[key] = [n // inner, inner]
+    if knobs["tile_h"][0] % h_t:
+        knobs["h_nthread"] = 1
+    return knobs
 
 
 def check_knobs(wl, cfg, knobs: dict) -> dict:

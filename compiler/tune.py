@@ -109,7 +109,7 @@ def tune(workload: str, cfg, trials: int = 32, jobs: int = 2, log=None, seed: in
             seen.add(_key(k))
             queue.append(k)
 
-    offer(tophub_knobs(wl, cfg) if reduce == 1 else None)
+    offer(tophub_knobs(wl, cfg))
     if seed_fallback:
         offer(fallback_knobs(wl, cfg))
     for _ in range(population * 20):

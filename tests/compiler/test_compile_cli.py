@@ -9,7 +9,7 @@ def test_compile_then_run_check(tmp_path, capsys):
     out = tmp_path / "c8"
     assert main(["compile", "resnet18.C8", "--reduce", "2", "--out", str(out), "--dump-ir", str(tmp_path / "ir")]) == 0
     text = capsys.readouterr().out
-    assert "knobs from fallback (no TopHub record)" in text and "replay: vtasim run" in text
+    assert "knobs from TopHub (adapted to reduce=2)" in text and "replay: vtasim run" in text
     dumps = sorted(p.name for p in (tmp_path / "ir").iterdir())
     assert dumps[0] == "00_input.txt" and "12_fold_uop_loop.txt" in dumps and "00_lowered.txt" in dumps
     assert main(["run", str(out), "--engine", "cycle", "--check"]) == 0

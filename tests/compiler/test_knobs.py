@@ -70,3 +70,14 @@ def test_log_round_trip(tmp_path, default_cfg):
     with pytest.raises(CompileError, match="line 4 is not JSON"):
         read_log(log)
     json.loads(log.read_text().splitlines()[0])
+
+
+def test_tophub_adapted_to_a_reduced_layer(default_cfg):
+    wl = parse_workload("resnet18.C2", default_cfg, reduce=4)        # 14 x 14 output
+    top = tophub_knobs(wl, default_cfg)
+    assert top["tile_h"] == [2, 7] and top["tile_w"] == [1, 14]     # 8 -> 7 (divides 14), 56 -> 14
+    assert top["tile_co"] == [2, 2] and top["oc_nthread"] == 2
+    c5 = parse_workload("resnet18.C5", default_cfg, reduce=4)        # 7 x 7: one row block, no h threads
+    assert tophub_knobs(c5, default_cfg)["h_nthread"] == 1
+    check_knobs(c5, default_cfg, tophub_knobs(c5, default_cfg))
+    assert tophub_knobs(parse_workload("dense.16x64x64", default_cfg), default_cfg) is None
