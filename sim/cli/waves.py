@@ -29,11 +29,13 @@ def cmd_waves(args) -> int:
         from sim.rtl import run_image as rtl_run
         rtl = rtl_run(image, sim=args.sim, waves=True, waves_file=(out / "rtl.vcd").resolve())
         offset, clock = rtl.launch_ns, rtl.clock_ns    # the RTL's time base
-        write_gtkw(out / "rtl.gtkw", out / "rtl.vcd", widths=signal_widths(image.cfg))
+        write_gtkw(out / "rtl.gtkw", out / "rtl.vcd", widths=signal_widths(image.cfg),
+                   end_ns=offset + rtl.cycles * clock)
         plot_timeline(rtl, out / "timeline_rtl.png")
         print(f"rtl/{args.sim}: {rtl.cycles} cycles -> {out / 'rtl.vcd'}, {out / 'rtl.gtkw'}")
     write_model_vcd(image, model, out / "model.vcd", offset_ns=offset, clock_ns=clock)
-    write_gtkw(out / "model.gtkw", out / "model.vcd", widths=signal_widths(image.cfg))
+    write_gtkw(out / "model.gtkw", out / "model.vcd", widths=signal_widths(image.cfg),
+               end_ns=offset + model.cycles * clock)
     plot_timeline(model, out / "timeline.png")
     print(f"cycle engine: {model.cycles} cycles -> {out / 'model.vcd'}, {out / 'model.gtkw'}, "
           f"{out / 'timeline.png'}")
