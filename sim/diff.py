@@ -286,7 +286,7 @@ def _waves_lines(diff, cycle):
     if diff.waves.get("gtkw"):
         out.append(f"  gtkwave {diff.waves['gtkw']}   (opens the RTL waves zoomed on this window)")
     if len(out) == 1:
-        out.append("  (no waveforms recorded: add --waves to write rtl.vcd and model.vcd)")
+        out.append("  (no waveforms recorded: add --waves to write rtl.fst (or --waves vcd) and model.vcd)")
     return out
 
 

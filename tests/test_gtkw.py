@@ -58,3 +58,10 @@ def test_zoom_shows_the_whole_run_or_the_window(tmp_path):
     assert 400 <= 2 ** -_zoom(text) / 200 * WAVE_PX <= 440
     marker = int(re.findall(r"^\*-?[0-9.]+ (-?\d+)", text, re.M)[0])
     assert marker == 5200                         # the primary marker in the middle of the window
+
+
+def test_zoom_counts_in_the_dumps_time_unit(tmp_path):
+    """The RTL's dumps count picoseconds (its time precision): times given in ns are scaled."""
+    text = write_gtkw(tmp_path / "r.gtkw", tmp_path / "r.fst", window_ns=(5_000, 5_400), unit_ns=0.001).read_text()
+    assert "[timestart] 5000000" in text
+    assert 400_000 <= 2 ** -_zoom(text) / 200 * WAVE_PX <= 440_000

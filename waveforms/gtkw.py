@@ -42,14 +42,17 @@ def zoom_for(span: float, pixels: int = WAVE_PX) -> float:
 
 
 def write_gtkw(path, dumpfile, scope=SCOPE, window_ns: tuple | None = None, widths: dict | None = None,
-               end_ns: float | None = None) -> Path:
+               end_ns: float | None = None, unit_ns: float = 1.0) -> Path:
     """Write a save file for ``dumpfile``.
 
     ``window_ns=(lo, hi)`` zooms to a diff window; otherwise ``end_ns`` (the run's last time stamp)
-    zooms to the whole run.  ``widths``: signal widths for the config (:func:`waveforms.vcd.signal_widths`)."""
+    zooms to the whole run.  ``unit_ns``: the dump's time unit (1 for the model VCD; the RTL's dumps
+    are in its time precision, 1 ps = 0.001).  ``widths``: signal widths for the config
+    (:func:`waveforms.vcd.signal_widths`)."""
     path = Path(path)
     prefix = ".".join(scope)
     lo, hi = window_ns if window_ns else (0, end_ns)
+    lo, hi = lo / unit_ns, (hi / unit_ns if hi is not None else None)      # GTKWave counts dump units
     with path.open("w") as fh:
         save = GTKWSave(fh)
         save.comment("vtasim co-verification signals (waveforms/gtkw.py)")

@@ -15,13 +15,14 @@ from sim.engines import run_engine
 from sim.errors import RtlStopped, SimError
 from sim.image import MemoryImage
 from sim.result import RunResult
+from sim.rtl.runner import DUMP_UNIT_NS, WAVE_FORMATS, wave_format
 
 __all__ = ["add_commands", "diff_image", "cmd_diff", "cmd_fuzz"]
 
 AGAINST = ("cycle", "functional")
 
 
-def diff_image(image, against: str = "cycle", sim: str = "verilator", waves: bool = False,
+def diff_image(image, against: str = "cycle", sim: str = "verilator", waves=False,
                reproduce: str = "", rtl_result=None, out_dir=None, rtl_dir=None, max_cycles=None):
     """Run ``against`` and the RTL on ``image``; the :class:`sim.diff.Diff` (RTL = actual side).
 
@@ -35,12 +36,13 @@ def diff_image(image, against: str = "cycle", sim: str = "verilator", waves: boo
         model_cycles = expected.cycles if expected.cycles is not None else run_engine("cycle", image).cycles
         max_cycles = 2 * model_cycles + 10_000
     out_dir = Path(out_dir or ".")
+    fmt = wave_format(waves)      # the RTL's waveform format (the model's is always VCD)
     error = None
     if rtl_result is None:
         from sim.rtl import run_images
         try:
             rtl_result = run_images([image], sim=sim, waves=waves, rtl_dir=rtl_dir, max_cycles=max_cycles,
-                                    waves_file=(out_dir / "rtl.vcd").resolve() if waves else None)[0]
+                                    waves_file=(out_dir / f"rtl.{fmt}").resolve() if fmt else None)[0]
         except RtlStopped as exc:
             # The RTL stopped (error code, watchdog): diff what it retired before that.
             error = str(exc)
@@ -62,14 +64,14 @@ def diff_image(image, against: str = "cycle", sim: str = "verilator", waves: boo
             lo, hi = max(0, d.first.cycle - WINDOW_CYCLES), d.first.cycle + WINDOW_CYCLES
             d.waves["gtkw"] = str(write_gtkw(out_dir / "divergence.gtkw", d.waves["actual"],
                                              window_ns=(t0 + lo * p, t0 + hi * p),
-                                             widths=signal_widths(image.cfg)))
+                                             widths=signal_widths(image.cfg), unit_ns=DUMP_UNIT_NS))
     return d
 
 
 def cmd_diff(args) -> int:
     image = MemoryImage.load(args.image_dir)
     repro = (f"vtasim diff {shlex.quote(str(args.image_dir))} --against {args.against} --sim {args.sim}"
-             + (" --waves" if args.waves else ""))
+             + (f" --waves {args.waves}" if args.waves else ""))
     d = diff_image(image, args.against, args.sim, args.waves, reproduce=repro)
     print(d.report())
     return 0 if d.ok else 1
@@ -145,7 +147,8 @@ def add_commands(sub) -> None:
     p.add_argument("image_dir", type=Path)
     p.add_argument("--against", choices=AGAINST, default="cycle")
     p.add_argument("--sim", choices=("verilator", "icarus"), default="verilator")
-    p.add_argument("--waves", action="store_true", help="write rtl.vcd and model.vcd in the current directory")
+    p.add_argument("--waves", nargs="?", const=WAVE_FORMATS[0], choices=WAVE_FORMATS, default=None,
+                   help="write rtl.<fst|vcd> (default fst), model.vcd and divergence.gtkw in the current directory")
     p.set_defaults(func=cmd_diff)
     p = sub.add_parser("fuzz", help="random legal programs: cycle engine vs RTL, with coverage")
     p.add_argument("--n", type=int, default=100)

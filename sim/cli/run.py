@@ -21,6 +21,7 @@ from sim.engines import ENGINES, check_result, run_engine
 from sim.errors import SimError
 from sim.image import MemoryImage, check_output_name
 from sim.result import COUNTER_NAMES
+from sim.rtl.runner import WAVE_FORMATS
 
 __all__ = ["add_commands", "cmd_config", "cmd_disasm", "cmd_run"]
 
@@ -133,5 +134,6 @@ def add_commands(sub) -> None:
     p.add_argument("--trace", type=Path, default=None, help="retire trace file (cycle/rtl engines)")
     p.add_argument("--perfetto", type=Path, default=None, help="Perfetto/Chrome trace JSON (cycle/rtl engines)")
     p.add_argument("--sim", choices=("verilator", "icarus"), default=None, help="HDL simulator (rtl engine)")
-    p.add_argument("--waves", action="store_true", help="dump waveforms (rtl engine)")
+    p.add_argument("--waves", nargs="?", const=WAVE_FORMATS[0], choices=WAVE_FORMATS, default=None,
+                   help=f"dump waveforms (rtl engine), as {' or '.join(WAVE_FORMATS)} (default {WAVE_FORMATS[0]})")
     p.set_defaults(func=cmd_run)

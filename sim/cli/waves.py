@@ -1,7 +1,10 @@
 """``vtasim waves``: waveforms and plots of a run, model and (optionally) RTL side by side.
 
     vtasim waves IMAGE_DIR --out waves/            # model.vcd, model.gtkw, timeline.png
-    vtasim waves IMAGE_DIR --out waves/ --rtl      # + rtl.vcd, rtl.gtkw (same signal names)
+    vtasim waves IMAGE_DIR --out waves/ --rtl      # + rtl.fst (--format vcd: rtl.vcd), rtl.gtkw
+
+The RTL's file has the same signal names as the model's; GTKWave opens both (and the save files),
+Surfer opens both waveform files (not the .gtkw save files).
 
 The model VCD is shifted to the RTL run's launch time when both are written, so a cursor placed in
 one file points at the same accelerator cycle in the other.
@@ -10,6 +13,8 @@ one file points at the same accelerator cycle in the other.
 from __future__ import annotations
 
 from pathlib import Path
+
+from sim.rtl.runner import DUMP_UNIT_NS, WAVE_FORMATS
 
 __all__ = ["add_commands", "cmd_waves"]
 
@@ -27,12 +32,13 @@ def cmd_waves(args) -> int:
     offset, clock = 0.0, 10
     if args.rtl:
         from sim.rtl import run_image as rtl_run
-        rtl = rtl_run(image, sim=args.sim, waves=True, waves_file=(out / "rtl.vcd").resolve())
+        rtl_file = (out / f"rtl.{args.format}").resolve()
+        rtl = rtl_run(image, sim=args.sim, waves=args.format, waves_file=rtl_file)
         offset, clock = rtl.launch_ns, rtl.clock_ns    # the RTL's time base
-        write_gtkw(out / "rtl.gtkw", out / "rtl.vcd", widths=signal_widths(image.cfg),
-                   end_ns=offset + rtl.cycles * clock)
+        write_gtkw(out / "rtl.gtkw", rtl_file, widths=signal_widths(image.cfg),
+                   end_ns=offset + rtl.cycles * clock, unit_ns=DUMP_UNIT_NS)
         plot_timeline(rtl, out / "timeline_rtl.png")
-        print(f"rtl/{args.sim}: {rtl.cycles} cycles -> {out / 'rtl.vcd'}, {out / 'rtl.gtkw'}")
+        print(f"rtl/{args.sim}: {rtl.cycles} cycles -> {out / rtl_file.name}, {out / 'rtl.gtkw'}")
     write_model_vcd(image, model, out / "model.vcd", offset_ns=offset, clock_ns=clock)
     write_gtkw(out / "model.gtkw", out / "model.vcd", widths=signal_widths(image.cfg),
                end_ns=offset + model.cycles * clock)
@@ -49,4 +55,5 @@ def add_commands(sub) -> None:
     p.add_argument("--out", type=Path, default=Path("waves"))
     p.add_argument("--rtl", action="store_true", help="also run the RTL with waveforms")
     p.add_argument("--sim", choices=("verilator", "icarus"), default="verilator")
+    p.add_argument("--format", choices=WAVE_FORMATS, default=WAVE_FORMATS[0], help="the RTL's waveform format")
     p.set_defaults(func=cmd_waves)

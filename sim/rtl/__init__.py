@@ -32,13 +32,15 @@ def _check(image):
     load_program(image)
 
 
-def run_images(images, sim: str = "verilator", waves: bool = False, max_cycles: int | None = None,
+def run_images(images, sim: str = "verilator", waves=False, max_cycles: int | None = None,
                errors: str = "raise", waves_file=None, rtl_dir=None, tb_file=None, work_dir=None):
     """Run ``images`` in one simulator process per config; a list of RunResult in input order.
 
     ``errors="return"`` puts the exception of a failing image in its slot instead of raising
     (fuzzing keeps going); ``"raise"`` raises the first one after the batch ran.  ``max_cycles`` is
-    the HDL watchdog: one number for all images or one per image (default 100 M cycles)."""
+    the HDL watchdog: one number for all images or one per image (default 100 M cycles).
+    ``waves``: False, True (FST), ``"fst"`` or ``"vcd"``, written to ``waves_file`` (default
+    ``./vtasim_rtl.<format>``)."""
     from sim.rtl import runner
     from sim.rtl.results import to_run_result
     if errors not in ("raise", "return"):
@@ -54,6 +56,7 @@ def run_images(images, sim: str = "verilator", waves: bool = False, max_cycles: 
         # the testbench watchdog and cycle counter are 32-bit ports: a larger value cannot be driven
         if not 1 <= m < 1 << 32:
             raise ValueError(f"max_cycles = {m} (image {k}) is outside 1 .. 2^32 - 1 (the 32-bit watchdog port)")
+    fmt = runner.wave_format(waves)
     results: list = [None] * len(images)
     groups: dict = {}
     for k, image in enumerate(images):
@@ -64,12 +67,12 @@ def run_images(images, sim: str = "verilator", waves: bool = False, max_cycles: 
             continue
         groups.setdefault(image.cfg, []).append(k)
     for cfg, idxs in groups.items():
-        build = runner.get_build(cfg, sim, waves=waves, rtl_dir=rtl_dir, tb_file=tb_file,
+        build = runner.get_build(cfg, sim, waves=fmt, rtl_dir=rtl_dir, tb_file=tb_file,
                                  dram_bytes=max(images[k].dram_size for k in idxs))
-        if waves and waves_file is None:
-            waves_file = Path.cwd() / "vtasim_rtl.vcd"
+        if fmt and waves_file is None:
+            waves_file = Path.cwd() / f"vtasim_rtl.{fmt}"
         jobs = [runner.Job(images[k].dram(), images[k].insn_addr, images[k].insn_count, limits[k]) for k in idxs]
-        outcomes = runner.run_jobs(build, jobs, work_dir=work_dir, waves_file=waves_file if waves else None)
+        outcomes = runner.run_jobs(build, jobs, work_dir=work_dir, waves_file=waves_file if fmt else None, waves=fmt)
         for k, outcome in zip(idxs, outcomes):
             try:
                 results[k] = to_run_result(images[k], outcome, limits[k])
@@ -82,12 +85,12 @@ def run_images(images, sim: str = "verilator", waves: bool = False, max_cycles: 
     return results
 
 
-def run_image(image, sim: str = "verilator", waves: bool = False, max_cycles: int | None = None,
+def run_image(image, sim: str = "verilator", waves=False, max_cycles: int | None = None,
               waves_file=None, trace=None, perfetto=None, **ignored):
     """Run one image on the RTL.
 
-    ``waves=True`` also writes a VCD (``waves_file``, default ``./vtasim_rtl.vcd``; path in
-    ``result.waves``); ``trace``/``perfetto`` write the retire trace as the cycle engine does."""
+    ``waves`` (True = FST, ``"fst"``, ``"vcd"``) also writes waveforms (``waves_file``, default
+    ``./vtasim_rtl.<format>``; path in ``result.waves``); ``trace``/``perfetto`` write the retire trace as the cycle engine does."""
     result = run_images([image], sim=sim or "verilator", waves=waves, max_cycles=max_cycles,
                         waves_file=waves_file)[0]
     if trace or perfetto:

@@ -47,7 +47,7 @@ def test_diff_against_functional_on_icarus_with_waves(image_dir, icarus_build, c
     from sim.image import MemoryImage
     n_out = len(MemoryImage.load(image_dir).outputs)
     monkeypatch.chdir(tmp_path)
-    assert main(["diff", str(image_dir), "--against", "functional", "--sim", "icarus", "--waves"]) == 0
+    assert main(["diff", str(image_dir), "--against", "functional", "--sim", "icarus", "--waves", "vcd"]) == 0
     out = capsys.readouterr().out
     assert out.strip().endswith(f"{n_out} matched, 0 mismatched")     # data only: output regions
     assert (tmp_path / "rtl.vcd").stat().st_size > 0
@@ -56,7 +56,7 @@ def test_diff_against_functional_on_icarus_with_waves(image_dir, icarus_build, c
 def test_waves_command(image_dir, icarus_build, tmp_path, capsys):
     from sim.cli import main
     out = tmp_path / "w"
-    assert main(["waves", str(image_dir), "--out", str(out), "--rtl", "--sim", "icarus"]) == 0
+    assert main(["waves", str(image_dir), "--out", str(out), "--rtl", "--sim", "icarus", "--format", "vcd"]) == 0
     for name in ("rtl.vcd", "rtl.gtkw", "model.vcd", "model.gtkw", "timeline.png", "timeline_rtl.png"):
         assert (out / name).stat().st_size > 0, name
     assert (out / "timeline.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -68,3 +68,25 @@ def test_demo_with_rtl(tmp_path, verilator_build, capsys):
     assert main(["demo", "--out", str(tmp_path / "demo"), "--rtl", "verilator"]) == 0
     out = capsys.readouterr().out
     assert "rtl/verilator outputs OK" in out and "retire trace identical to the cycle engine" in out
+
+
+# FST (the default format): the file starts with FST's header block (block type 0, then the
+# block's 64-bit big-endian length, 329 for the header: fstapi.c FST_HDR_SIZE).
+FST_HEADER = bytes([0]) + (329).to_bytes(8, "big")
+
+
+def test_waves_default_to_fst_on_icarus(image_dir, icarus_build, tmp_path, capsys):
+    from sim.cli import main
+    out = tmp_path / "w"
+    assert main(["waves", str(image_dir), "--out", str(out), "--rtl", "--sim", "icarus"]) == 0
+    assert (out / "rtl.fst").read_bytes()[:9] == FST_HEADER
+    assert f'[dumpfile] "{(out / "rtl.fst").resolve()}"' in (out / "rtl.gtkw").read_text()
+
+
+@pytest.mark.slow
+def test_run_waves_fst_on_verilator(image_dir, tmp_path, monkeypatch, capsys):
+    """Verilator compiles the format in (--trace-fst): a build of its own, so in the slow set."""
+    from sim.cli import main
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", str(image_dir), "--engine", "rtl", "--waves", "--check"]) == 0
+    assert (tmp_path / "vtasim_rtl.fst").read_bytes()[:9] == FST_HEADER

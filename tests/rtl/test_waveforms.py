@@ -18,7 +18,7 @@ def test_model_vcd_equals_rtl_vcd(sim, name, cfg, tmp_path):
     from sim.cycle import run_image as cycle_run
     from sim.programs.unit import UNIT_PROGRAMS
     image = UNIT_PROGRAMS[name](cfg)
-    rtl = run_image(image, sim=sim, waves=True, waves_file=tmp_path / "rtl.vcd")
+    rtl = run_image(image, sim=sim, waves="vcd", waves_file=tmp_path / "rtl.vcd")
     model = cycle_run(image)
     assert rtl.cycles == model.cycles
     t0, p = rtl.launch_ns, rtl.clock_ns
