@@ -139,3 +139,19 @@ def test_fuzz_with_no_programs_is_one_line_error(capsys):
     assert main(["fuzz", "--n", "0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "fuzz --n 0" in err[0] and "at least 1" in err[0]
+
+
+def test_a_command_group_that_cannot_import_fails_alone(monkeypatch, capsys):
+    """An entry point whose module is missing (an optional extra not installed) becomes a command of
+    its name that exits 2 with one line saying what to install; the other commands still work."""
+    from importlib.metadata import EntryPoint
+
+    import sim.cli
+    real = sim.cli.entry_points(group=sim.cli.GROUP)
+    broken = EntryPoint(name="frobnicate", value="vtasim_module_that_is_not_installed.cli:add_commands [frob]",
+                        group=sim.cli.GROUP)
+    monkeypatch.setattr(sim.cli, "entry_points", lambda group: [*real, broken])
+    assert main(["frobnicate", "anything", "--at-all"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "vtasim frobnicate is not available" in err[0] and "pip install 'vtasim[frob]'" in err[0]
+    assert main(["unit"]) == 0 and "gemm_smt" in capsys.readouterr().out
