@@ -50,3 +50,19 @@ def test_testbench_dram_grows_with_the_image():
     assert tb_dram_bytes_for("icarus", 2_437_120) == 4 << 20          # full ResNet C11
     assert tb_dram_bytes_for("verilator", 2_437_120) == 16 << 20
     assert tb_dram_bytes_for("verilator", (16 << 20) + 4096) == 32 << 20
+
+
+def test_build_cache_location(monkeypatch, tmp_path):
+    """$VTASIM_BUILD_DIR, else $XDG_CACHE_HOME/vtasim/rtl (XDG base directory spec: absolute paths
+    only), else ~/.cache/vtasim/rtl."""
+    from sim.rtl.runner import cache_root
+    monkeypatch.delenv("VTASIM_BUILD_DIR", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    assert cache_root() == tmp_path / "home" / ".cache" / "vtasim" / "rtl"
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/is/ignored")
+    assert cache_root() == tmp_path / "home" / ".cache" / "vtasim" / "rtl"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_root() == tmp_path / "xdg" / "vtasim" / "rtl"
+    monkeypatch.setenv("VTASIM_BUILD_DIR", str(tmp_path / "mine"))
+    assert cache_root() == tmp_path / "mine"

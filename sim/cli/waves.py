@@ -19,11 +19,18 @@ from sim.rtl.runner import DUMP_UNIT_NS, WAVE_FORMATS
 __all__ = ["add_commands", "cmd_waves"]
 
 
+def _plot(result, path) -> None:
+    from waveforms.plot import plot_timeline
+    try:
+        plot_timeline(result, path)
+    except ImportError as exc:          # matplotlib is the optional 'plot' extra
+        print(f"no {path.name} ({exc}; pip install 'vtasim[plot]')")
+
+
 def cmd_waves(args) -> int:
     from sim.cycle import run_image as cycle_run
     from sim.image import MemoryImage
     from waveforms.gtkw import write_gtkw
-    from waveforms.plot import plot_timeline
     from waveforms.vcd import signal_widths, write_model_vcd
     image = MemoryImage.load(args.image_dir)
     out = Path(args.out)
@@ -37,12 +44,12 @@ def cmd_waves(args) -> int:
         offset, clock = rtl.launch_ns, rtl.clock_ns    # the RTL's time base
         write_gtkw(out / "rtl.gtkw", rtl_file, widths=signal_widths(image.cfg),
                    end_ns=offset + rtl.cycles * clock, unit_ns=DUMP_UNIT_NS)
-        plot_timeline(rtl, out / "timeline_rtl.png")
+        _plot(rtl, out / "timeline_rtl.png")
         print(f"rtl/{args.sim}: {rtl.cycles} cycles -> {out / rtl_file.name}, {out / 'rtl.gtkw'}")
     write_model_vcd(image, model, out / "model.vcd", offset_ns=offset, clock_ns=clock)
     write_gtkw(out / "model.gtkw", out / "model.vcd", widths=signal_widths(image.cfg),
                end_ns=offset + model.cycles * clock)
-    plot_timeline(model, out / "timeline.png")
+    _plot(model, out / "timeline.png")
     print(f"cycle engine: {model.cycles} cycles -> {out / 'model.vcd'}, {out / 'model.gtkw'}, "
           f"{out / 'timeline.png'}")
     return 0
