@@ -5,11 +5,12 @@ limit (a float32 BLAS matmul with the same multiply-accumulate count), measured 
     python bench/engine_speed.py --layers C2,C5 --reduce 4
     python bench/engine_speed.py --config config/presets/1x32x32.json --no-synthetic
 
-Columns: ``fsim s`` functional engine, ``cycle s`` cycle engine (JIT excluded: warmed up first),
-``cyc/fsim`` their ratio (the target is <= 2), ``Mcyc/s`` simulated cycles per second of the cycle
-engine (target >= 20 on the GEMM-bound stream), ``Mc/cpu-s`` the same per second of process CPU
-time (steadier on a loaded machine), ``blas s`` np.dot on float32 of the same MAC count,
-``cyc/blas`` how far the cycle engine is from that host limit.  The machine is shared and noisy:
+Columns: ``func s`` our functional engine (``sim.functional``; not TVM's fsim, which is another
+program), ``cycle s`` cycle engine (JIT excluded: warmed up first), ``cyc/func`` their ratio (the
+target is <= 2), ``Mcyc/s`` simulated cycles per second of the cycle engine (target >= 20 on the
+GEMM-bound stream), ``Mc/cpu-s`` the same per second of process CPU time (steadier on a loaded
+machine), ``blas s`` np.dot on float32 of the same MAC count, ``cyc/blas`` the cycle engine's time
+over that host limit's (how many times slower than BLAS it is).  The machine is shared and noisy:
 ratios measured in one run are what this prints; it asserts nothing.
 """
 
@@ -84,7 +85,7 @@ def main(argv=None) -> int:
     if not args.no_synthetic:
         rows.append(measure("gemm-bound", gemm_bound_image(cfg), cfg.block_in * 16, cfg.block_out * 16,
                             macs_per_uop))
-    head = (f"{'workload':<11}{'cycles':>12}{'GEMM uops':>11}{'fsim s':>9}{'cycle s':>9}{'cyc/fsim':>9}"
+    head = (f"{'workload':<11}{'cycles':>12}{'GEMM uops':>11}{'func s':>9}{'cycle s':>9}{'cyc/func':>9}"
             f"{'Mcyc/s':>8}{'Mc/cpu-s':>9}{'Muop/s':>8}{'blas s':>9}{'cyc/blas':>9}")
     print(f"config {cfg.bitstream}  (cycle s = run_image wall incl. setup; Mcyc/s from the core's wall_s)")
     print(head)
