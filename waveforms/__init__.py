@@ -1,0 +1,6 @@
+"""Formats that viewers open, written from retire traces; imports ``hw`` only.
+
+* :mod:`waveforms.vcd`: the cycle engine's run as a VCD with the RTL's signal names;
+* :mod:`waveforms.gtkw`: a GTKWave save file for the model's or the RTL's waveforms;
+* :mod:`waveforms.plot`: timeline and utilisation PNGs (matplotlib, the ``plot`` extra).
+"""
