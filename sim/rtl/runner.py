@@ -379,11 +379,13 @@ def _write_hex(path: Path, dram: np.ndarray, bus_bytes: int) -> int:
     if pad:
         data = np.concatenate([data, np.zeros(pad, np.uint8)])
     words = data.reshape(-1, bus_bytes)[:, ::-1]
-    text = words.tobytes().hex()
     width = 2 * bus_bytes
+    step = max(1, (1 << 16) // bus_bytes)          # 64 KiB of DRAM per write, never the whole text
     with open(path, "w") as fh:
-        fh.write("\n".join(text[i:i + width] for i in range(0, len(text), width)))
-        fh.write("\n")
+        for k in range(0, words.shape[0], step):
+            text = words[k:k + step].tobytes().hex()
+            fh.write("\n".join(text[i:i + width] for i in range(0, len(text), width)))
+            fh.write("\n")
     return words.shape[0]
 
 
