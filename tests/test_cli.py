@@ -155,3 +155,17 @@ def test_a_command_group_that_cannot_import_fails_alone(monkeypatch, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "vtasim frobnicate is not available" in err[0] and "pip install 'vtasim[frob]'" in err[0]
     assert main(["unit"]) == 0 and "gemm_smt" in capsys.readouterr().out
+
+
+def test_a_command_of_a_group_that_cannot_import_names_the_group(monkeypatch, capsys):
+    """``vtasim compile`` when the group providing it failed to load: one line naming that group."""
+    from importlib.metadata import EntryPoint
+
+    import sim.cli
+    real = sim.cli.entry_points(group=sim.cli.GROUP)
+    broken = EntryPoint(name="frobnicate", value="vtasim_module_that_is_not_installed.cli:add_commands [frob]",
+                        group=sim.cli.GROUP)
+    monkeypatch.setattr(sim.cli, "entry_points", lambda group: [*real, broken])
+    assert main(["frob-it", "x"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no command 'frob-it'" in err[0] and "vtasim frobnicate is not available" in err[0]

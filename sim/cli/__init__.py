@@ -39,8 +39,8 @@ class CommandUnavailable(SimError):
     """A command group's module could not be imported in this installation."""
 
 
-def _stub(sub, ep, exc) -> None:
-    """Register ``ep.name`` as a command that reports why its module is missing, in one line."""
+def _stub(sub, ep, exc) -> str:
+    """Register ``ep.name`` as a command that reports why its module is missing, in one line; that line."""
     extra = f"pip install 'vtasim[{','.join(ep.extras)}]'" if ep.extras else "install the package that provides it"
     message = f"vtasim {ep.name} is not available ({ep.value}: {exc}): {extra}"
 
@@ -50,12 +50,15 @@ def _stub(sub, ep, exc) -> None:
     p = sub.add_parser(ep.name, help=f"(not available: {extra})", add_help=False)
     p.add_argument("rest", nargs=argparse.REMAINDER)
     p.set_defaults(func=unavailable)
+    return message
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vtasim", description="VTA simulator: functional, cycle-accurate, RTL")
     parser.add_argument("-v", "--verbose", action="store_true", help="multi-line reports after an error line")
     sub = parser.add_subparsers(dest="command", required=True)
+    parser.commands = sub.choices             # command name -> its sub-parser
+    parser.unavailable = {}                   # command group -> the line saying why it could not be loaded
     eps = sorted(entry_points(group=GROUP), key=lambda ep: ep.name)
     if not eps:
         raise SimError(f"no commands registered in the {GROUP!r} entry-point group: install vtasim "
@@ -64,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
         try:
             add_commands = ep.load()
         except ImportError as exc:
-            _stub(sub, ep, exc)
+            parser.unavailable[ep.name] = _stub(sub, ep, exc)
             continue
         add_commands(sub)
     return parser
@@ -84,6 +87,12 @@ def main(argv=None) -> int:
         parser = build_parser()
     except SimError as exc:
         return _error(exc, False)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = next((a for a in argv if not a.startswith("-")), None)
+    if parser.unavailable and command is not None and command not in parser.commands:
+        # Perhaps a command of a group that could not be loaded (its names are unknown then): say which.
+        why = "; ".join(parser.unavailable.values())
+        return _error(CommandUnavailable(f"no command {command!r} here; not loaded: {why}"), False)
     args = parser.parse_args(argv)
     try:
         return args.func(args)
