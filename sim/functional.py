@@ -3,7 +3,11 @@
 This is the data oracle of vtasim: the cycle engine and the RTL must leave byte-identical DRAM.
 It is deliberately plain - each instruction is executed atomically and vectorised over its whole
 loop nest - so that it is obviously correct and still quick (a ResNet-18 C2 stream of ~450k GEMM
-uops runs in seconds).
+uops runs in seconds).  Memory is bounded by the SRAMs and DRAM, never by the loop nest: a nest is
+walked in chunks of index arrays, loops that move no index are counted instead of walked (GEMM sums
+and immediate ALU powers commute with repetition), rows are counted by convolution, and an ALU nest
+whose uops read rows earlier uops wrote runs uop by uop in a small compiled loop of its own
+(:func:`_alu_sequential`, independent of the cycle engine's kernels).
 
 Rules for the cases fsim leaves undefined (README "Semantics and timing", identical in every engine):
 
@@ -32,6 +36,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+from numba import njit
 
 from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_UOP, MEM_WGT
 from hw.isa import (ALU_ADD, ALU_MAX, ALU_MIN, ALU_MUL, ALU_SHR, MODULE_COMPUTE, MODULE_LOAD, MODULE_NAMES,
@@ -43,7 +48,7 @@ from sim.result import COUNTER_NAMES, RunResult
 
 __all__ = ["run_image", "FunctionalMachine", "alu_apply", "alu_imm_repeated", "TOKEN_QUEUES"]
 
-_GEMM_CHUNK = 1 << 14     # uops per vectorised GEMM step: bounds temporary memory to ~20 MB
+_CHUNK = 1 << 14          # uops per vectorised loop-nest step: bounds temporary memory to ~40 MB
 
 
 def alu_apply(op: int, x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -82,6 +87,35 @@ def alu_imm_repeated(op: int, x: np.ndarray, imm: int, k: int) -> np.ndarray:
     else:
         y = -min(-k * imm, 32)                         # left shifts add up; 32 or more leaves 0
     return alu_apply(op, x, np.int64(y))
+
+
+@njit(cache=True)
+def _alu_sequential(acc, op, dst, src, iter_out, iter_in, dfo, dfi, sfo, sfi):
+    """``acc[d] = op(acc[d], acc[s])`` for every uop of the nest in fsim's order (i_out, i_in, uop), on
+    int64 lanes with the rules of this module's docstring; written for the oracle, not shared."""
+    lanes = acc.shape[1]
+    for io in range(iter_out):
+        for ii in range(iter_in):
+            for u in range(dst.size):
+                d = dst[u] + io * dfo + ii * dfi
+                s = src[u] + io * sfo + ii * sfi
+                for ln in range(lanes):
+                    x = np.int64(acc[d, ln])
+                    y = np.int64(acc[s, ln])
+                    if op == ALU_ADD or op == ALU_MUL:
+                        r = x + y if op == ALU_ADD else x * y
+                    elif op == ALU_MIN or op == ALU_MAX:
+                        r = x if (x < y) == (op == ALU_MIN) else y
+                    elif y >= 32:
+                        r = x >> 31
+                    elif y >= 0:
+                        r = x >> y
+                    elif y > -32:
+                        r = x << (-y)
+                    else:
+                        r = 0
+                    r &= 0xFFFFFFFF
+                    acc[d, ln] = r - (1 << 32) if r >= (1 << 31) else r
 
 
 class FunctionalMachine:
@@ -185,24 +219,95 @@ class FunctionalMachine:
         raise ProgramError(f"instruction {index}: {kind} {name} index {int(base[u]) + off} (uop {f['uop_bgn'] + u}, "
                            f"i_out {i_out}, i_in {i_in}) is beyond the buffer depth {depth}", index, f"{name}_idx")
 
+    # A loop nest is walked in bounded memory: index arrays are built for at most _CHUNK uops at a
+    # time, loops whose factors are all 0 are not walked at all (they repeat the same uops), and the
+    # rows a nest writes are counted with convolutions of per-loop histograms (no index arrays).
+    def _nest(self, f: dict, names):
+        """``(mult, loops)``: the (count, {name: factor}) loops of the nest, outer first, that move some
+        index of ``names``; ``mult`` is the product of the counts of the loops that move none."""
+        mult, loops = 1, []
+        for level in ("out", "in"):
+            n = f[f"iter_{level}"]
+            fac = {name: f[f"{name}_factor_{level}"] for name in names}
+            if any(fac.values()):
+                loops.append((n, fac))
+            else:
+                mult *= n
+        return mult, loops
+
+    def _chunks(self, base: dict, loops):
+        """Index arrays ``{name: int64[k]}`` of the walked nest (uop innermost), ``_CHUNK`` uops at a time."""
+        nu = len(next(iter(base.values())))
+        counts = [n for n, _ in loops]
+        total = nu * int(np.prod(counts, dtype=np.int64))
+        for c in range(0, total, _CHUNK):
+            k = np.arange(c, min(total, c + _CHUNK), dtype=np.int64)
+            u, rest = k % nu, k // nu
+            off = {name: np.zeros(len(k), np.int64) for name in base}
+            for n, fac in reversed(loops):            # innermost loop first
+                it, rest = rest % n, rest // n
+                for name in base:
+                    off[name] += it * fac[name]
+            yield {name: base[name][u] + off[name] for name in base}
+
+    def _row_counts(self, f: dict, dst: np.ndarray) -> np.ndarray:
+        """How many times the nest visits each accumulator row (int64[acc_depth]), by convolving the
+        histogram of the uops' dst with each loop's offsets; the range check has kept all below depth."""
+        depth = self.cfg.acc_depth
+        h = np.bincount(dst, minlength=1).astype(np.int64)
+        for level in ("out", "in"):
+            n, fac = f[f"iter_{level}"], f[f"dst_factor_{level}"]
+            if fac == 0:
+                h = h * n
+            else:
+                g = np.zeros((n - 1) * fac + 1, np.int64)
+                g[::fac] = 1
+                h = np.convolve(h, g)
+        out = np.zeros(depth, np.int64)
+        out[:min(depth, h.size)] = h[:depth]
+        return out
+
+    def _loop_uops(self, f: dict, index: int, names):
+        """Range-checked uop fields ``{name: int64[nu]}`` of a GEMM/ALU (every check before any work)."""
+        d, s, w = decode_uops(self.cfg, self.uop[f["uop_bgn"]:f["uop_end"]])
+        base = {"dst": d, "src": s, "wgt": w}
+        depth = {"dst": self.cfg.acc_depth,
+                 "src": self.cfg.inp_depth if f["opcode"] == OP_GEMM else self.cfg.acc_depth,
+                 "wgt": self.cfg.wgt_depth}
+        for name in names:
+            self._check_range(f, index, name, base[name], depth[name])
+        return {name: base[name] for name in names}
+
     def gemm(self, f: dict, index: int) -> None:
         n = f["iter_out"] * f["iter_in"] * max(0, f["uop_end"] - f["uop_bgn"])
         if n == 0:
             return
+        cfg = self.cfg
         if f["reset_reg"]:
-            (dst,) = self._indices(f, index, ("dst",))
-            self.acc[dst] = 0
+            base = self._loop_uops(f, index, ("dst",))
+            self.acc[self._row_counts(f, base["dst"]) > 0] = 0
             return
-        dst, src, wgt = self._indices(f, index, ("dst", "src", "wgt"))
+        base = self._loop_uops(f, index, ("dst", "src", "wgt"))
         self.counters["gemm_counter"] += n
-        # acc[dst] += inp[src] . wgt[wgt]^T; addition mod 2^32 commutes, so np.add.at's order of
-        # repeated dst indices cannot change the result.
-        for c in range(0, n, _GEMM_CHUNK):
-            sl = slice(c, c + _GEMM_CHUNK)
-            a = self.inp[src[sl]].astype(np.int32)                       # (k, batch, block_in)
-            b = self.wgt[wgt[sl]].astype(np.int32).transpose(0, 2, 1)    # (k, block_in, block_out)
-            prod = np.matmul(a, b).reshape(a.shape[0], -1)               # exact: |sum| < 2^31
-            np.add.at(self.acc, dst[sl], prod)
+        # acc[dst] += inp[src] . wgt[wgt]^T summed over the nest.  Addition mod 2^32 commutes, so the
+        # sum is taken per row in any order, and a loop that moves no index multiplies it by its count.
+        # Each uop's tile is exact in float32: |sum of BLOCK_IN int8 products| <= BLOCK_IN * 2^14 < 2^24;
+        # a chunk's per-row sums are exact in float64 (< 2^53), and the running sum is kept mod 2^32.
+        mult, loops = self._nest(f, ("dst", "src", "wgt"))
+        lanes = cfg.batch * cfg.block_out
+        ftype = np.float32 if cfg.block_in <= 1 << 9 else np.float64
+        delta = np.zeros(cfg.acc_depth * lanes, np.int64)
+        lane = np.arange(lanes, dtype=np.int64)
+        for idx in self._chunks(base, loops):
+            a = self.inp[idx["src"]].astype(ftype)                       # (k, batch, block_in)
+            b = self.wgt[idx["wgt"]].astype(ftype).transpose(0, 2, 1)    # (k, block_in, block_out)
+            prod = np.matmul(a, b).reshape(len(a), lanes)
+            bins = (idx["dst"][:, None] * lanes + lane[None, :]).reshape(-1)
+            delta += np.bincount(bins, weights=prod.reshape(-1), minlength=delta.size).astype(np.int64)
+            delta &= 0xFFFFFFFF
+        add = (delta.astype(np.uint64) * np.uint64(mult & 0xFFFFFFFF)) & np.uint64(0xFFFFFFFF)
+        acc = self.acc.reshape(-1)
+        acc[:] = ((acc.view(np.uint32).astype(np.uint64) + add) & np.uint64(0xFFFFFFFF)).astype(np.uint32).view(np.int32)
 
     def alu(self, f: dict, index: int) -> None:
         n = f["iter_out"] * f["iter_in"] * max(0, f["uop_end"] - f["uop_bgn"])
@@ -211,25 +316,31 @@ class FunctionalMachine:
         self.counters["alu_counter"] += n
         op, acc = f["alu_opcode"], self.acc
         # src is range-checked even with an immediate, as fsim computes (and checks) it for every uop
-        dst, src = self._indices(f, index, ("dst", "src"))
+        base = self._loop_uops(f, index, ("dst", "src"))
         if f["use_imm"]:
-            # A row the loop visits k times gets the same function k times: apply its k-th power in
-            # one step (a row-by-row Python loop took minutes for a 10^8-uop loop over a few rows).
-            udst, times = np.unique(dst, return_counts=True)
-            for k in np.unique(times):
-                rows = udst[times == k]
+            # A row the loop visits k times gets the same function k times (the value at its dst, never
+            # another row's): apply its k-th power in one step.
+            times = self._row_counts(f, base["dst"])
+            for k in np.unique(times[times > 0]):
+                rows = np.flatnonzero(times == k)
                 acc[rows] = alu_imm_repeated(op, acc[rows], f["imm"], int(k))
             return
         # Vector form is sequential in uop order: vectorise only if no uop reads (as dst or src) a
-        # row an earlier uop of this instruction wrote.
-        first_writer = np.full(self.cfg.acc_depth, n, dtype=np.int64)
-        first_writer[dst[::-1]] = np.arange(n - 1, -1, -1)
-        order = np.arange(n)
-        if np.unique(dst).size == n and not np.any(first_writer[src] < order):
-            acc[dst] = alu_apply(op, acc[dst], acc[src])
-        else:
-            for d, s in zip(dst, src):
-                acc[d] = alu_apply(op, acc[d], acc[s])
+        # row an earlier uop of this instruction wrote (so no dst repeats: n <= acc_depth).
+        if n <= min(self.cfg.acc_depth, _CHUNK):
+            _, loops = self._nest(f, ("dst", "src"))
+            mult = n // (len(base["dst"]) * int(np.prod([c for c, _ in loops], dtype=np.int64)))
+            if mult == 1:
+                idx = next(self._chunks(base, loops))
+                dst, src = idx["dst"], idx["src"]
+                first_writer = np.full(self.cfg.acc_depth, n, dtype=np.int64)
+                first_writer[dst[::-1]] = np.arange(n - 1, -1, -1)
+                if np.unique(dst).size == n and not np.any(first_writer[src] < np.arange(n)):
+                    acc[dst] = alu_apply(op, acc[dst], acc[src])
+                    return
+        # Otherwise one uop after the other, as fsim's loop does, in compiled code (no index arrays).
+        _alu_sequential(acc, op, base["dst"], base["src"], f["iter_out"], f["iter_in"], f["dst_factor_out"],
+                        f["dst_factor_in"], f["src_factor_out"], f["src_factor_in"])
 
     def execute(self, i: int) -> None:
         f = {name: int(v[i]) for name, v in self.program.fields.items()}
