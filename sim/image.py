@@ -39,6 +39,7 @@ import json
 import os
 import re
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,14 +60,61 @@ MAX_JSON_BYTES = 64 << 20
 _NAME_RE = re.compile(r"[A-Za-z0-9_.-]+")
 
 
-@dataclass(frozen=True)
 class Segment:
-    addr: int
-    data: bytes
+    """``nbytes`` bytes at DRAM byte address ``addr``: held in memory (``Segment(addr, data)``) or, for an
+    image loaded from a directory, read from its checked file when needed (:meth:`from_file`), so a
+    loaded image does not keep a second copy of its DRAM contents next to every engine's DRAM."""
+
+    __slots__ = ("addr", "_data", "_path", "_size")
+
+    def __init__(self, addr: int, data: bytes):
+        self.addr, self._data, self._path, self._size = addr, data, None, len(data)
+
+    @classmethod
+    def from_file(cls, addr: int, path: Path, nbytes: int) -> "Segment":
+        seg = cls(addr, b"")
+        seg._data, seg._path, seg._size = None, path, nbytes
+        return seg
+
+    @property
+    def nbytes(self) -> int:
+        return self._size
 
     @property
     def end(self) -> int:
-        return self.addr + len(self.data)
+        return self.addr + self._size
+
+    @property
+    def data(self) -> bytes:
+        """The segment's bytes (a fresh read for a file-backed segment)."""
+        if self._data is not None:
+            return self._data
+        buf = bytearray(self._size)
+        self.read_into(memoryview(buf))
+        return bytes(buf)
+
+    def read_into(self, out, count: int | None = None) -> None:
+        """Copy the first ``count`` (default all) bytes into the writable buffer ``out``."""
+        n = self._size if count is None else count
+        if self._data is not None:
+            memoryview(out)[:n] = memoryview(self._data)[:n]
+            return
+        _file_size(self._path, f"segment at {self.addr:#x}")     # still a regular file of bounded size
+        with open(self._path, "rb") as f:
+            got = f.readinto(memoryview(out)[:n])
+            size = os.fstat(f.fileno()).st_size
+        if got != n or size != self._size:
+            raise ImageError(f"{self._path.name!r} changed size while loading ({size} bytes, expected {self._size})")
+
+    def __eq__(self, other):
+        return isinstance(other, Segment) and (self.addr, self._size) == (other.addr, other._size) \
+            and self.data == other.data
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        where = f"file={self._path.name!r}" if self._path is not None else "in memory"
+        return f"Segment(addr={self.addr:#x}, nbytes={self._size}, {where})"
 
 
 @dataclass(frozen=True)
@@ -132,7 +180,8 @@ class MemoryImage:
         self.cfg = cfg
         self.insn_addr = _int(insn_addr, "insn.addr", 0, MAX_DRAM_BYTES)
         self.insn_count = _int(insn_count, "insn.count", 0, MAX_DRAM_BYTES // INSN_BYTES)
-        self.segments = sorted((Segment(_int(s.addr, "segment addr", 0, MAX_DRAM_BYTES), bytes(s.data))
+        self.segments = sorted((s if isinstance(s, Segment) and s._path is not None
+                                else Segment(_int(s.addr, "segment addr", 0, MAX_DRAM_BYTES), bytes(s.data))
                                 for s in segments), key=lambda s: s.addr)
         self.outputs = [Output(check_output_name(o.name), _int(o.addr, f"output {o.name!r} addr", 0, MAX_DRAM_BYTES),
                                _int(o.nbytes, f"output {o.name!r} nbytes", 0, MAX_DRAM_BYTES)) for o in outputs]
@@ -140,7 +189,7 @@ class MemoryImage:
         self.expected_counters = _check_counters(expected_counters)
         self._explicit_dram_size = dram_size
         self.dram_size = self._check_layout(
-            [(s.addr, len(s.data)) for s in self.segments], dram_size)
+            [(s.addr, s.nbytes) for s in self.segments], dram_size)
         self._check_outputs()
 
     # ---- validation shared with load() (which checks before reading files) -------------------
@@ -168,10 +217,12 @@ class MemoryImage:
 
     # ---- contents ------------------------------------------------------------------------------
     def dram(self) -> np.ndarray:
-        """A fresh simulated DRAM (``np.uint8``, ``dram_size`` bytes) with every segment laid in."""
+        """A fresh simulated DRAM (``np.uint8``, ``dram_size`` bytes) with every segment laid in.
+
+        File-backed segments are read straight into it: the DRAM is the only full-size copy."""
         mem = np.zeros(self.dram_size, dtype=np.uint8)
         for s in self.segments:
-            mem[s.addr:s.end] = np.frombuffer(s.data, dtype=np.uint8)
+            s.read_into(mem[s.addr:s.end])
         return mem
 
     def insn_bytes(self) -> bytes:
@@ -179,14 +230,30 @@ class MemoryImage:
         if not self.insn_count:
             return b""
         seg = next(s for s in self.segments if s.addr == self.insn_addr)   # guaranteed by check_layout
-        return seg.data[:self.insn_count * INSN_BYTES]
+        n = self.insn_count * INSN_BYTES
+        if seg._data is not None:
+            return seg._data if len(seg._data) == n else seg._data[:n]
+        buf = bytearray(n)
+        seg.read_into(memoryview(buf), n)
+        return bytes(buf)
+
+    def insn_words(self) -> np.ndarray:
+        """The instructions as a read-only ``uint64[count, 2]`` array (little-endian 64-bit halves)
+        sharing the in-memory segment's bytes when it can (no copy)."""
+        raw = self.insn_bytes()
+        words = np.frombuffer(raw, dtype="<u8") if len(raw) else np.zeros(0, "<u8")
+        if not words.flags.aligned:
+            words = words.copy()
+        return words.reshape(-1, 2)
 
     def output_bytes(self, dram: np.ndarray, name: str) -> bytes:
         o = self.output(name)
         return bytes(np.asarray(dram, dtype=np.uint8)[o.addr:o.end])
 
-    def outputs_from(self, dram: np.ndarray) -> dict:
-        return {o.name: self.output_bytes(dram, o.name) for o in self.outputs}
+    def outputs_from(self, dram: np.ndarray) -> "OutputBytes":
+        """``{name: bytes}`` of the output regions of ``dram``, each copied out only when it is read
+        (one at a time: a run's outputs never all live next to its DRAM)."""
+        return OutputBytes(self.outputs, dram)
 
     # ---- files ---------------------------------------------------------------------------------
     def save(self, path) -> Path:
@@ -196,7 +263,7 @@ class MemoryImage:
         segs = []
         for i, s in enumerate(self.segments):
             fname = f"seg{i:03d}_{s.addr:08x}.bin"
-            (d / fname).write_bytes(s.data)
+            _write_segment(d / fname, s)
             segs.append({"addr": s.addr, "file": fname})
         exp = []
         for name, data in self.expected.items():
@@ -288,10 +355,75 @@ class MemoryImage:
         check_layout(insn_addr, insn_count, [(a, n) for a, _, n in files],
                      [(o.name, o.addr, o.nbytes) for o in outputs], dram_size)
 
-        segments = [Segment(a, _read_exact(p, n)) for a, p, n in files]
+        segments = [Segment.from_file(a, p, n) for a, p, n in files]     # read when a DRAM is built
         expected = {name: _read_exact(p, out_sizes[name]) for name, p in exp_files}
         return cls(cfg, insn_addr, insn_count, segments, outputs, expected, dram_size,
                    _check_counters(doc.get("expected_counters")))
+
+
+class OutputBytes(Mapping):
+    """Read-only ``{output name: bytes}`` over a DRAM array; each value is copied out when it is read.
+
+    Compares equal to any mapping with the same names and bytes, one output at a time."""
+
+    def __init__(self, outputs, dram: np.ndarray):
+        self._outputs = {o.name: o for o in outputs}
+        self._dram = np.asarray(dram, dtype=np.uint8)
+
+    def __getitem__(self, name) -> bytes:
+        o = self._outputs[name]
+        return bytes(self._dram[o.addr:o.end])
+
+    def __iter__(self):
+        return iter(self._outputs)
+
+    def __len__(self) -> int:
+        return len(self._outputs)
+
+    def __eq__(self, other):
+        if not isinstance(other, Mapping):
+            return NotImplemented
+        if set(self) != set(other):
+            return False
+        if isinstance(other, OutputBytes):
+            return all(np.array_equal(self.view(k), other.view(k)) for k in self)
+        for k in self:
+            theirs = other[k]
+            if not isinstance(theirs, (bytes, bytearray, memoryview)) or len(theirs) != self._outputs[k].nbytes:
+                return False
+            if not np.array_equal(self.view(k), np.frombuffer(theirs, np.uint8)):
+                return False
+        return True
+
+    def __ne__(self, other):
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    def view(self, name) -> np.ndarray:
+        """The output region as a ``uint8`` view of the DRAM (no copy)."""
+        o = self._outputs[name]
+        return self._dram[o.addr:o.end]
+
+    def __repr__(self) -> str:
+        return "OutputBytes({" + ", ".join(f"{k!r}: <{o.nbytes} bytes>" for k, o in self._outputs.items()) + "})"
+
+
+def _write_segment(path: Path, seg: Segment, chunk: int = 16 << 20) -> None:
+    """Write a segment's bytes to ``path`` without a whole extra copy of a file-backed segment."""
+    if seg._data is not None:
+        path.write_bytes(seg._data)
+        return
+    if path.resolve() == seg._path:              # saving over the file it is read from: already there
+        return
+    buf = np.empty(min(chunk, max(seg.nbytes, 1)), np.uint8)
+    with open(seg._path, "rb") as src, open(path, "wb") as dst:
+        left = seg.nbytes
+        while left:
+            got = src.readinto(memoryview(buf)[:min(left, buf.size)])
+            if not got:
+                raise ImageError(f"{seg._path.name!r} changed size while saving (expected {seg.nbytes} bytes)")
+            dst.write(memoryview(buf)[:got])
+            left -= got
 
 
 def check_layout(insn_addr, insn_count, extents, outputs, dram_size=None) -> int:
