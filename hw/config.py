@@ -7,6 +7,8 @@ optional vtasim timing keys (see ``docs/timing.md``).  Nothing is read at import
     >>> cfg = load_config()              # config/vta_config.json of this checkout
     >>> cfg.bitstream, cfg.inp_depth, cfg.uop_depth
     ('1x16_i8w8a32_15_15_18_17', 2048, 8192)
+    >>> load_preset("1x8x8").block_in                # config/presets/1x8x8.json; PRESETS names them
+    8
 
 Every validation failure raises :class:`ConfigError` whose message names the key, the value and the
 rule that was broken.
