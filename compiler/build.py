@@ -25,7 +25,7 @@ from compiler.lower import LoweredFunc, lower
 from compiler.passes import run_passes
 from compiler.reference import evaluate, np_dtype
 from compiler.runtime import CommandQueue
-from compiler.te import PlaceholderOp
+from compiler.tensor import PlaceholderOp
 
 __all__ = ["build", "Built"]
 

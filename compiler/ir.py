@@ -28,7 +28,7 @@ under concrete variable values.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Iterable
 
 __all__ = [

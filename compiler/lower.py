@@ -24,7 +24,7 @@ from compiler import ir
 from compiler.ir import (Allocate, Attr, BinOp, Buffer, Call, Cast, Evaluate, For, IntImm, Load,
                          Select, Var, simplify)
 from compiler.schedule import Schedule, Split, Stage
-from compiler.te import DSLError, IterVar, Reduce, Tensor, TensorRead, map_expr
+from compiler.tensor import DSLError, IterVar, Reduce, Tensor, TensorRead, map_expr
 
 __all__ = ["lower", "LoweredFunc", "LowerError"]
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler import ir
-from compiler.te import DSLError, ComputeOp, PlaceholderOp, Reduce, Tensor, TensorRead, expr_text
+from compiler.tensor import DSLError, ComputeOp, PlaceholderOp, Reduce, Tensor, TensorRead, expr_text
 
 __all__ = ["evaluate", "wrap", "np_dtype", "ReferenceError_"]
 

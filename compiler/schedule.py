@@ -17,12 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from compiler import ir
-from compiler.te import (ComputeOp, DSLError, IterVar, PlaceholderOp, Reduce, Tensor, TensorRead,
+from compiler.tensor import (ComputeOp, DSLError, IterVar, PlaceholderOp, Reduce, Tensor, TensorRead,
                          compute, map_expr)
 
 __all__ = ["Schedule", "Stage", "Split", "Fuse", "ScheduleError", "create_schedule", "thread_axis"]
 
-from compiler.te import thread_axis  # noqa: E402  (re-exported: schedules bind to thread axes)
+from compiler.tensor import thread_axis  # noqa: E402  (re-exported: schedules bind to thread axes)
 
 _SCOPES = (ir.SCOPE_GLOBAL, ir.SCOPE_INP, ir.SCOPE_WGT, ir.SCOPE_ACC)
 

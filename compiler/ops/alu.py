@@ -67,7 +67,7 @@ def alu_chain(env, m: int, steps):
         if uses_b and b is None:
             b = te.placeholder(shape, env.acc_dtype, "B")
             placeholders.append(b)
-            copies.append(te.compute(shape, lambda *i: b(*i), name="B_buf"))
+            copies.append(te.compute(shape, lambda *i, b=b: b(*i), name="B_buf"))
         operand = copies[1] if uses_b else None
         if kind == "relu":
             kind, vals = "max", [0]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from compiler import te
 from compiler.schedule import create_schedule
-from compiler.te import ComputeOp, PlaceholderOp
+from compiler.tensor import ComputeOp, PlaceholderOp
 
 __all__ = ["conv2d_packed", "schedule_conv2d_packed", "fused_conv2d"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from compiler import te
 from compiler.schedule import create_schedule
-from compiler.te import PlaceholderOp
+from compiler.tensor import PlaceholderOp
 
 __all__ = ["dense_packed", "schedule_dense_packed", "fused_dense", "plain_gemm"]
 

@@ -16,7 +16,7 @@ from compiler.knobs import fallback_knobs, tophub_knobs
 from compiler.ops import compile_workload
 from compiler.ops.layout import unpack_nchw
 from compiler.workloads import RESNET18, parse_workload
-from hw.config import MEM_ACC, MEM_INP, MEM_WGT, load_config
+from hw.config import MEM_ACC, load_config
 from hw.isa import OP_LOAD, OP_STORE, encode
 from sim.errors import SimError
 from sim.image import MemoryImage, Segment
