@@ -1,4 +1,4 @@
-"""``vtasim compile`` and ``vtasim tune`` (registered through the ``vtasim.commands`` entry point).
+"""``vtasim demo``, ``vtasim compile`` and ``vtasim tune`` (registered through the ``vtasim.commands`` entry point).
 
 ::
 
@@ -98,7 +98,23 @@ def cmd_tune(args) -> int:
     return 0 if best is not None else 2
 
 
+def cmd_demo(args) -> int:
+    from hw.config import load_config
+    from compiler.demo import run_demo
+    return run_demo(load_config(args.config), Path(args.out), rtl=args.rtl, workload=args.workload,
+                    reduce=args.reduce)
+
+
 def add_commands(sub) -> None:
+    p = sub.add_parser("demo", help="compile ResNet-18 C8, run it on the functional and cycle engines, check, report")
+    p.add_argument("--config", type=Path, default=None)
+    p.add_argument("--out", type=Path, default=Path("runs/demo"), help="where the image, IR, traces and plot go")
+    p.add_argument("--rtl", choices=("verilator", "icarus"), default=None,
+                   help="also run the RTL on this simulator and compare it with the cycle engine")
+    p.add_argument("--workload", default="resnet18.C8", help="another ResNet-18 layer (resnet18.C2 ... C11)")
+    p.add_argument("--reduce", type=int, default=1, help="divide H and W by this (quick runs)")
+    p.set_defaults(func=cmd_demo)
+
     p = sub.add_parser("compile", help="compile a catalogue workload (ResNet-18 layer, dense, gemm, vadd) to a memory image")
     p.add_argument("workload", help="resnet18.C2..C11, conv2d.H.W.CIN.COUT.K.PAD.STRIDE, dense.BxINxOUT, gemm.MxKxN, vadd.N")
     knobs = p.add_mutually_exclusive_group()

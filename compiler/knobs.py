@@ -78,23 +78,26 @@ def fallback_knobs(wl, cfg) -> dict:
     return {k: v[0] for k, v in knob_space(wl, cfg).items()}
 
 
-def tophub_knobs(wl, cfg) -> dict | None:
+def tophub_knobs(wl, cfg, any_config: bool = False) -> dict | None:
     """The TopHub record of a ResNet-18 layer on the default config, else None.
 
-    For a spatially reduced layer (``C2/r4``) the record is adapted: each spatial inner factor
-    becomes the largest divisor of the reduced extent not above the record's, and a thread knob
-    that no longer divides its outer factor drops to 1."""
+    The record is adapted where the layer differs from the one it was tuned for: each split's
+    inner factor becomes the largest divisor of the extent not above the record's (a spatially
+    reduced layer ``C2/r4``; with ``any_config``, also the channel blocks of another config), and a
+    thread knob that no longer divides its outer factor drops to 1.  Whether the adapted tiles fit
+    another config's SRAMs is for the compiler to say."""
     base = wl.name.split("/")[0] if isinstance(wl, Conv2d) else None
-    if base not in _TOPHUB_RESNET18 or cfg.bitstream != TOPHUB_MODEL:
+    if base not in _TOPHUB_RESNET18 or (cfg.bitstream != TOPHUB_MODEL and not any_config):
         return None
     h, w, ci, co, oc_t, h_t = _TOPHUB_RESNET18[base]
     knobs = {"tile_b": [1, 1], "tile_h": list(h), "tile_w": list(w), "tile_ci": list(ci),
              "tile_co": list(co), "oc_nthread": oc_t, "h_nthread": h_t}
-    for key, n in (("tile_h", wl.oh), ("tile_w", wl.ow)):
+    for key, n in split_extents(wl, cfg).items():
         inner = max(d for d in range(1, min(n, knobs[key][1]) + 1) if n % d == 0)
         knobs[key] = [n // inner, inner]
-    if knobs["tile_h"][0] % h_t:
-        knobs["h_nthread"] = 1
+    for thread, split in (("oc_nthread", "tile_co"), ("h_nthread", "tile_h")):
+        if knobs[split][0] % knobs[thread]:
+            knobs[thread] = 1
     return knobs
 
 

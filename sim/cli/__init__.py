@@ -5,7 +5,6 @@ under ``[project.entry-points."vtasim.commands"]`` (the convention of pytest and
 
     [project.entry-points."vtasim.commands"]
     run = "sim.cli.run:add_commands"          # config, disasm, run
-    demo = "sim.cli.demo:add_commands"        # demo
     diff = "sim.cli.diff:add_commands"        # diff, fuzz
     programs = "sim.cli.programs:add_commands"   # unit, workload, randprog, import-tvm
     waves = "sim.cli.waves:add_commands"      # waves

@@ -42,3 +42,21 @@ def test_tune_writes_a_log_that_compile_reads(tmp_path, capsys):
     from sim.cycle import run_image
     from sim.image import MemoryImage
     assert run_image(MemoryImage.load(out)).cycles == best["cycles"]
+
+
+def test_demo_compiles_c8_and_reports_ideal_gemm_count(tmp_path, capsys):
+    """The README's first command: compile, simulate on both engines, check, report."""
+    out = tmp_path / "demo"
+    assert main(["demo", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "with TopHub knobs" in text
+    # spec 7.1: C8 = 14*14 output pixels x 9 taps x 16 x 16 channel blocks, every MAC tile once
+    assert f"GEMM uops: {14 * 14 * 9 * 16 * 16}, ideal {14 * 14 * 9 * 16 * 16}" in text
+    assert (out / "ir" / "12_fold_uop_loop.txt").is_file() and (out / "ir" / "00_lowered.txt").is_file()
+    assert main(["run", str(out), "--engine", "cycle", "--check"]) == 0
+
+
+def test_demo_on_a_small_preset_adapts_the_knobs(tmp_path, capsys):
+    assert main(["demo", "--config", "config/presets/1x8x8.json", "--reduce", "2", "--out", str(tmp_path / "d")]) == 0
+    text = capsys.readouterr().out
+    assert "TopHub adapted to 1x8_" in text and "all outputs match the numpy reference" in text

@@ -1,36 +1,19 @@
-"""``vtasim demo``: the README's first command.
+"""Run an image on the functional and cycle engines (and optionally the RTL), check it and report.
 
-Builds a real program with the :class:`~sim.builder.ProgramBuilder` - a tiled int8 matrix multiply
-(64x256 by 256x64, two virtual threads, double-buffered loads) followed by a requantization on the
-ALU (``>> 10``, clip to [-127, 127]) - saves it as a memory image, runs it on the functional engine
-and, when importable, on the cycle engine, and checks both against the numpy reference.
+The body of ``vtasim demo`` (which lives with the compiler, since the demo compiles its program):
+outputs against the image's numpy reference, the fsim counters, the cycle count, the per-module
+breakdown, and a retire trace (CSV), a Perfetto trace and a timeline PNG next to the image::
+
+    ok, results = run_and_report(image, Path("runs/demo"), rtl="verilator")
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from hw.config import load_config
 from sim.engines import EngineUnavailable, check_result, run_engine
-from sim.errors import SimError
-from sim.programs.unit import tiled_gemm
 
-__all__ = ["add_commands", "build_demo", "run_demo"]
-
-M, K, N = 64, 256, 64
-REQUANT = (10, -127, 127)
-
-
-def build_demo(cfg):
-    """The demo image; the block size halves until the SRAM regions of two threads fit the config."""
-    last = None
-    for blk in (64, 32, 16, 8):
-        try:
-            return tiled_gemm(cfg, "demo", M, K, N, bm=blk, bk=blk, bn=max(blk // 2, cfg.block_out),
-                              vt=2, requant=REQUANT)
-        except ValueError as exc:
-            last = exc
-    raise SimError(f"demo does not fit config {cfg.model}: {last}")
+__all__ = ["run_and_report"]
 
 
 def _report(name, image, result):
@@ -59,13 +42,12 @@ def _write_reports(out: Path, result) -> None:
     print("           wrote " + ", ".join(written))
 
 
-def run_demo(cfg, out: Path, rtl: str | None = None) -> int:
-    image = build_demo(cfg)
-    image.save(out)
-    print(f"demo: int8 GEMM {M}x{K} . {K}x{N} + requantize (>> {REQUANT[0]}, clip [{REQUANT[1]}, {REQUANT[2]}]) "
-          f"on {cfg.model}")
-    print(f"image: {out} ({image.insn_count} instructions, DRAM {image.dram_size} bytes)")
+def run_and_report(image, out: Path, rtl: str | None = None) -> tuple:
+    """Functional and cycle runs (plus the RTL with ``rtl``) of a saved image, checked and reported.
+
+    Returns ``(ok, results)``: whether every engine matched, and the RunResult of each engine run."""
     func = run_engine("functional", image)
+    results = {"functional": func}
     print("counters: " + ", ".join(f"{k}={v}" for k, v in func.counters.items()))
     ok = _report("functional", image, func)
     try:
@@ -73,6 +55,7 @@ def run_demo(cfg, out: Path, rtl: str | None = None) -> int:
     except EngineUnavailable as exc:
         print(f"cycle      skipped: {exc}")
     else:
+        results["cycle"] = cyc
         ok = _report("cycle", image, cyc) and ok
         if bytes(cyc.dram) != bytes(func.dram):
             print("cycle      final DRAM differs from the functional model")
@@ -81,8 +64,7 @@ def run_demo(cfg, out: Path, rtl: str | None = None) -> int:
         if rtl:
             ok = _run_rtl(image, cyc, rtl) and ok
     print(f"re-run: vtasim run {out} --engine cycle --check   (or: vtasim diff {out})")
-    print("demo: " + ("all outputs match the numpy reference" if ok else "FAILED"))
-    return 0 if ok else 1
+    return ok, results
 
 
 def _run_rtl(image, cyc, sim: str) -> bool:
@@ -93,17 +75,3 @@ def _run_rtl(image, cyc, sim: str) -> bool:
     print(f"           retire trace {'identical to' if same else 'DIFFERS from'} the cycle engine "
           f"({len(cyc.trace)} records)")
     return ok and same
-
-
-def cmd_demo(args) -> int:
-    return run_demo(load_config(args.config), Path(args.out), rtl=args.rtl)
-
-
-def add_commands(sub) -> None:
-    """Add ``demo`` to an argparse sub-parser collection."""
-    p = sub.add_parser("demo", help="build, run and check a tiled int8 GEMM with requantization")
-    p.add_argument("--config", type=Path, default=None)
-    p.add_argument("--out", type=Path, default=Path("runs/demo"), help="where the demo image, trace and plot are saved")
-    p.add_argument("--rtl", choices=("verilator", "icarus"), default=None,
-                   help="also run the RTL on this simulator and compare it with the cycle engine")
-    p.set_defaults(func=cmd_demo)
