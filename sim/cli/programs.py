@@ -2,12 +2,12 @@
 
     vtasim unit                                 # list the spec 7.1/7.2 unit programs
     vtasim unit gemm_smt --out img              # save one as a memory image
-    vtasim workload C2 --out c2                 # ResNet-18 C2, full size, with expected output
-    vtasim workload C5 --reduce 4 --config config/presets/1x32x32.json --out c5
-    vtasim workload gemm-bound --out gb
+    vtasim workload gemm-bound --out gb         # the GEMM-bound synthetic stream
     vtasim randprog --seed 7 --out r7           # one random legal program (no expected output)
     vtasim import-tvm --insn F [--dram F@ADDR ...] [--out DIR]   TVM artefacts -> memory image
-    vtasim run c2 --engine cycle --check --json
+    vtasim run gb --engine cycle --check --json
+
+ResNet-18 layers and every operator come from the compiler: ``vtasim compile resnet18.C2 --out c2``.
 """
 
 from __future__ import annotations
@@ -51,14 +51,12 @@ def cmd_import_tvm(args) -> int:
 
 
 def cmd_workload(args) -> int:
-    from sim.programs.resnet import RESNET18, conv_image, gemm_bound_image
-    cfg = load_config(args.config)
-    if args.name == "gemm-bound":
-        image = gemm_bound_image(cfg)
-    elif args.name in RESNET18:
-        image = conv_image(cfg, args.name, reduce=args.reduce, seed=args.seed)
-    else:
-        raise SimError(f"unknown workload {args.name!r}; workloads: {', '.join(RESNET18)}, gemm-bound")
+    from sim.programs.synthetic import gemm_bound_image
+    if args.name != "gemm-bound":
+        hint = f"; ResNet-18 layers come from the compiler: vtasim compile resnet18.{args.name} --out DIR" \
+            if args.name.upper().startswith("C") else ""
+        raise SimError(f"unknown workload {args.name!r}: the synthetic workload is gemm-bound{hint}")
+    image = gemm_bound_image(load_config(args.config))
     out = image.save(args.out or Path(args.name))
     print(f"{args.name}: {image.insn_count} instructions, DRAM {image.dram_size} bytes -> {out}")
     return 0
@@ -85,10 +83,8 @@ def add_commands(sub) -> None:
     add_arguments(p)
     p.set_defaults(func=cmd_import_tvm)
 
-    p = sub.add_parser("workload", help="save a ResNet-18 conv layer (C2-C11) or the GEMM-bound stream as an image")
-    p.add_argument("name", help="C2 ... C11 or gemm-bound")
-    p.add_argument("--reduce", type=int, default=1, help="divide H and W by this (quick runs)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random activations/weights/bias")
+    p = sub.add_parser("workload", help="save the GEMM-bound synthetic stream as an image (layers: vtasim compile)")
+    p.add_argument("name", help="gemm-bound")
     p.add_argument("--config", type=Path, default=None)
     p.add_argument("--out", type=Path, default=None, help="image directory (default: ./NAME)")
     p.set_defaults(func=cmd_workload)

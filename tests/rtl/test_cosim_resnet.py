@@ -1,22 +1,23 @@
-"""ResNet-18 C2-C11 conv2d streams (sim.programs.resnet): RTL vs cycle engine on Verilator, identical
-bytes (and equal to the numpy conv reference) and identical retire records.  CI runs the spatially
-reduced layers (reduce=4) in one simulator process; ``slow`` runs the full layers."""
+"""ResNet-18 C2-C11 compiled from their DSL schedules (TopHub knobs): RTL vs cycle engine on Verilator,
+identical bytes (equal to the numpy reference of the tensor expressions) and identical retire
+records.  CI runs the spatially reduced layers (reduce=4, TopHub adapted) in one simulator process;
+``slow`` runs the full layers."""
 
 from __future__ import annotations
 
 import pytest
 
-from sim.programs.resnet import RESNET18
+from compiler.workloads import RESNET18
 
 pytestmark = pytest.mark.rtl
 LAYERS = list(RESNET18)
 
 
 def _runs(cfg, reduce):
-    from sim.rtl import run_images
+    from compiler.ops import compile_workload
     from sim.cycle import run_image as cycle_run
-    from sim.programs.resnet import conv_image
-    images = {name: conv_image(cfg, name, reduce=reduce) for name in LAYERS}
+    from sim.rtl import run_images
+    images = {name: compile_workload(name, cfg, reduce=reduce).image for name in LAYERS}
     rtl = run_images([images[n] for n in LAYERS], sim="verilator", errors="return")
     return {n: (images[n], cycle_run(images[n]), r) for n, r in zip(LAYERS, rtl)}
 

@@ -1,0 +1,46 @@
+"""A GEMM-bound synthetic stream for benchmarks and cycle-engine tests.
+
+ResNet-18 layers and every other operator come from the compiler (``vtasim compile``); this module
+keeps only a stream no schedule would produce: one small load of everything, then long GEMMs that
+keep the GEMM core busy every cycle - the upper bound of simulated cycles per second.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hw.config import MEM_INP, MEM_UOP, MEM_WGT, VTAConfig
+from sim.builder import ProgramBuilder
+
+__all__ = ["gemm_bound_image"]
+
+
+def gemm_bound_image(cfg: VTAConfig, gemms: int = 16, repeat: int = 256, seed: int = 0):
+    """A GEMM-bound synthetic stream: one small load of everything, then ``gemms`` GEMMs of
+    ``16 * repeat * 16`` uops each (16 uops x 16 row blocks x ``repeat`` passes), one STORE.
+
+    Accumulator element ``16 r + u`` receives ``gemms * repeat`` times ``inp[16 r + u] . wgt[u]``;
+    the expected bytes are that sum, wrapped to int32 and truncated to int8 by the STORE."""
+    rng = np.random.default_rng(seed)
+    nb, bi, bo = cfg.batch, cfg.block_in, cfg.block_out
+    n = 256
+    x = rng.integers(-128, 128, (n, nb, bi)).astype(np.int8)
+    w = rng.integers(-128, 128, (16, bo, bi)).astype(np.int8)
+    b = ProgramBuilder(cfg)
+    xb, wb = b.data("x", x), b.data("w", w)
+    ub = b.uops([(u, u, u) for u in range(16)])
+    out = b.output("y", n * cfg.out_elem_bytes)
+    b.load(memory_type=MEM_INP, dram_base=xb, x_size=n)
+    b.load(memory_type=MEM_WGT, dram_base=wb, x_size=16, push_next=1)
+    b.load(memory_type=MEM_UOP, dram_base=ub, x_size=16, pop_prev=1)
+    b.gemm(reset_reg=1, uop_bgn=0, uop_end=16, iter_out=16, iter_in=1, dst_factor_out=16)
+    for g in range(gemms):
+        b.gemm(uop_bgn=0, uop_end=16, iter_out=16, iter_in=repeat, dst_factor_out=16, src_factor_out=16,
+               **({"push_next": 1} if g == gemms - 1 else {}))
+    b.store(dram_base=out, x_size=n, pop_prev=1, push_prev=1)
+    b.nop("compute", pop_next=1)
+    b.finish()
+    dots = np.einsum("rubk,uok->rubo", x.reshape(16, 16, nb, bi).astype(np.int64), w.astype(np.int64))
+    acc = (dots * gemms * repeat).reshape(n, nb * bo)
+    b.expect("y", (acc & 0xFF).astype(np.uint8))
+    return b.build()

@@ -1,0 +1,66 @@
+"""The GEMM-bound synthetic stream, the peak memory of a full compiled C2 run, and the ``workload`` /
+``compile`` + ``run --json`` command path."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from hw.config import load_config
+from sim.cycle import run_image
+from sim.programs.synthetic import gemm_bound_image
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_gemm_bound_stream():
+    img = gemm_bound_image(load_config(), gemms=4, repeat=32)
+    r = run_image(img)
+    assert r.outputs["y"] == img.expected["y"]
+    assert r.counters["gemm_counter"] == 4 * 16 * 32 * 16
+    # GEMM-bound: compute busy nearly all the time
+    assert r.breakdown["compute"]["busy"] > 0.8 * r.cycles
+
+
+def test_full_c2_peak_memory_under_1gb():
+    code = (
+        "import resource, json\n"
+        "from hw.config import load_config\n"
+        "from compiler.ops import compile_workload\n"
+        "from sim.cycle import run_image\n"
+        "img = compile_workload('resnet18.C2', load_config()).image\n"
+        "r = run_image(img)\n"
+        "ok = r.outputs['res'] == img.expected['res']\n"
+        "print(json.dumps({'ok': ok, 'cycles': r.cycles,"
+        " 'maxrss_kb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    doc = json.loads(out.stdout.strip().splitlines()[-1])
+    assert doc["ok"]
+    assert doc["maxrss_kb"] * 1024 < 1 << 30, f"peak RSS {doc['maxrss_kb'] / 1024:.0f} MiB"
+
+
+def test_cli_compile_then_run_cycle_json(tmp_path, capsys):
+    from sim.cli import main
+    assert main(["compile", "resnet18.C4", "--reduce", "8", "--out", str(tmp_path / "c4")]) == 0
+    capsys.readouterr()
+    assert main(["run", str(tmp_path / "c4"), "--engine", "cycle", "--check", "--json",
+                 "--trace", str(tmp_path / "t.csv"), "--perfetto", str(tmp_path / "p.json")]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["check"]["ok"] and doc["cycles"] > doc["counters"]["gemm_counter"] > 0
+    assert set(doc["breakdown"]) == {"fetch", "load", "compute", "store"}
+    assert all(sum(b.values()) == doc["cycles"] for b in doc["breakdown"].values())
+    assert doc["cycles_per_s"] > 0 and doc["wall_s"] > 0
+    from sim.image import MemoryImage
+    from sim.trace import read_csv
+    assert len(read_csv(tmp_path / "t.csv")) == MemoryImage.load(tmp_path / "c4").insn_count
+    assert json.loads((tmp_path / "p.json").read_text())["traceEvents"]
+
+
+def test_cli_workload_names_the_compiler_for_resnet_layers(tmp_path, capsys):
+    from sim.cli import main
+    assert main(["workload", "gemm-bound", "--out", str(tmp_path / "gb")]) == 0
+    assert main(["run", str(tmp_path / "gb"), "--engine", "cycle", "--check"]) == 0
+    capsys.readouterr()
+    assert main(["workload", "C2", "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "vtasim compile resnet18.C2" in err
