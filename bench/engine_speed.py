@@ -28,7 +28,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from hw.config import load_config  # noqa: E402
 from sim import functional  # noqa: E402
 from sim import cycle  # noqa: E402
-from sim.programs.resnet import RESNET18, conv_image, gemm_bound_image  # noqa: E402
+from compiler.ops import compile_workload  # noqa: E402
+from compiler.workloads import RESNET18, parse_workload  # noqa: E402
+from sim.programs.synthetic import gemm_bound_image  # noqa: E402
+
+LAYERS = [n.split(".")[1] for n in RESNET18]
 
 
 def blas_seconds(macs: int, k: int, n: int) -> float:
@@ -65,22 +69,23 @@ def measure(name, image, k, n, macs_per_uop):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--layers", default=",".join(RESNET18), help="comma-separated, e.g. C2,C5")
+    ap.add_argument("--layers", default=",".join(LAYERS), help="comma-separated, e.g. C2,C5")
     ap.add_argument("--reduce", type=int, default=1, help="divide H and W by this (quick runs)")
     ap.add_argument("--config", default=None, help="VTA config json (default: config/vta_config.json)")
     ap.add_argument("--no-synthetic", action="store_true", help="skip the GEMM-bound synthetic stream")
     args = ap.parse_args(argv)
     cfg = load_config(args.config)
     layers = [x for x in args.layers.split(",") if x]
-    unknown = [x for x in layers if x not in RESNET18]
+    unknown = [x for x in layers if x not in LAYERS]
     if unknown:
-        ap.error(f"unknown layer {unknown[0]!r}; layers: {', '.join(RESNET18)}")
+        ap.error(f"unknown layer {unknown[0]!r}; layers: {', '.join(LAYERS)}")
     macs_per_uop = cfg.batch * cfg.block_in * cfg.block_out
     cycle.engine.warm_up()
     rows = []
     for name in layers:
-        c = RESNET18[name].reduced(args.reduce)
-        rows.append(measure(name if args.reduce == 1 else f"{name}/{args.reduce}", conv_image(cfg, name, args.reduce),
+        c = parse_workload(f"resnet18.{name}", cfg, reduce=args.reduce)
+        image = compile_workload(f"resnet18.{name}", cfg, reduce=args.reduce).image    # TopHub knobs
+        rows.append(measure(name if args.reduce == 1 else f"{name}/{args.reduce}", image,
                             c.cin * c.k * c.k, c.cout, macs_per_uop))
     if not args.no_synthetic:
         rows.append(measure("gemm-bound", gemm_bound_image(cfg), cfg.block_in * 16, cfg.block_out * 16,

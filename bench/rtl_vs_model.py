@@ -30,9 +30,11 @@ def _streams(cfg, which, layers, reduce):
             if name in UNIT_PROGRAMS:
                 out.append((name, UNIT_PROGRAMS[name](cfg)))
     if which in ("all", "resnet"):
-        from sim.programs.resnet import conv_image, gemm_bound_image
+        from compiler.ops import compile_workload
+        from sim.programs.synthetic import gemm_bound_image
         for layer in layers:
-            out.append((layer + (f"/r{reduce}" if reduce > 1 else ""), conv_image(cfg, layer, reduce=reduce)))
+            image = compile_workload(f"resnet18.{layer}", cfg, reduce=reduce).image      # TopHub knobs
+            out.append((layer + (f"/r{reduce}" if reduce > 1 else ""), image))
         out.append(("gemm_bound", gemm_bound_image(cfg)))
     return out
 
