@@ -13,40 +13,45 @@ from compiler.lower import lower
 from hw.config import load_config
 
 
+def vadd_schedule(env, o=1, m=64):
+    """Declare the vector add and schedule it; returns ``(s, [A, B, C])``."""
+    # ---- Computation declaration -------------------------------------------------------------
+    # Sizes (the parameters): output channel factor m: 64 x BLOCK_OUT channels; batch factor o: 1 x BATCH.
+    # Two int32 placeholders in the tiled (o, m, BATCH, BLOCK_OUT) layout.
+    A = te.placeholder((o, m, env.BATCH, env.BLOCK_OUT), name="A", dtype=env.acc_dtype)
+    B = te.placeholder((o, m, env.BATCH, env.BLOCK_OUT), name="B", dtype=env.acc_dtype)
+    # Copy stages: the DMA loads into on-chip buffers.
+    A_buf = te.compute((o, m, env.BATCH, env.BLOCK_OUT), lambda *i: A(*i), "A_buf")
+    B_buf = te.compute((o, m, env.BATCH, env.BLOCK_OUT), lambda *i: B(*i), "B_buf")
+    # The vector addition, in int32.
+    C_buf = te.compute((o, m, env.BATCH, env.BLOCK_OUT),
+                       lambda *i: A_buf(*i).astype(env.acc_dtype) + B_buf(*i).astype(env.acc_dtype),
+                       name="C_buf")
+    # Cast back to the narrow output type (the store truncates).
+    C = te.compute((o, m, env.BATCH, env.BLOCK_OUT), lambda *i: C_buf(*i).astype(env.inp_dtype), name="C")
+
+    # ---- Scheduling the computation ----------------------------------------------------------
+    s = te.create_schedule(C.op)
+    # All three intermediate buffers live in the accumulator SRAM.
+    s[A_buf].set_scope(env.acc_scope)
+    s[B_buf].set_scope(env.acc_scope)
+    s[C_buf].set_scope(env.acc_scope)
+    # Copies become DMA transfers ...
+    s[A_buf].pragma(s[A_buf].op.axis[0], env.dma_copy)
+    s[B_buf].pragma(s[B_buf].op.axis[0], env.dma_copy)
+    s[C].pragma(s[C].op.axis[0], env.dma_copy)
+    # ... and the addition a vector ALU operation.
+    s[C_buf].pragma(C_buf.op.axis[0], env.alu)
+    return s, [A, B, C]
+
+
 def main(argv=None) -> int:
     args = parse_args(__doc__, argv)
     # Load the VTA parameters (TVM: env = vta.get_env()); --config picks another hardware variant.
     with Environment(load_config(args.config)) as env:
-        # ---- Computation declaration -------------------------------------------------------------
-        # Output channel factor m: 64 x BLOCK_OUT channels; batch factor o: 1 x BATCH.
-        m = 64
-        o = 1
-        # Two int32 placeholders in the tiled (o, m, BATCH, BLOCK_OUT) layout.
-        A = te.placeholder((o, m, env.BATCH, env.BLOCK_OUT), name="A", dtype=env.acc_dtype)
-        B = te.placeholder((o, m, env.BATCH, env.BLOCK_OUT), name="B", dtype=env.acc_dtype)
-        # Copy stages: the DMA loads into on-chip buffers.
-        A_buf = te.compute((o, m, env.BATCH, env.BLOCK_OUT), lambda *i: A(*i), "A_buf")
-        B_buf = te.compute((o, m, env.BATCH, env.BLOCK_OUT), lambda *i: B(*i), "B_buf")
-        # The vector addition, in int32.
-        C_buf = te.compute((o, m, env.BATCH, env.BLOCK_OUT),
-                           lambda *i: A_buf(*i).astype(env.acc_dtype) + B_buf(*i).astype(env.acc_dtype),
-                           name="C_buf")
-        # Cast back to the narrow output type (the store truncates).
-        C = te.compute((o, m, env.BATCH, env.BLOCK_OUT), lambda *i: C_buf(*i).astype(env.inp_dtype), name="C")
-
-        # ---- Scheduling the computation ----------------------------------------------------------
-        s = te.create_schedule(C.op)
-        # All three intermediate buffers live in the accumulator SRAM.
-        s[A_buf].set_scope(env.acc_scope)
-        s[B_buf].set_scope(env.acc_scope)
-        s[C_buf].set_scope(env.acc_scope)
-        # Copies become DMA transfers ...
-        s[A_buf].pragma(s[A_buf].op.axis[0], env.dma_copy)
-        s[B_buf].pragma(s[B_buf].op.axis[0], env.dma_copy)
-        s[C].pragma(s[C].op.axis[0], env.dma_copy)
-        # ... and the addition a vector ALU operation.
-        s[C_buf].pragma(C_buf.op.axis[0], env.alu)
+        s, (A, B, C) = vadd_schedule(env)
         print(lower(s, [A, B, C], "my_vadd"))
+        o, m = A.shape[:2]          # the batch and channel factors declared above
 
         # ---- Running the function ----------------------------------------------------------------
         # Random inputs in the plain (o*BATCH, m*BLOCK_OUT) layout, packed to the tiled one.

@@ -173,7 +173,7 @@ def test_blocked_gemm_structure():
 
 
 def test_blocked_gemm_semantics():
-    s, args = tutorials.blocked_gemm(ENV, batch=1, in_channels=64, out_channels=64, block=32)
+    s, args = tutorials.blocked_gemm(ENV, batch_size=1, in_channels=64, out_channels=64, block=32)
     _check_semantics(s, args, ENV)
 
 
