@@ -177,8 +177,46 @@ def _field_bits(name: str, value: int, width: int, where: str) -> int:
     return value
 
 
+@functools.lru_cache(maxsize=64)
+def _encode_plans(cfg: VTAConfig) -> dict:
+    """Per opcode: ``(fields, absent)``, fields as ``(name, lo, mask, min, max)`` and the names the
+    opcode lacks (they must be 0) - what :func:`encode` checks, precomputed once per config."""
+    lay = layout(cfg)
+    plans = {}
+    for opcode in OPCODE_NAMES:
+        fmt = lay.of(opcode)
+        fields = []
+        for name, (lo, width) in fmt.items():
+            if name in SIGNED_FIELDS:
+                vmin, vmax = -(1 << (width - 1)), (1 << (width - 1)) - 1
+            else:
+                vmin, vmax = 0, (1 << width) - 1
+            fields.append((name, lo, (1 << width) - 1, vmin, vmax))
+        plans[opcode] = (tuple(fields), tuple(n for n in INSN_FIELDS if n not in fmt))
+    return plans
+
+
 def encode(cfg: VTAConfig, insn: Insn, index=None) -> bytes:
     """16 little-endian bytes of one instruction.  Fields the opcode lacks must be 0."""
+    plan = _encode_plans(cfg).get(insn.opcode)
+    if plan is not None:            # fast path: plain in-range ints; anything else takes the checked path
+        values = insn.__dict__
+        word = 0
+        for name, lo, mask, vmin, vmax in plan[0]:
+            v = values[name]
+            if type(v) is not int or v < vmin or v > vmax:
+                break
+            word |= (v & mask) << lo
+        else:
+            for name in plan[1]:
+                if values[name]:
+                    break
+            else:
+                return word.to_bytes(INSN_BYTES, "little")
+    return _encode_checked(cfg, insn, index)
+
+
+def _encode_checked(cfg: VTAConfig, insn: Insn, index=None) -> bytes:
     where = f"instruction {index}: " if index is not None else ""
     lay = layout(cfg).of(insn.opcode)
     word = 0

@@ -170,3 +170,26 @@ def test_legacy_store_memory_type():
     from hw.isa import store_mem_type
     assert store_mem_type(load_config()) == MEM_OUT
     assert store_mem_type(cfg_of("legacy")) == 0
+
+
+def test_encode_fast_path_equals_the_checked_path():
+    """encode's precomputed fast path gives the same bytes, and the same error, as the field-by-field
+    checked encoder on random instructions (in and out of range, fields the opcode lacks, non-ints)."""
+    import random
+
+    from hw.config import load_config
+    from hw.isa import INSN_FIELDS, Insn, IsaError, _encode_checked, encode
+    cfg = load_config()
+    rng = random.Random(5)
+    for k in range(5000):
+        fields = {f: rng.choice([0, 0, 1, rng.randint(-40000, 70000), 1 << 40]) for f in INSN_FIELDS if f != "opcode"}
+        if k % 97 == 0:
+            fields["x_size"] = True                     # a bool is not an integer field value
+        insn = Insn(opcode=rng.choice([0, 1, 2, 3, 4, 7]), **fields)
+        outcome = []
+        for fn in (encode, _encode_checked):
+            try:
+                outcome.append(fn(cfg, insn, k))
+            except IsaError as exc:
+                outcome.append(str(exc))
+        assert outcome[0] == outcome[1], insn
