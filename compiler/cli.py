@@ -12,8 +12,11 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
+
+from hw.files import load_json, parse_json
 
 __all__ = ["add_commands"]
 
@@ -23,11 +26,10 @@ def _knobs_from_args(args, wl, cfg):
     from compiler.errors import CompileError
     from compiler.knobs import best_from_log, fallback_knobs, tophub_knobs
     if args.knobs is not None:
-        text = Path(args.knobs).read_text(encoding="utf-8") if Path(args.knobs).is_file() else args.knobs
-        try:
-            knobs = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise CompileError(f"--knobs is neither a JSON object nor a file holding one ({exc.msg})") from None
+        if os.path.lexists(args.knobs):         # a file: regular, bounded, strict JSON (hw.files)
+            knobs = load_json(args.knobs, "--knobs file", 1 << 20, error=CompileError)
+        else:
+            knobs = parse_json(args.knobs, "--knobs (neither a file nor a JSON object)", CompileError)
         if not isinstance(knobs, dict):
             raise CompileError(f"--knobs must be a JSON object, got {type(knobs).__name__}")
         return knobs, "--knobs"

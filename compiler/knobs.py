@@ -23,11 +23,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from hw.files import parse_json, read_regular
 from compiler.errors import CompileError
 from compiler.workloads import Conv2d, Dense, VAdd
 
 __all__ = ["knob_space", "fallback_knobs", "tophub_knobs", "check_knobs", "best_from_log",
-           "read_log", "append_log", "split_extents"]
+           "read_log", "append_log", "split_extents", "MAX_LOG_BYTES"]
+
+MAX_LOG_BYTES = 128 << 20      # a tuning log of about 400k trials; read whole (a regular file, hw.files)
 
 TOPHUB_MODEL = "1x16_i8w8a32_15_15_18_17"
 _TOPHUB_RESNET18 = {  # layer: tile_h, tile_w, tile_ci, tile_co, oc_nthread, h_nthread (spec 7.3)
@@ -129,21 +132,20 @@ def check_knobs(wl, cfg, knobs: dict) -> dict:
 def read_log(path) -> list[dict]:
     """Every record of a JSON-lines tuning log; a malformed line is an error naming its number."""
     p = Path(path)
-    if not p.is_file():
-        raise CompileError(f"tuning log {str(p)!r} is not a regular file")
+    data = read_regular(p, "tuning log", MAX_LOG_BYTES, limit="MAX_LOG_BYTES", error=CompileError)  # no FIFO
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CompileError(f"tuning log {p}: byte {exc.start} is not UTF-8 text") from None
     records = []
-    with p.open(encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise CompileError(f"tuning log {p}: line {n} is not JSON ({exc.msg})") from None
-            if not isinstance(rec, dict) or not {"workload", "config", "knobs"} <= set(rec):
-                raise CompileError(f"tuning log {p}: line {n} lacks workload/config/knobs")
-            records.append(rec)
+    for n, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line:
+            continue
+        rec = parse_json(line, f"tuning log {p}: line {n} is not JSON", CompileError)
+        if not isinstance(rec, dict) or not {"workload", "config", "knobs"} <= set(rec):
+            raise CompileError(f"tuning log {p}: line {n} lacks workload/config/knobs")
+        records.append(rec)
     return records
 
 

@@ -17,13 +17,13 @@ rule that was broken.
 from __future__ import annotations
 
 import contextlib
-import json
 from dataclasses import dataclass, fields
 from pathlib import Path
 
 # ISA field widths that do not depend on the config (hardware spec 2.2), re-exported for callers.
 from hw.fields import (ALU_IMM_WIDTH, INSN_BYTES, LOOP_ITER_WIDTH, MEMOP_SRAM_ADDR_WIDTH,  # noqa: F401
                        UOP_BITS, check_isa_fit)
+from hw.files import brief, load_json
 
 __all__ = [
     "ConfigError",
@@ -45,6 +45,7 @@ MEM_NAMES = {MEM_UOP: "UOP", MEM_WGT: "WGT", MEM_INP: "INP", MEM_ACC: "ACC", MEM
 
 KNOWN_TARGETS = ("sim", "tsim", "pynq", "ultra96", "zcu104", "de10nano", "intelfocl")
 KNOWN_HW_VERS = ("0.0.1", "0.0.2")
+MAX_CONFIG_BYTES = 1 << 20        # a config is a few hundred bytes; the bound keeps a huge file out
 
 
 class ConfigError(ValueError):
@@ -88,17 +89,17 @@ def _check_key(raw: dict, spec, source: str):
         return default
     val = raw[key]
     if typ is int and (isinstance(val, bool) or not isinstance(val, int)):
-        raise ConfigError(f"{source}: key {key!r} = {val!r} must be an integer ({meaning})")
+        raise ConfigError(f"{source}: key {key!r} = {brief(val)} must be an integer ({meaning})")
     if typ is str and not isinstance(val, str):
-        raise ConfigError(f"{source}: key {key!r} = {val!r} must be a string ({meaning})")
+        raise ConfigError(f"{source}: key {key!r} = {brief(val)} must be a string ({meaning})")
     if typ is int and not lo <= val <= hi:
-        raise ConfigError(f"{source}: key {key!r} = {val} is out of range [{lo}, {hi}] ({meaning})")
+        raise ConfigError(f"{source}: key {key!r} = {brief(val)} is out of range [{lo}, {hi}] ({meaning})")
     if pow2 and val & (val - 1):
-        raise ConfigError(f"{source}: key {key!r} = {val} must be a power of two ({meaning})")
+        raise ConfigError(f"{source}: key {key!r} = {brief(val)} must be a power of two ({meaning})")
     if key == "TARGET" and val not in KNOWN_TARGETS:
-        raise ConfigError(f"{source}: key 'TARGET' = {val!r} is not one of {', '.join(KNOWN_TARGETS)}")
+        raise ConfigError(f"{source}: key 'TARGET' = {brief(val)} is not one of {', '.join(KNOWN_TARGETS)}")
     if key == "HW_VER" and val not in KNOWN_HW_VERS:
-        raise ConfigError(f"{source}: key 'HW_VER' = {val!r} is not one of {', '.join(KNOWN_HW_VERS)}")
+        raise ConfigError(f"{source}: key 'HW_VER' = {brief(val)} is not one of {', '.join(KNOWN_HW_VERS)}")
     return val
 
 
@@ -134,7 +135,7 @@ class VTAConfig:
         known = {k[0] for k in _ALL_KEYS}
         unknown = sorted(set(raw) - known)
         if unknown:
-            raise ConfigError(f"{source}: unknown key {unknown[0]!r}; known keys: {', '.join(sorted(known))}")
+            raise ConfigError(f"{source}: unknown key {brief(unknown[0])}; known keys: {', '.join(sorted(known))}")
         values = {spec[0]: _check_key(raw, spec, source) for spec in _ALL_KEYS}
         cfg = cls(**values)
         cfg._validate(source)
@@ -142,17 +143,9 @@ class VTAConfig:
 
     @classmethod
     def from_file(cls, path) -> "VTAConfig":
+        """Read a config file: a regular file of at most :data:`MAX_CONFIG_BYTES`, strict JSON."""
         path = Path(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"{path}: cannot read config: {exc.strerror}") from None
-        except UnicodeDecodeError as exc:
-            raise ConfigError(f"{path}: not valid JSON: byte {exc.start} is not UTF-8 text") from None
-        try:
-            raw = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{path}: not valid JSON: {exc.msg} at line {exc.lineno}") from None
+        raw = load_json(path, "config", MAX_CONFIG_BYTES, limit="MAX_CONFIG_BYTES", error=ConfigError)
         return cls.from_dict(raw, source=str(path))
 
     def to_dict(self, timing: bool = True) -> dict:
@@ -173,6 +166,12 @@ class VTAConfig:
             if size < ebytes:
                 raise ConfigError(f"{source}: key {key!r} = {getattr(self, key)} gives {size} bytes, "
                                   f"less than one element of {ebytes} bytes")
+            if size < 2 * ebytes:
+                # The RTL addresses a buffer with log2(depth) bits and a micro-op holds log2(depth)-bit
+                # indices: a one-element buffer would need 0-bit fields, which Verilog cannot declare.
+                raise ConfigError(f"{source}: key {key!r} = {getattr(self, key)} gives {size} bytes, one element "
+                                  f"of {ebytes} bytes; a buffer holds at least 2 elements (rule: {key} >= "
+                                  f"{getattr(self, key) + 1}, so its address fields are at least 1 bit wide)")
         for key, log_depth in (("LOG_UOP_BUFF_SIZE", self.log_uop_depth), ("LOG_INP_BUFF_SIZE", self.log_inp_depth),
                                ("LOG_WGT_BUFF_SIZE", self.log_wgt_depth), ("LOG_ACC_BUFF_SIZE", self.log_acc_depth)):
             if log_depth > MEMOP_SRAM_ADDR_WIDTH:

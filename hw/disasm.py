@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 
 from hw.config import MEM_ACC_8BIT, MEM_INP, MEM_NAMES, MEM_OUT, MEM_UOP
+from hw.files import brief
 from hw.isa import (ALU_NAMES, MODULE_LOAD, OP_ALU, OP_FINISH, OP_GEMM,
                     OP_LOAD, OP_STORE, OPCODE_NAMES, TOKEN_POPS, TOKEN_PUSHES, TOKEN_QUEUES, Insn, IsaError,
                     module_of)
@@ -181,6 +182,17 @@ for _code, _name in ALU_NAMES.items():
 _MEM_BY_NAME = {v: k for k, v in MEM_NAMES.items()}
 
 
+def _n(text: str, where, base: int = 10) -> int:
+    """``int(text, base)`` of a field in dump text; a number too long for Python (more than 4300 decimal
+    digits) is a DisasmError naming where, not a bare ValueError."""
+    try:
+        return int(text, base)
+    except ValueError:
+        where = f"instruction {where}" if isinstance(where, int) else where
+        raise DisasmError(f"{where}: a number of {len(text)} digits ({text[:12]}...) is longer than Python reads "
+                          f"(rule: at most 4300 digits; no field is wider than 32 bits)") from None
+
+
 def _kind(text: str, idx: int):
     """Insn fields fixed by a kind line, and the fields the kind leaves to later lines."""
     if text in _NOP_KINDS:
@@ -195,8 +207,8 @@ def _kind(text: str, idx: int):
         if mt is None:
             m = re.fullmatch(r"MEM(\d+)", name)
             if not m:
-                raise DisasmError(f"instruction {idx}: unknown LOAD memory type {name!r}")
-            mt = int(m.group(1))
+                raise DisasmError(f"instruction {idx}: unknown LOAD memory type {brief(name)}")
+            mt = _n(m.group(1), idx)
         return {"opcode": OP_LOAD, "memory_type": mt}, set()
     if text == "STORE:":
         return {"opcode": OP_STORE, "memory_type": MEM_OUT}, set()
@@ -207,13 +219,13 @@ def _kind(text: str, idx: int):
         if op == "unknown op":
             return {"opcode": OP_ALU}, {"alu_opcode", "use_imm", "imm"}
         if op not in _ALU_BY_TEXT:
-            raise DisasmError(f"instruction {idx}: unknown ALU operation {op!r}")
+            raise DisasmError(f"instruction {idx}: unknown ALU operation {brief(op)}")
         code, use_imm = _ALU_BY_TEXT[op]
         need = {"imm"} | ({"use_imm"} if use_imm is None else set())
         return {"opcode": OP_ALU, "alu_opcode": code, "use_imm": use_imm or 0}, need
     if text == "FINISH":
         return {"opcode": OP_FINISH}, set()
-    raise DisasmError(f"instruction {idx}: cannot assemble kind line {text!r}")
+    raise DisasmError(f"instruction {idx}: cannot assemble kind line {brief(text)}")
 
 
 def _apply(line: str, f: dict, given: set, idx: int) -> None:
@@ -224,35 +236,35 @@ def _apply(line: str, f: dict, given: set, idx: int) -> None:
             continue
         g = m.groups()
         if key == "dep":
-            f.update(pop_prev=int(g[0]), pop_next=int(g[1]), push_prev=int(g[2]), push_next=int(g[3]))
+            f.update(pop_prev=_n(g[0], idx), pop_next=_n(g[1], idx), push_prev=_n(g[2], idx), push_next=_n(g[3], idx))
         elif key == "dram":
-            f.update(dram_base=int(g[0], 16), sram_base=int(g[1], 16))
+            f.update(dram_base=_n(g[0], idx, 16), sram_base=_n(g[1], idx, 16))
         elif key == "y":
-            f.update(y_size=int(g[0]), y_pad_0=int(g[1]), y_pad_1=int(g[2]))
+            f.update(y_size=_n(g[0], idx), y_pad_0=_n(g[1], idx), y_pad_1=_n(g[2], idx))
         elif key == "x":
-            f.update(x_size=int(g[0]), x_stride=int(g[1]), x_pad_0=int(g[2]), x_pad_1=int(g[3]))
+            f.update(x_size=_n(g[0], idx), x_stride=_n(g[1], idx), x_pad_0=_n(g[2], idx), x_pad_1=_n(g[3], idx))
         elif key == "reset":
-            f["reset_reg"] = int(g[0])
+            f["reset_reg"] = _n(g[0], idx)
         elif key == "range":
-            f.update(uop_bgn=int(g[0]), uop_end=int(g[1]))
+            f.update(uop_bgn=_n(g[0], idx), uop_end=_n(g[1], idx))
         elif key == "gloop":
             s = "out" if g[0] == "outer" else "in"
-            f.update({f"iter_{s}": int(g[1]), f"wgt_factor_{s}": int(g[2]), f"src_factor_{s}": int(g[3]),
-                      f"dst_factor_{s}": int(g[4])})
+            f.update({f"iter_{s}": _n(g[1], idx), f"wgt_factor_{s}": _n(g[2], idx), f"src_factor_{s}": _n(g[3], idx),
+                      f"dst_factor_{s}": _n(g[4], idx)})
         elif key == "aloop":
             s = "out" if g[0] == "outer" else "in"
-            f.update({f"iter_{s}": int(g[1]), f"dst_factor_{s}": int(g[2]), f"src_factor_{s}": int(g[3])})
+            f.update({f"iter_{s}": _n(g[1], idx), f"dst_factor_{s}": _n(g[2], idx), f"src_factor_{s}": _n(g[3], idx)})
         elif key == "imm":
-            f.update(imm=int(g[0]), use_imm=int(g[1]))
+            f.update(imm=_n(g[0], idx), use_imm=_n(g[1], idx))
             given.update({"imm", "use_imm"})
         elif key == "memtype":
-            f["memory_type"] = int(g[0])
+            f["memory_type"] = _n(g[0], idx)
             given.add("memory_type")
         elif key == "aluop":
-            f["alu_opcode"] = int(g[0])
+            f["alu_opcode"] = _n(g[0], idx)
             given.add("alu_opcode")
         return
-    raise DisasmError(f"instruction {idx}: cannot read line {body!r}")
+    raise DisasmError(f"instruction {idx}: cannot read line {brief(body)}")
 
 
 def assemble(text: str, tvm: bool = False):
@@ -282,7 +294,7 @@ def assemble(text: str, tvm: bool = False):
         m = _RE["head"].match(line)
         if m:
             close()
-            idx = int(m.group(1))
+            idx = _n(m.group(1), f"line {lineno}")
             if idx != len(insns):
                 raise DisasmError(f"line {lineno}: INSTRUCTION {idx} out of order (expected {len(insns)})")
             rest, _, tail = m.group(2).partition("\t")   # TVM's "LOAD \tdep - ..." for ACC_8BIT
@@ -296,7 +308,7 @@ def assemble(text: str, tvm: bool = False):
         if cur is None or not line.startswith("\t"):
             if tvm:
                 continue                          # other program output around TVM's dump
-            raise DisasmError(f"line {lineno}: unexpected text {line.strip()!r}")
+            raise DisasmError(f"line {lineno}: unexpected text {brief(line.strip())}")
         body = line.strip()
         if _RE["queue"].match(body) or _RE["uop"].match(body):
             continue

@@ -24,6 +24,9 @@ written or allocated:
   starts at that address.
 * Segments do not overlap; every segment and output lies inside the DRAM; the outputs' sizes
   together stay within :data:`MAX_DRAM_BYTES` (overlapping outputs cannot multiply what is read).
+* ``image.json`` is a regular file of at most 64 MiB and strict JSON (no key twice in an object, no
+  nesting beyond the recursion limit, no integer beyond 4300 digits: :mod:`hw.files`); ``version``
+  is the integer 1 (not ``true``, not ``1.0``).
 * File names are relative, contain no ``..``, and resolve (symlinks followed) to the same place
   inside the image directory - any symlink on the way is refused.  Each file's size is taken with
   ``os.stat`` and checked before it is read.
@@ -38,7 +41,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +48,7 @@ from pathlib import Path
 import numpy as np
 
 from hw.config import INSN_BYTES, ConfigError, VTAConfig
+from hw.files import brief, load_json, regular_size
 from sim.errors import ImageError
 from sim.result import COUNTER_NAMES
 
@@ -287,28 +290,21 @@ class MemoryImage:
     def load(cls, path) -> "MemoryImage":
         d = Path(path)
         meta = d / "image.json"
-        try:
-            st = os.stat(meta, follow_symlinks=False)
-        except OSError as exc:
-            raise ImageError(f"{meta}: cannot read image: {exc.strerror}") from None
-        if not stat.S_ISREG(st.st_mode):       # a FIFO would block the read forever
-            raise ImageError(f"{meta}: is not a regular file (rule: image.json is a plain file, no links)")
-        if st.st_size > MAX_JSON_BYTES:
-            raise ImageError(f"{meta}: {st.st_size} bytes, more than the {MAX_JSON_BYTES} allowed for image.json")
-        try:
-            doc = json.loads(meta.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise ImageError(f"{meta}: not valid JSON: {exc}") from None
+        # a regular file (no FIFO, device or link) of at most MAX_JSON_BYTES, strict JSON (hw.files)
+        doc = load_json(meta, "image", MAX_JSON_BYTES, limit="MAX_JSON_BYTES", error=ImageError,
+                        follow_symlinks=False)
         if not isinstance(doc, dict):
             raise ImageError(f"{meta}: top level must be a JSON object")
         if doc.get("format") != FORMAT:
-            raise ImageError(f"{meta}: format = {doc.get('format')!r}, expected {FORMAT!r}")
-        if doc.get("version") != VERSION:
-            raise ImageError(f"{meta}: version = {doc.get('version')!r}, this reader knows {VERSION}")
+            raise ImageError(f"{meta}: format = {brief(doc.get('format'))}, expected {FORMAT!r}")
+        version = doc.get("version")
+        if type(version) is not int or version != VERSION:    # not true, not 1.0: the integer
+            raise ImageError(f"{meta}: version = {brief(version)}, this reader knows {VERSION} "
+                             f"(rule: the JSON integer {VERSION})")
         unknown = sorted(set(doc) - {"format", "version", "config", "insn", "segments", "outputs",
                                      "expected", "dram_size", "expected_counters"})
         if unknown:
-            raise ImageError(f"{meta}: unknown key {unknown[0]!r}")
+            raise ImageError(f"{meta}: unknown key {brief(unknown[0])}")
         try:
             cfg = VTAConfig.from_dict(doc.get("config"), source=f"{meta} config")
         except ConfigError as exc:
@@ -485,15 +481,8 @@ def _list(doc, key, meta):
 
 
 def _file_size(p: Path, what: str) -> int:
-    try:
-        st = os.stat(p, follow_symlinks=False)
-    except OSError as exc:
-        raise ImageError(f"{what}: cannot stat {p.name!r}: {exc.strerror}") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise ImageError(f"{what}: {p.name!r} is not a regular file")
-    if st.st_size > MAX_DRAM_BYTES:
-        raise ImageError(f"{what}: {p.name!r} has {st.st_size} bytes, more than MAX_DRAM_BYTES = {MAX_DRAM_BYTES}")
-    return st.st_size
+    return regular_size(p, what, MAX_DRAM_BYTES, limit="MAX_DRAM_BYTES", error=ImageError,
+                        follow_symlinks=False, shown=repr(p.name))
 
 
 def _read_exact(p: Path, n: int) -> bytes:

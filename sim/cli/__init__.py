@@ -15,7 +15,9 @@ imported (an optional extra not installed) becomes a command of its name that pr
 what to install and exits 2; the other commands are unaffected.
 
 Exit codes: 0 success, 1 ``--check`` mismatch, 2 any error (printed as one line on stderr; ``-v``
-adds the multi-line report where there is one).
+adds the multi-line report where there is one).  An argument error is one line as well, and
+:func:`main` ends in a last-resort guard: an exception no command turned into a user error (a bug)
+is one line naming it and asking for a report, with the traceback under ``-v``.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ def _stub(sub, ep, exc) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="vtasim", description="VTA simulator: functional, cycle-accurate, RTL")
+    parser = _Parser(prog="vtasim", description="VTA simulator: functional, cycle-accurate, RTL")
     parser.add_argument("-v", "--verbose", action="store_true", help="multi-line reports after an error line")
     sub = parser.add_subparsers(dest="command", required=True)
     parser.commands = sub.choices             # command name -> its sub-parser
@@ -81,12 +83,53 @@ def _error(exc: BaseException, verbose: bool) -> int:
     return 2
 
 
+def _unexpected(exc: BaseException, verbose: bool) -> int:
+    """The last resort: an exception no command turned into a user error is still one line (exit 2);
+    ``-v`` prints the traceback.  Each such hole is a bug to fix at its cause."""
+    try:
+        text = str(exc).splitlines()[0] if str(exc) else ""
+    except Exception:                            # noqa: BLE001 - a str() that fails must not hide the error
+        text = ""
+    text = text if len(text) <= 200 else text[:200] + "..."
+    name = type(exc).__name__
+    if isinstance(exc, MemoryError):
+        line = (f"out of memory (MemoryError{': ' + text if text else ''}): the run needs more memory than this "
+                f"process may use; vtasim is meant to run in bounded memory, so please report it with the command")
+    else:
+        line = (f"internal error {name}{': ' + text if text else ''} - this is a bug in vtasim, please report it "
+                f"with the command and its input (-v shows the traceback)")
+    print(f"vtasim: error: {line}", file=sys.stderr)
+    if verbose:
+        import traceback
+        traceback.print_exception(exc, file=sys.stderr)
+    return 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument error is one line too (argparse prints the usage first; ``-h`` still shows it)."""
+
+    def error(self, message):
+        where = f"{self.prog}: " if self.prog != "vtasim" else ""
+        print(f"vtasim: error: {where}{message} (see {self.prog} -h)", file=sys.stderr)
+        raise SystemExit(2)
+
+
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    verbose = any(a in ("-v", "--verbose") for a in argv)
+    try:
+        return _main(argv)
+    except USER_ERRORS as exc:
+        return _error(exc, verbose)
+    except Exception as exc:                     # noqa: BLE001 - the last-resort guard
+        return _unexpected(exc, verbose)
+
+
+def _main(argv) -> int:
     try:
         parser = build_parser()
     except SimError as exc:
         return _error(exc, False)
-    argv = sys.argv[1:] if argv is None else list(argv)
     command = next((a for a in argv if not a.startswith("-")), None)
     if parser.unavailable and command is not None and command not in parser.commands:
         # Perhaps a command of a group that could not be loaded (its names are unknown then): say which.
@@ -97,5 +140,3 @@ def main(argv=None) -> int:
         return args.func(args)
     except USER_ERRORS as exc:
         return _error(exc, args.verbose)
-
-

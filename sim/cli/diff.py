@@ -83,16 +83,18 @@ def _bins(image) -> set:
 
 
 def cmd_fuzz(args) -> int:
-    from sim.programs.randprog import generate
+    from sim.programs.randprog import check_seed, generate
     from sim.rtl import run_images
+    check_seed(args.seed, "fuzz --seed")
     if args.n < 1:
         raise SimError(f"fuzz --n {args.n}: the number of programs must be at least 1")
     cfg = load_config(args.config)
     cfg_opt = f" --config {shlex.quote(str(args.config))}" if args.config else ""
+    cfg_opt += " --imm-src-ne-dst" if args.imm_src_ne_dst else ""
     seeds = [args.seed + i for i in range(args.n)]
     print(f"vtasim fuzz: {args.n} random programs, seeds {seeds[0]}..{seeds[-1]}, config {cfg.model}, "
           f"cycle engine vs rtl/{args.sim}")
-    images = [generate(cfg, s) for s in seeds]
+    images = [generate(cfg, s, imm_src_ne_dst=args.imm_src_ne_dst) for s in seeds]
     expected = [run_engine("cycle", im) for im in images]
     # A hung RTL stops soon after the model says it should have finished.
     actual = run_images(images, sim=args.sim, errors="return",
@@ -157,4 +159,6 @@ def add_commands(sub) -> None:
     p.add_argument("--sim", choices=("verilator", "icarus"), default="verilator")
     p.add_argument("--out", type=Path, default=None, help="where diverging images are saved (default .)")
     p.add_argument("--max-reports", type=int, default=3)
+    p.add_argument("--imm-src-ne-dst", action="store_true",
+                   help="also emit immediate ALU ops with src != dst (the Chisel VTA reads src, fsim dst)")
     p.set_defaults(func=cmd_fuzz)

@@ -63,8 +63,9 @@ def cmd_workload(args) -> int:
 
 
 def cmd_randprog(args) -> int:
-    from sim.programs.randprog import coverage_bins, generate
-    image = generate(load_config(args.config), args.seed)
+    from sim.programs.randprog import check_seed, coverage_bins, generate
+    check_seed(args.seed, "randprog --seed")
+    image = generate(load_config(args.config), args.seed, imm_src_ne_dst=args.imm_src_ne_dst)
     out = image.save(args.out or Path(f"randprog_{args.seed}"))
     print(f"seed {args.seed}: {image.insn_count} instructions -> {out}; bins: {', '.join(sorted(coverage_bins(image)))}")
     return 0
@@ -92,4 +93,6 @@ def add_commands(sub) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--config", type=Path, default=None)
     p.add_argument("--out", type=Path, default=None, help="image directory (default: ./randprog_SEED)")
+    p.add_argument("--imm-src-ne-dst", action="store_true",
+                   help="also emit immediate ALU ops with src != dst (the Chisel VTA reads src, fsim dst)")
     p.set_defaults(func=cmd_randprog)

@@ -14,6 +14,9 @@ the schedule, so the functional model, the cycle engine and the RTL must agree b
 * Every index stays in bounds: loads with random pads inside their half, loop nests (iter 0
   included) and uop indices sized so the largest index fits, DRAM rows inside their source buffer.
   Stores write output regions no load reads.
+* Immediate ALU ops have src = dst, as TVM emits them: the Chisel VTA reads their accumulator operand
+  at src, fsim (and vtasim) at dst (README "Semantics and timing"); ``imm_src_ne_dst=True`` also
+  emits src != dst.  Every config the validator accepts is covered (HW_VER 0.0.1: no ACC_8BIT, no MUL).
 * The tail is the runtime's closing sequence: NOP-MEMORY(s) draining g2l and pushing l2g,
   NOP-COMPUTE(s) popping l2g and every outstanding s2g, then FINISH; ``leftover=True`` skips the
   g2l drain so the run ends with tokens left (reported, not an error).
@@ -29,14 +32,15 @@ import numpy as np
 
 from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_NAMES, MEM_OUT, MEM_UOP, MEM_WGT, VTAConfig
 from hw.isa import (ALU_MUL, ALU_NAMES, ALU_SHR, MODULE_NAMES, OP_ALU, OP_GEMM, OP_LOAD,
-                    OP_STORE, OPCODE_NAMES, decode_fields)
+                    OP_STORE, OPCODE_NAMES, decode_fields, layout)
 from sim.builder import ProgramBuilder
+from sim.errors import SimError
 from sim.program import module_array
 
-__all__ = ["generate", "coverage_bins", "ALL_BINS", "DEFAULT_KNOBS"]
+__all__ = ["generate", "coverage_bins", "check_seed", "ALL_BINS", "DEFAULT_KNOBS"]
 
 DEFAULT_KNOBS = dict(blocks=(1, 4), nbuf=(1, 2), region=16, max_iter=3, max_uops=4, max_pad=2,
-                     max_rows=3, leftover=None)
+                     max_rows=3, leftover=None, imm_src_ne_dst=False)
 
 
 # every bin coverage_bins can report for a legal program (LOAD OUT is not legal)
@@ -56,6 +60,10 @@ class _Gen:
     def __init__(self, cfg: VTAConfig, rng: np.random.Generator, knobs: dict):
         self.cfg, self.rng, self.k = cfg, rng, knobs
         self.b = ProgramBuilder(cfg)
+        # HW_VER 0.0.1 has 2-bit memory_type and alu_opcode fields: ACC_8BIT (5) and MUL (4) do not exist
+        lay = layout(cfg)
+        self.acc8 = MEM_ACC_8BIT < 1 << lay.mem["memory_type"][1]
+        self.alu_ops = [op for op in ALU_NAMES if op < 1 << lay.alu["alu_opcode"][1]]
         self.nbuf = int(rng.integers(knobs["nbuf"][0], knobs["nbuf"][1] + 1))
         r = knobs["region"]
         # each half: `r` elements, capped by the buffer depth
@@ -100,7 +108,7 @@ class _Gen:
 
     def _store(self, acc_base, region_len, deps):
         rng = self.rng
-        x = int(rng.integers(1, 4))
+        x = min(int(rng.integers(1, 4)), region_len)        # a 2-element buffer has 1-element halves
         y = int(rng.integers(1, max(2, min(3, region_len // x)) + 1))
         y = max(1, min(y, region_len // x))
         stride = x + int(rng.integers(0, 3)) if y > 1 else x
@@ -117,7 +125,7 @@ class _Gen:
         rng, k = self.rng, self.k
         io = int(rng.integers(0, k["max_iter"] + 1)) if rng.random() < 0.1 else int(rng.integers(1, k["max_iter"] + 1))
         ii = int(rng.integers(1, k["max_iter"] + 1))
-        nu = int(rng.integers(1, k["max_uops"] + 1))
+        nu = min(int(rng.integers(1, k["max_uops"] + 1)), self.cfg.uop_depth)
         fac, offs = {}, {}
         for name, span in spans.items():
             if span is None:
@@ -126,6 +134,7 @@ class _Gen:
             base, length = span
             for _ in range(10):
                 fo, fi = int(rng.integers(0, 3)), int(rng.integers(0, 3))
+                fo, fi = min(fo, length - 1), min(fi, length - 1)   # fits the log2(depth)-bit field
                 reach = max(io - 1, 0) * fo + max(ii - 1, 0) * fi
                 if reach < length:
                     break
@@ -169,7 +178,7 @@ class _Gen:
         # compute part: a list of emitters, flags put on the first and last
         ops = []
         if rng.random() < 0.5:
-            ops.append(("acc", MEM_ACC if rng.random() < 0.7 else MEM_ACC_8BIT))
+            ops.append(("acc", MEM_ACC if rng.random() < 0.7 or not self.acc8 else MEM_ACC_8BIT))
         for _ in range(int(rng.integers(1, 4))):
             ops.append(("gemm",) if rng.random() < 0.5 else ("alu",))
         pops = dict(pop_prev=1, **({"pop_next": 1} if bidx >= nbuf else {}))
@@ -200,16 +209,14 @@ class _Gen:
             return
         if kind == "gemm":
             io, ii, fac, uops = self._nest({"dst": acc_r, "src": inp_r, "wgt": wgt_r})
-        else:
-            io, ii, fac, uops = self._nest({"dst": acc_r, "src": acc_r, "wgt": None})
-        bgn, end = self._uop_load(uops, pops)
-        if kind == "gemm":
+            bgn, end = self._uop_load(uops, pops)
             self.b.gemm(reset_reg=int(rng.random() < 0.25), uop_bgn=bgn, uop_end=end, iter_out=io, iter_in=ii,
                         dst_factor_out=fac["dst"][0], dst_factor_in=fac["dst"][1],
                         src_factor_out=fac["src"][0], src_factor_in=fac["src"][1],
                         wgt_factor_out=fac["wgt"][0], wgt_factor_in=fac["wgt"][1], **pushes)
             return
-        alu_op = int(rng.choice(list(ALU_NAMES)))
+        io, ii, fac, uops = self._nest({"dst": acc_r, "src": acc_r, "wgt": None})
+        alu_op = int(rng.choice(list(ALU_NAMES) if len(self.alu_ops) == len(ALU_NAMES) else self.alu_ops))
         use_imm = int(rng.random() < 0.6)
         if alu_op == ALU_SHR:
             imm = int(rng.integers(-40, 41)) if rng.random() < 0.3 else int(rng.integers(-8, 12))
@@ -217,6 +224,12 @@ class _Gen:
             imm = int(rng.integers(-300, 300))
         else:
             imm = int(rng.integers(-(1 << 15), 1 << 15))
+        if use_imm and not self.k["imm_src_ne_dst"]:
+            # An immediate op reads its accumulator operand at src in the Chisel VTA and at dst in fsim
+            # (and here); TVM always emits src = dst for them, so by default the generator does too.
+            fac["src"] = fac["dst"]
+            uops = [(d, d, w) for d, _, w in uops]
+        bgn, end = self._uop_load(uops, pops)
         self.b.alu(alu_opcode=alu_op, use_imm=use_imm, imm=imm if use_imm else 0, uop_bgn=bgn, uop_end=end,
                    iter_out=io, iter_in=ii, dst_factor_out=fac["dst"][0], dst_factor_in=fac["dst"][1],
                    src_factor_out=fac["src"][0], src_factor_in=fac["src"][1], **pushes)
@@ -241,12 +254,25 @@ class _Gen:
         self.b.finish()
 
 
+def check_seed(seed, what: str = "seed") -> int:
+    """``seed`` if it is a non-negative integer (numpy's seed rule), else a one-line SimError."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        shown = seed if not isinstance(seed, int) or seed.bit_length() < 64 else f"<{seed.bit_length()}-bit integer>"
+        raise SimError(f"{what} {shown} is not a valid seed (rule: a non-negative integer)")
+    return int(seed)
+
+
 def generate(cfg: VTAConfig, seed: int, **knobs):
     """A random legal program as a :class:`~sim.image.MemoryImage` (no ``expected``: compare engines).
 
     Knobs (defaults in :data:`DEFAULT_KNOBS`): ``blocks`` (min, max), ``nbuf`` (min, max) in 1..2,
     ``region`` elements per SRAM half, ``max_iter``, ``max_uops``, ``max_pad``, ``max_rows``,
-    ``leftover`` (None = random)."""
+    ``leftover`` (None = random), ``imm_src_ne_dst`` (False: every immediate ALU op has src = dst, as
+    TVM emits them; True: also src != dst, where the Chisel VTA and fsim disagree - README semantics).
+
+    Every config the validator accepts is covered: HW_VER 0.0.1 programs leave out ACC_8BIT loads and
+    MUL (their codes do not fit its 2-bit fields), and buffers of 2 elements get 1-element halves."""
+    seed = check_seed(seed)
     unknown = set(knobs) - set(DEFAULT_KNOBS)
     if unknown:
         raise ValueError(f"unknown randprog knob {sorted(unknown)[0]!r}; knobs: {', '.join(DEFAULT_KNOBS)}")

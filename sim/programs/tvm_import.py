@@ -9,23 +9,28 @@
     ``use_imm`` of SHR/MUL, the memory type of ACC_8BIT loads); each missing field is reported as a
     Python warning (the CLI prints them on stderr) and filled with 0 (ACC_8BIT for a nameless LOAD).
 
-Output regions are declared as ``name@address:nbytes``; no DRAM region is guessed.
+Output regions are declared as ``name@address:nbytes``; no DRAM region is guessed.  Every input is
+a regular file of bounded size (:mod:`hw.files`), and a stream of 0 instructions (an empty buffer, a
+dump of only other text) is refused here rather than written as an image no engine runs.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import warnings
 from pathlib import Path
 
 from hw.config import INSN_BYTES, load_config
 from hw.disasm import assemble
+from hw.files import brief, read_regular
 from hw.isa import decode_stream, encode_stream
 from sim.errors import ImageError
 from sim.image import MAX_DRAM_BYTES, MemoryImage, Output, Segment, check_output_name
 
-__all__ = ["from_buffers", "from_dump_text", "parse_placement", "parse_output", "add_arguments", "import_cli"]
+__all__ = ["from_buffers", "from_dump_text", "parse_placement", "parse_output", "add_arguments", "import_cli",
+           "MAX_DUMP_BYTES"]
+
+MAX_DUMP_BYTES = 64 << 20     # DUMP_INSN text: about 200k instructions (--insn and --dram: MAX_DRAM_BYTES)
 
 
 class TvmImportWarning(UserWarning):
@@ -36,7 +41,7 @@ def _num(text: str, what: str) -> int:
     try:
         v = int(text, 0)
     except ValueError:
-        raise ImageError(f"{what}: {text!r} is not a number (decimal or 0x hex)") from None
+        raise ImageError(f"{what}: {brief(text)} is not a number (decimal or 0x hex, at most 4300 digits)") from None
     if not 0 <= v <= MAX_DRAM_BYTES:
         raise ImageError(f"{what}: {v} is out of range [0, MAX_DRAM_BYTES = {MAX_DRAM_BYTES}]")
     return v
@@ -46,27 +51,22 @@ def parse_placement(spec: str):
     """``FILE@ADDR`` -> (path, byte address)."""
     path, sep, addr = spec.rpartition("@")
     if not sep or not path:
-        raise ImageError(f"--dram {spec!r}: expected FILE@ADDRESS (e.g. dram.bin@0x1000)")
-    return Path(path), _num(addr, f"--dram {spec!r} address")
+        raise ImageError(f"--dram {brief(spec)}: expected FILE@ADDRESS (e.g. dram.bin@0x1000)")
+    return Path(path), _num(addr, f"--dram {brief(spec)} address")
 
 
 def parse_output(spec: str) -> Output:
     """``NAME@ADDR:NBYTES`` -> Output."""
     m = re.fullmatch(r"([^@]+)@([^:]+):(.+)", spec)
     if not m:
-        raise ImageError(f"--output {spec!r}: expected NAME@ADDRESS:NBYTES (e.g. out@0x8000:1024)")
-    return Output(check_output_name(m.group(1)), _num(m.group(2), f"--output {spec!r} address"),
-                  _num(m.group(3), f"--output {spec!r} size"))
+        raise ImageError(f"--output {brief(spec)}: expected NAME@ADDRESS:NBYTES (e.g. out@0x8000:1024)")
+    return Output(check_output_name(m.group(1)), _num(m.group(2), f"--output {brief(spec)} address"),
+                  _num(m.group(3), f"--output {brief(spec)} size"))
 
 
-def _read(path: Path, what: str) -> bytes:
-    try:
-        size = os.stat(path).st_size
-    except OSError as exc:
-        raise ImageError(f"{what} {str(path)!r}: {exc.strerror}") from None
-    if size > MAX_DRAM_BYTES:
-        raise ImageError(f"{what} {str(path)!r} has {size} bytes, more than MAX_DRAM_BYTES = {MAX_DRAM_BYTES}")
-    return path.read_bytes()
+def _read(path: Path, what: str, max_bytes: int = MAX_DRAM_BYTES, limit: str = "MAX_DRAM_BYTES") -> bytes:
+    """A regular file of at most ``max_bytes`` (hw.files: no FIFO, no /dev/zero)."""
+    return read_regular(path, what, max_bytes, limit=limit, error=ImageError, shown=repr(str(path)))
 
 
 def from_buffers(cfg, insn: bytes, insn_addr: int, dram=(), outputs=(), dram_size=None) -> MemoryImage:
@@ -74,6 +74,9 @@ def from_buffers(cfg, insn: bytes, insn_addr: int, dram=(), outputs=(), dram_siz
     if len(insn) % INSN_BYTES:
         raise ImageError(f"instruction buffer of {len(insn)} bytes is not a multiple of {INSN_BYTES} "
                          f"(truncated or misaligned: {len(insn) % INSN_BYTES} trailing bytes)")
+    if not insn:
+        raise ImageError("instruction buffer is empty: 0 instructions (rule: a program has at least one "
+                         "instruction, ending with FINISH)")
     decode_stream(cfg, insn)                    # unknown opcodes fail here with their index
     segments = [Segment(addr, data) for data, addr in dram] + [Segment(insn_addr, insn)]
     return MemoryImage(cfg, insn_addr, len(insn) // INSN_BYTES, segments, outputs, dram_size=dram_size)
@@ -97,7 +100,8 @@ def from_dump_text(cfg, text: str) -> list:
 
 def add_arguments(p) -> None:
     p.add_argument("--insn", type=Path, help="raw instruction buffer (16 bytes per instruction)")
-    p.add_argument("--dump", type=Path, help="TVM DUMP_INSN text instead of --insn (lacks some fields)")
+    p.add_argument("--dump", type=Path, help="TVM DUMP_INSN text instead of --insn (lacks some fields; "
+                                              "at most 64 MiB)")
     p.add_argument("--insn-addr", default=None, help="byte address of the instructions in DRAM "
                                                       "(default: first 4 KiB page after the data)")
     p.add_argument("--dram", action="append", default=[], metavar="FILE@ADDR", help="DRAM contents at a byte address")
@@ -114,8 +118,16 @@ def import_cli(args) -> MemoryImage:
     outputs = [parse_output(s) for s in args.output]
     if args.insn is not None:
         insn = _read(args.insn, "--insn")
+        if not insn:
+            raise ImageError(f"--insn {str(args.insn)!r} is empty: 0 instructions (rule: a program has at "
+                             f"least one instruction, ending with FINISH)")
     else:
-        insn = encode_stream(cfg, from_dump_text(cfg, _read(args.dump, "--dump").decode("utf-8", "replace")))
+        text = _read(args.dump, "--dump", MAX_DUMP_BYTES, "MAX_DUMP_BYTES").decode("utf-8", "replace")
+        insns = from_dump_text(cfg, text)
+        if not insns:
+            raise ImageError(f"--dump {str(args.dump)!r} holds no TVM DUMP_INSN instruction (0 \"INSTRUCTION n:\" "
+                             f"lines; rule: a program has at least one instruction, ending with FINISH)")
+        insn = encode_stream(cfg, insns)
     if args.insn_addr is not None:
         insn_addr = _num(args.insn_addr, "--insn-addr")
     else:
