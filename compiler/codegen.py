@@ -77,15 +77,25 @@ class _Gen:
         return self.bufs[b]
 
     # ---- statements --------------------------------------------------------------------------
-    def stmt(self, s, out, ind):
-        pad = "    " * ind
+    def nest(self, s, out, ind, leaf):
+        """Sequences and loops of ``s`` as Python statements; any other statement goes to
+        ``leaf(s, out, ind)``."""
         if isinstance(s, ir.Seq):
             for c in s.stmts:
-                self.stmt(c, out, ind)
+                self.nest(c, out, ind, leaf)
         elif isinstance(s, ir.For):
-            out.append(f"{pad}for {self.var(s.var)} in range({s.extent}):")
-            self.stmt(s.body, out, ind + 1)
-        elif isinstance(s, ir.Attr) and s.key == "coproc_uop_scope":
+            out.append(f"{'    ' * ind}for {self.var(s.var)} in range({s.extent}):")
+            self.nest(s.body, out, ind + 1, leaf)
+        else:
+            leaf(s, out, ind)
+
+    def stmt(self, s, out, ind):
+        """A host statement: runtime calls on the command queue ``q``."""
+        self.nest(s, out, ind, self.host_leaf)
+
+    def host_leaf(self, s, out, ind):
+        pad = "    " * ind
+        if isinstance(s, ir.Attr) and s.key == "coproc_uop_scope":
             self.uop_scope(s, out, ind)
         elif isinstance(s, (ir.Attr, ir.Allocate)):
             self.stmt(s.body, out, ind)
@@ -119,14 +129,12 @@ class _Gen:
         raise CompileError(PASS, f"call {c.name} outside a uop kernel is not a runtime call")
 
     def kernel_stmt(self, s, out, ind):
+        """A statement of a uop kernel: uop loops and pushes on the kernel recorder ``k``."""
+        self.nest(s, out, ind, self.kernel_leaf)
+
+    def kernel_leaf(self, s, out, ind):
         pad = "    " * ind
-        if isinstance(s, ir.Seq):
-            for c in s.stmts:
-                self.kernel_stmt(c, out, ind)
-        elif isinstance(s, ir.For):
-            out.append(f"{pad}for {self.var(s.var)} in range({s.extent}):")
-            self.kernel_stmt(s.body, out, ind + 1)
-        elif isinstance(s, ir.Attr):
+        if isinstance(s, ir.Attr):
             self.kernel_stmt(s.body, out, ind)
         elif isinstance(s, ir.Evaluate):
             c = s.call

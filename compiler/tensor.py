@@ -25,7 +25,7 @@ from typing import Callable
 from compiler import ir
 from compiler.errors import CompileError
 from compiler.ir import (BinOp, Cast, Expr, IntImm, Select, Var, and_, const, eq, ge, gt, le, lt,
-                         ne, or_)
+                         max_, min_, ne, or_)
 
 __all__ = [
     "IterVar", "Tensor", "PlaceholderOp", "ComputeOp", "TensorRead", "Reduce", "DSLError", "TEError",
@@ -252,31 +252,25 @@ def if_then_else(cond, a, b) -> Expr:
     return Select(const(cond), const(a), const(b))
 
 
-def all_(*conds) -> Expr:
-    """Conjunction of the conditions (``tvm.tir.all``); true for none."""
+def _fold(join, empty: int, conds) -> Expr:
+    """``conds`` (given as arguments or one list) joined left to right by ``join``; ``empty`` (a
+    bool) for none."""
     if len(conds) == 1 and isinstance(conds[0], (list, tuple)):
         conds = tuple(conds[0])
     out = None
     for c in conds:
-        out = const(c) if out is None else and_(out, c)
-    return IntImm(1, "bool") if out is None else out
+        out = const(c) if out is None else join(out, c)
+    return IntImm(empty, "bool") if out is None else out
+
+
+def all_(*conds) -> Expr:
+    """Conjunction of the conditions (``tvm.tir.all``); true for none."""
+    return _fold(and_, 1, conds)
 
 
 def any_(*conds) -> Expr:
-    if len(conds) == 1 and isinstance(conds[0], (list, tuple)):
-        conds = tuple(conds[0])
-    out = None
-    for c in conds:
-        out = const(c) if out is None else or_(out, c)
-    return IntImm(0, "bool") if out is None else out
-
-
-def min_(a, b) -> Expr:
-    return BinOp("min", const(a), const(b))
-
-
-def max_(a, b) -> Expr:
-    return BinOp("max", const(a), const(b))
+    """Disjunction of the conditions (``tvm.tir.any``); false for none."""
+    return _fold(or_, 0, conds)
 
 
 min = min_  # noqa: A001 - te.min / te.max as in TVM

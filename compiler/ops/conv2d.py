@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from compiler import te
 from compiler.schedule import create_schedule
-from compiler.tensor import ComputeOp, PlaceholderOp
+from compiler.ops._packed import bind_virtual_threads, collect, ewise_on_alu, tile_reduction_and_tensorize
+from compiler.tensor import ComputeOp
 
 __all__ = ["conv2d_packed", "schedule_conv2d_packed", "fused_conv2d"]
 
@@ -65,37 +66,13 @@ def fused_conv2d(env, wl):
     return data, kernel, bias, out
 
 
-def _collect(output):
-    """(conv op, ewise ops in producer-first order, [(consumer op, placeholder tensor)])."""
-    conv, ewise, inputs, seen = None, [], [], set()
-
-    def visit(op):
-        if id(op) in seen:
-            return
-        seen.add(id(op))
-        nonlocal conv
-        if op.tag == CONV_TAG:
-            conv = op
-            return
-        for t in op.input_tensors:
-            if isinstance(t.op, PlaceholderOp):
-                inputs.append((op, t))
-            else:
-                visit(t.op)
-        if op is not output.op:
-            ewise.append(op)
-
-    visit(output.op)
-    return conv, ewise, inputs
-
-
 def _inner(knobs, key):
     return int(knobs[key][1])
 
 
 def schedule_conv2d_packed(env, output, knobs: dict):
     """TVM's ``schedule_conv2d_packed`` (spec 3.6) with the knob values in ``knobs``."""
-    conv_op, ewise_ops, ewise_inputs = _collect(output)
+    conv_op, ewise_ops, ewise_inputs = collect(output, CONV_TAG)
     s = create_schedule(output.op)
     conv = conv_op.output(0)
     data, kernel = conv_op.input_tensors
@@ -107,9 +84,7 @@ def schedule_conv2d_packed(env, output, knobs: dict):
     ckernel = s.cache_read(kernel, env.wgt_scope, [conv])
     s[conv].set_scope(env.acc_scope)
     cached_inputs = [s.cache_read(t, env.acc_scope, [consumer.output(0)]) for consumer, t in ewise_inputs]
-    for op in ewise_ops:
-        s[op.output(0)].set_scope(env.acc_scope)
-        s[op.output(0)].pragma(s[op.output(0)].op.axis[0], env.alu)
+    ewise_on_alu(env, s, ewise_ops)
 
     x_bo, x_co, x_i, x_j, x_bi, x_ci = s[output].op.axis
     x_co0, x_co1 = s[output].split(x_co, factor=_inner(knobs, "tile_co"))
@@ -126,23 +101,12 @@ def schedule_conv2d_packed(env, output, knobs: dict):
         s[t].pragma(s[t].op.axis[0], env.dma_copy)
 
     if knobs.get("oc_nthread", 1) > 1:
-        _, v_t = s[output].split(x_co0, factor=knobs["oc_nthread"])
-        s[output].reorder(v_t, x_bo)
-        s[output].bind(v_t, te.thread_axis("cthread"))
+        bind_virtual_threads(s, output, x_co0, knobs["oc_nthread"], x_bo)
     if knobs.get("h_nthread", 1) > 1:
-        _, v_t = s[output].split(x_i0, factor=knobs["h_nthread"])
-        s[output].reorder(v_t, x_bo)
-        s[output].bind(v_t, te.thread_axis("cthread"))
+        bind_virtual_threads(s, output, x_i0, knobs["h_nthread"], x_bo)
 
     x_bo, x_co, x_i, x_j, x_bi, x_ci = s[conv].op.axis
     k_o, d_i, d_j, k_i = s[conv].op.reduce_axis
     s[conv].reorder(x_bo, k_o, x_j, d_j, d_i, x_co, x_i, x_bi, x_ci, k_i)
-    k_o, _ = s[conv].split(k_o, factor=_inner(knobs, "tile_ci"))
-    s[cdata].compute_at(s[conv], k_o)
-    s[ckernel].compute_at(s[conv], k_o)
-
-    s[cdata].pragma(s[cdata].op.axis[0], env.dma_copy)
-    s[ckernel].pragma(s[ckernel].op.axis[0], env.dma_copy)
-    s[conv].tensorize(x_bi, env.gemm)
-    s[output].pragma(x_co1, env.dma_copy)
+    tile_reduction_and_tensorize(env, s, conv, k_o, _inner(knobs, "tile_ci"), [cdata, ckernel], x_bi, output, x_co1)
     return s

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from compiler import te
 from compiler.schedule import create_schedule
-from compiler.tensor import PlaceholderOp
+from compiler.ops._packed import bind_virtual_threads, collect, ewise_on_alu, tile_reduction_and_tensorize
 
 __all__ = ["dense_packed", "schedule_dense_packed", "fused_dense", "plain_gemm"]
 
@@ -59,39 +59,16 @@ def plain_gemm(env, wl):
     return data, weight, out
 
 
-def _collect(output):
-    dense, ewise, seen = None, [], set()
-
-    def visit(op):
-        nonlocal dense
-        if id(op) in seen:
-            return
-        seen.add(id(op))
-        if op.tag == DENSE_TAG:
-            dense = op
-            return
-        for t in op.input_tensors:
-            if not isinstance(t.op, PlaceholderOp):
-                visit(t.op)
-        if op is not output.op:
-            ewise.append(op)
-
-    visit(output.op)
-    return dense, ewise
-
-
 def schedule_dense_packed(env, output, knobs: dict):
     """TVM's ``schedule_dense_packed`` (spec 3.7) with the knob values in ``knobs``."""
-    dense_op, ewise_ops = _collect(output)
+    dense_op, ewise_ops, _ = collect(output, DENSE_TAG)
     s = create_schedule(output.op)
     dense = dense_op.output(0)
     data, weight = dense_op.input_tensors
     cdata = s.cache_read(data, env.inp_scope, [dense])
     cweight = s.cache_read(weight, env.wgt_scope, [dense])
     s[dense].set_scope(env.acc_scope)
-    for op in ewise_ops:
-        s[op.output(0)].set_scope(env.acc_scope)
-        s[op.output(0)].pragma(s[op.output(0)].op.axis[0], env.alu)
+    ewise_on_alu(env, s, ewise_ops)
 
     x_b, x_c, x_bt, x_ct = s[output].op.axis
     x_bo, x_bi = s[output].split(x_b, factor=int(knobs["tile_b"][1]))
@@ -101,9 +78,7 @@ def schedule_dense_packed(env, output, knobs: dict):
     if knobs.get("oc_nthread", 1) > 1:
         # TVM splits the store point after compute_at and attaches where its value is known, i.e.
         # inside the outer part; splitting first and attaching there is the same loop nest
-        store_pt, v_t = s[output].split(x_co, factor=knobs["oc_nthread"])
-        s[output].reorder(v_t, x_bo)
-        s[output].bind(v_t, te.thread_axis("cthread"))
+        store_pt = bind_virtual_threads(s, output, x_co, knobs["oc_nthread"], x_bo)
     s[dense].compute_at(s[output], store_pt)
     for op in ewise_ops:
         s[op.output(0)].compute_at(s[output], store_pt)
@@ -111,11 +86,6 @@ def schedule_dense_packed(env, output, knobs: dict):
     x_bo, x_co, x_bi, x_ci = s[dense].op.axis
     k_o, k_i = s[dense].op.reduce_axis
     s[dense].reorder(x_bo, k_o, x_co, x_bi, x_ci, k_i)
-    k_o, _ = s[dense].split(k_o, factor=int(knobs["tile_ci"][1]))
-    s[cdata].compute_at(s[dense], k_o)
-    s[cweight].compute_at(s[dense], k_o)
-    s[cdata].pragma(s[cdata].op.axis[0], env.dma_copy)
-    s[cweight].pragma(s[cweight].op.axis[0], env.dma_copy)
-    s[dense].tensorize(x_bi, env.gemm)
-    s[output].pragma(store_axis, env.dma_copy)
+    tile_reduction_and_tensorize(env, s, dense, k_o, int(knobs["tile_ci"][1]), [cdata, cweight], x_bi, output,
+                                 store_axis)
     return s

@@ -11,7 +11,8 @@ from compiler.errors import CompileError
 
 __all__ = [
     "BufferView", "storage_of", "scope_lanes", "scope_depth", "SRAM_SCOPES",
-    "replace_buffers", "loop_nest", "fresh", "access_ptr", "is_access_ptr", "short_scope",
+    "replace_buffers", "buffers_of", "rewrite_attrs", "loop_nest", "fresh", "access_ptr", "is_access_ptr",
+    "short_scope",
 ]
 
 SRAM_SCOPES = (ir.SCOPE_INP, ir.SCOPE_WGT, ir.SCOPE_ACC)
@@ -88,6 +89,23 @@ def replace_buffers(node, mapping: dict):
                                          for a in n.args), n.dtype)
         return None
     return ir.transform(node, post)
+
+
+def buffers_of(n) -> list:
+    """The buffers node ``n`` itself names: a load's or store's, a call's Buffer arguments."""
+    if isinstance(n, (ir.Load, ir.Store)):
+        return [n.buffer]
+    if isinstance(n, ir.Call):
+        return [a for a in n.args if isinstance(a, ir.Buffer)]
+    return []
+
+
+def rewrite_attrs(body, key: str, rewrite):
+    """``body`` with every ``Attr(key)`` region (outermost first, not searched inside) replaced by
+    ``rewrite(attr)``."""
+    def pre(n):
+        return rewrite(n) if isinstance(n, ir.Attr) and n.key == key else None
+    return ir.transform(body, lambda n: None, pre)
 
 
 def loop_nest(stmt, pass_name: str, what: str):

@@ -8,13 +8,11 @@ the pragma stays inside so inject_alu (after virtual threads) finds the loop nes
 from __future__ import annotations
 
 from compiler import ir
+from compiler.passes._util import rewrite_attrs
 
 __all__ = ["annotate_alu_scope"]
 
 
 def annotate_alu_scope(body, cfg=None):
-    def pre(n):
-        if isinstance(n, ir.Attr) and n.key == "pragma_alu":
-            return ir.Attr("coproc_scope", 2, ir.Attr("coproc_uop_scope", "VTAPushALUOp", n))
-        return None
-    return ir.transform(body, lambda n: None, pre)
+    return rewrite_attrs(body, "pragma_alu",
+                         lambda a: ir.Attr("coproc_scope", 2, ir.Attr("coproc_uop_scope", "VTAPushALUOp", a)))

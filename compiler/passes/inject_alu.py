@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from compiler import ir
 from compiler.errors import CompileError
-from compiler.passes._util import access_ptr, loop_nest, storage_of
+from compiler.passes._util import access_ptr, loop_nest, rewrite_attrs, storage_of
 from hw.isa import ALU_ADD, ALU_MAX, ALU_MIN, ALU_MUL, ALU_SHR
 
 __all__ = ["inject_alu"]
@@ -32,11 +32,7 @@ _OPS = {"+": ALU_ADD, "*": ALU_MUL, "min": ALU_MIN, "max": ALU_MAX, ">>": ALU_SH
 
 
 def inject_alu(body, cfg):
-    def pre(n):
-        if isinstance(n, ir.Attr) and n.key == "pragma_alu":
-            return _lower_alu(n.body, cfg)
-        return None
-    return ir.transform(body, lambda x: None, pre)
+    return rewrite_attrs(body, "pragma_alu", lambda a: _lower_alu(a.body, cfg))
 
 
 def _fail(name, msg):

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from compiler import ir
 from compiler.errors import CompileError
-from compiler.passes._util import access_ptr, loop_nest, scope_lanes
+from compiler.passes._util import access_ptr, loop_nest, rewrite_attrs, scope_lanes
 from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_OUT, MEM_WGT
 
 __all__ = ["inject_dma"]
@@ -33,11 +33,7 @@ _LOAD_TARGET = {ir.SCOPE_INP: (MEM_INP, 1), ir.SCOPE_WGT: (MEM_WGT, 1), ir.SCOPE
 
 def inject_dma(body, cfg):
     """Replace every ``pragma_dma_copy`` region of ``body`` by its DMA call (see module doc)."""
-    def pre(n):
-        if isinstance(n, ir.Attr) and n.key == "pragma_dma_copy":
-            return _lower_copy(n.body, cfg)
-        return None
-    return ir.transform(body, lambda n: None, pre)
+    return rewrite_attrs(body, "pragma_dma_copy", lambda a: _lower_copy(a.body, cfg))
 
 
 def _fail(name, msg):
@@ -250,36 +246,28 @@ def _pattern_2d(name, shape, strides, offset, eb, allow_fold, vars_):
 
     def bad():
         _fail(name, f"cannot match a 2-D pattern with elements of {eb} scalars: loop extents "
-                    f"{[ir.to_text(ir.const(s)) for s in shape]}, strides {list(strides)}")
+                    f"{[ir.to_text(ir.const(s)) for s in shape0]}, strides {list(strides0)}")
+    shape0, strides0 = shape, strides
     nd = len(shape)
+    if _const(shape[-1]) != eb:
+        # the two innermost dims together form the element (batch x block): one dim of one element
+        if nd < 2 or strides[-1] != 1 or strides[-2] != _const(shape[-1]) \
+                or _const(shape[-1]) is None or _const(shape[-2]) is None \
+                or _const(shape[-1]) * _const(shape[-2]) != eb:
+            bad()
+        shape, strides, nd = list(shape[:-2]) + [eb], list(strides[:-2]) + [1], nd - 1
+    # the innermost dim is one element
     one = ir.IntImm(1)
-    if _const(shape[-1]) == eb:                         # the innermost dim is one element
-        if strides[-1] != 1:
-            bad()
-        if nd == 1:
-            return one, one, one, off
-        if strides[-2] != eb:
-            bad()
-        if nd == 2:
-            return ir.const(shape[-2]), one, ir.const(shape[-2]), off
-        if strides[-3] % eb:
-            bad()
-        if nd == 3:
-            return ir.const(shape[-2]), ir.const(shape[-3]), ir.const(strides[-3] // eb), off
+    if strides[-1] != 1:
         bad()
-    # the two innermost dims together form the element (batch x block)
-    if nd < 2 or strides[-1] != 1 or strides[-2] != _const(shape[-1]) \
-            or _const(shape[-1]) is None or _const(shape[-2]) is None \
-            or _const(shape[-1]) * _const(shape[-2]) != eb:
+    if nd == 1:
+        return one, one, one, off
+    if strides[-2] != eb:
         bad()
     if nd == 2:
-        return one, one, one, off
-    if strides[-3] != eb:
+        return ir.const(shape[-2]), one, ir.const(shape[-2]), off
+    if strides[-3] % eb:
         bad()
     if nd == 3:
-        return ir.const(shape[-3]), one, ir.const(shape[-3]), off
-    if strides[-4] % eb:
-        bad()
-    if nd == 4:
-        return ir.const(shape[-3]), ir.const(shape[-4]), ir.const(strides[-4] // eb), off
+        return ir.const(shape[-2]), ir.const(shape[-3]), ir.const(strides[-3] // eb), off
     bad()

@@ -15,18 +15,16 @@ For each ``Attr("virtual_thread", t, body, extra=n)``:
 from __future__ import annotations
 
 from compiler import ir
-from compiler.passes._util import SRAM_SCOPES, BufferView, is_access_ptr, replace_buffers
+from compiler.passes._util import SRAM_SCOPES, BufferView, buffers_of, is_access_ptr, replace_buffers, rewrite_attrs
 
 __all__ = ["inject_virtual_thread"]
 
 
 def inject_virtual_thread(body, cfg=None):
-    def pre(n):
-        if isinstance(n, ir.Attr) and n.key == "virtual_thread":
-            inner = ir.transform(n.body, lambda x: None, pre)     # nested threads first
-            return _Injector(n.value, int(n.extra)).run(inner)
-        return None
-    return ir.transform(body, lambda x: None, pre)
+    def inject(n):
+        inner = inject_virtual_thread(n.body, cfg)              # nested threads first
+        return _Injector(n.value, int(n.extra)).run(inner)
+    return rewrite_attrs(body, "virtual_thread", inject)
 
 
 def _has_loop(s) -> bool:
@@ -54,12 +52,7 @@ class _Injector:
         views = {}
 
         def see(x):
-            bufs = []
-            if isinstance(x, (ir.Load, ir.Store)):
-                bufs.append(x.buffer)
-            elif isinstance(x, ir.Call):
-                bufs.extend(a for a in x.args if isinstance(a, ir.Buffer))
-            for b in bufs:
+            for b in buffers_of(x):
                 if isinstance(b, BufferView) and b.data in groups:
                     views[b] = None
         ir.walk(body, see)

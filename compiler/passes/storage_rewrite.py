@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from compiler import ir
 from compiler.errors import CompileError
-from compiler.passes._util import (SRAM_SCOPES, BufferView, fresh, replace_buffers, scope_depth,
+from compiler.passes._util import (SRAM_SCOPES, BufferView, buffers_of, fresh, replace_buffers, scope_depth,
                                    scope_lanes, short_scope)
 
 __all__ = ["storage_rewrite"]
@@ -81,12 +81,7 @@ class _Walker:
         self.point += 1
 
         def see(n):
-            bufs = []
-            if isinstance(n, (ir.Load, ir.Store)):
-                bufs.append(n.buffer)
-            elif isinstance(n, ir.Call):
-                bufs.extend(a for a in n.args if isinstance(a, ir.Buffer))
-            for b in bufs:
+            for b in buffers_of(n):
                 self.access.setdefault(b, []).append((p, loops))
         ir.walk(node, see)
 
