@@ -196,7 +196,7 @@ def expected_top(cfg: VTAConfig) -> TopInterface:
              "ret_start": ("output", 96),
              "ret_digest": ("output", 96), "disp_valid": ("output", 1), "disp_pidx": ("output", 32),
              "finish_now": ("output", 1), "error_now": ("output", 1), "error_code_now": ("output", 8),
-             "tokens": ("output", 64)}
+             "tokens": ("output", 64), "quiet": ("output", 1)}
     return TopInterface(params=params, ports=ports)
 
 

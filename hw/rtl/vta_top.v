@@ -41,7 +41,8 @@ module vta_top (
   output wire        finish_now,
   output wire        error_now,
   output wire [7:0]  error_code_now,
-  output wire [63:0] tokens           // l2g, g2l, s2g, g2s (16 bits each, l2g lowest)
+  output wire [63:0] tokens,          // l2g, g2l, s2g, g2s (16 bits each, l2g lowest)
+  output wire        quiet            // nothing in flight: see the end of the module
 );
   // The configuration this netlist was generated for (checked against VTAConfig by
   // tests/rtl/test_rtl_static.py); the body reads the same values from vta_params.vh.
@@ -224,10 +225,17 @@ module vta_top (
     end
   end
 
+  // Nothing in flight this cycle (the testbench's deadlock detector, docs/cosim.md): no module
+  // executes an instruction, the memory port has no burst in service and no request pending, and
+  // fetch dispatches nothing.  A live program is quiet for at most one cycle in a row (the cycle a
+  // module starts, before its busy flag is set); a deadlocked one stays quiet for ever.
+  assign quiet = en && !load_busy && !compute_busy && !store_busy && !port_busy && (req == {NC{1'b0}})
+              && !disp_valid;
+
   // Waveform-friendly names for the model's VCD (busy flags, occupancies, fetch state).
   wire [LQ:0] load_q_count = q_count[0 +: LQ+1];
   wire [LQ:0] compute_q_count = q_count[(LQ+1) +: LQ+1];
   wire [LQ:0] store_q_count = q_count[2*(LQ+1) +: LQ+1];
-  wire unused_ok = &{1'b0, port_busy, compute_busy, fetch_stall, fetch_state, load_q_count, compute_q_count,
+  wire unused_ok = &{1'b0, fetch_stall, fetch_state, load_q_count, compute_q_count,
                      store_q_count};
 endmodule

@@ -12,7 +12,7 @@ from pathlib import Path
 from hw.config import load_config
 from sim.diff import WINDOW_CYCLES, compare
 from sim.engines import run_engine
-from sim.errors import RtlStopped, SimError
+from sim.errors import RtlStopped, SimError, SimulatorError, ToolError
 from sim.image import MemoryImage
 from sim.result import RunResult
 from sim.rtl.runner import DUMP_UNIT_NS, WAVE_FORMATS, wave_format
@@ -27,14 +27,16 @@ def diff_image(image, against: str = "cycle", sim: str = "verilator", waves=Fals
     """Run ``against`` and the RTL on ``image``; the :class:`sim.diff.Diff` (RTL = actual side).
 
     ``rtl_dir`` runs a different copy of ``hw/rtl`` (the mutation tests do).  The RTL's watchdog is
-    ``max_cycles``, by default twice the cycle engine's count plus 10,000 (so a hung RTL ends soon
-    after it should have finished)."""
+    ``max_cycles``, by default the cycle engine's count plus a margin (:func:`sim.rtl.watchdog_for`),
+    so an RTL that never finishes ends soon after it should have (a deadlock ends at once, the
+    testbench detects it)."""
+    from sim.rtl import watchdog_for
     if against not in AGAINST:
         raise ValueError(f"--against {against!r} is not one of {', '.join(AGAINST)}")
     expected = run_engine(against, image)
     if max_cycles is None:
         model_cycles = expected.cycles if expected.cycles is not None else run_engine("cycle", image).cycles
-        max_cycles = 2 * model_cycles + 10_000
+        max_cycles = watchdog_for(model_cycles)
     out_dir = Path(out_dir or ".")
     fmt = wave_format(waves)      # the RTL's waveform format (the model's is always VCD)
     error = None
@@ -71,8 +73,9 @@ def diff_image(image, against: str = "cycle", sim: str = "verilator", waves=Fals
 def cmd_diff(args) -> int:
     image = MemoryImage.load(args.image_dir)
     repro = (f"vtasim diff {shlex.quote(str(args.image_dir))} --against {args.against} --sim {args.sim}"
-             + (f" --waves {args.waves}" if args.waves else ""))
-    d = diff_image(image, args.against, args.sim, args.waves, reproduce=repro)
+             + (f" --waves {args.waves}" if args.waves else "")
+             + (f" --max-cycles {args.max_cycles}" if args.max_cycles is not None else ""))
+    d = diff_image(image, args.against, args.sim, args.waves, reproduce=repro, max_cycles=args.max_cycles)
     print(d.report())
     return 0 if d.ok else 1
 
@@ -82,50 +85,119 @@ def _bins(image) -> set:
     return {k for k, v in coverage_bins(image).items() if v}
 
 
+def _fuzz_batch(cfg, seeds, args, run_images) -> list:
+    """Generate, model and run one batch of seeds; one ``(seed, image, expected, actual-or-error)`` per
+    seed, where a seed the generator or the cycle engine failed on has image/expected None and its
+    exception as the last item (reported, the campaign goes on)."""
+    from sim.programs.randprog import generate
+    from sim.rtl import watchdog_for
+    out, ready = [], []
+    for seed in seeds:
+        try:
+            image = generate(cfg, seed, imm_src_ne_dst=args.imm_src_ne_dst)
+            expected = run_engine("cycle", image)
+            limit = args.max_cycles if args.max_cycles is not None else watchdog_for(expected.cycles)
+        except Exception as exc:          # noqa: BLE001 - one bad seed does not end the campaign
+            out.append((seed, None, None, exc))
+            continue
+        ready.append(len(out))
+        out.append((seed, image, expected, limit))
+    if ready:
+        images = [out[k][1] for k in ready]
+        try:
+            actual = run_images(images, sim=args.sim, errors="return", max_cycles=[out[k][3] for k in ready])
+        except SimulatorError as exc:      # the simulator crashed on this batch: its seeds fail, go on
+            actual = [exc] * len(ready)
+        except ToolError:
+            raise                          # no simulator or no build: every batch would fail the same way
+        for k, act in zip(ready, actual):
+            seed, image, expected, _ = out[k]
+            out[k] = (seed, image, expected, act)
+    return out
+
+
 def cmd_fuzz(args) -> int:
-    from sim.programs.randprog import check_seed, generate
+    """Random programs in batches of ``--batch``: each batch is generated, run on the cycle engine and
+    the RTL (one simulator process), compared and dropped before the next, so memory does not grow
+    with ``--n``; diverging images (the first ``--max-reports``) are saved when found."""
+    from sim.programs.randprog import check_seed
     from sim.rtl import run_images
     check_seed(args.seed, "fuzz --seed")
     if args.n < 1:
         raise SimError(f"fuzz --n {args.n}: the number of programs must be at least 1")
+    if args.batch < 1:
+        raise SimError(f"fuzz --batch {args.batch}: the batch size must be at least 1")
+    if args.max_cycles is not None and not 1 <= args.max_cycles < 1 << 32:
+        raise SimError(f"fuzz --max-cycles {args.max_cycles} is outside 1 .. 2^32 - 1 (the RTL's 32-bit watchdog)")
     cfg = load_config(args.config)
     cfg_opt = f" --config {shlex.quote(str(args.config))}" if args.config else ""
     cfg_opt += " --imm-src-ne-dst" if args.imm_src_ne_dst else ""
-    seeds = [args.seed + i for i in range(args.n)]
-    print(f"vtasim fuzz: {args.n} random programs, seeds {seeds[0]}..{seeds[-1]}, config {cfg.model}, "
-          f"cycle engine vs rtl/{args.sim}")
-    images = [generate(cfg, s, imm_src_ne_dst=args.imm_src_ne_dst) for s in seeds]
-    expected = [run_engine("cycle", im) for im in images]
-    # A hung RTL stops soon after the model says it should have finished.
-    actual = run_images(images, sim=args.sim, errors="return",
-                        max_cycles=[2 * e.cycles + 10_000 for e in expected])
-    hit, failures, matched_total = {}, [], 0
-    for seed, image, exp, act in zip(seeds, images, expected, actual):
+    first, last = args.seed, args.seed + args.n - 1
+    print(f"vtasim fuzz: {args.n} random programs, seeds {first}..{last}, config {cfg.model}, "
+          f"cycle engine vs rtl/{args.sim}" + (f", in batches of {args.batch}" if args.n > args.batch else ""),
+          flush=True)
+    st = _Campaign(args, Path(args.out or "."), cfg_opt)
+    for lo in range(first, last + 1, args.batch):
+        batch = _fuzz_batch(cfg, range(lo, min(lo + args.batch, last + 1)), args, run_images)
+        for k in range(len(batch)):
+            st.take(*batch[k])
+        del batch                          # this batch's images and results go before the next is built
+    _print_coverage(st.hit, st.n_run)
+    more = " ..." if st.n_diverged + st.n_errors > len(st.bad_seeds) else ""
+    tail = f"; failing seeds {', '.join(map(str, st.bad_seeds))}{more}" if st.bad_seeds else ""
+    print(f"seed {args.seed}: {st.n_run - st.n_diverged} programs identical, {st.n_diverged} diverged"
+          + (f", {st.n_errors} could not be generated or modelled" if st.n_errors else "")
+          + f" ({st.matched} retire records and outputs matched){tail}")
+    return 1 if st.n_diverged or st.n_errors else 0
+
+
+class _Campaign:
+    """What a fuzz campaign keeps across batches: counts, coverage, the first failing seeds (bounded)."""
+
+    def __init__(self, args, out_root: Path, cfg_opt: str):
+        self.args, self.out_root, self.cfg_opt = args, out_root, cfg_opt
+        self.hit, self.matched, self.reported = {}, 0, 0
+        self.n_diverged, self.n_errors, self.n_run, self.bad_seeds = 0, 0, 0, []
+
+    def _failed(self, seed):
+        if len(self.bad_seeds) < 20:
+            self.bad_seeds.append(seed)
+
+    def take(self, seed, image, exp, act):
+        args = self.args
+        if image is None:                 # the generator or the cycle engine failed on this seed
+            self.n_errors += 1
+            self._failed(seed)
+            print(f"--- seed {seed}: ERROR {type(act).__name__}: {str(act).splitlines()[0] if str(act) else ''}"
+                  f"  (reproduce: vtasim fuzz --n 1 --seed {seed}{self.cfg_opt} --sim {args.sim})", flush=True)
+            return
+        self.n_run += 1
         for b in _bins(image):
-            hit[b] = hit.get(b, 0) + 1
+            self.hit[b] = self.hit.get(b, 0) + 1
+        d, err = None, None
         if isinstance(act, BaseException):
-            failures.append((seed, image, None, f"RTL error: {act}"))
-            continue
-        d = compare(exp, act, image)
-        matched_total += d.matched
-        if not d.ok:
-            failures.append((seed, image, d, None))
-    _print_coverage(hit, len(images))
-    out_root = Path(args.out or ".")
-    for seed, image, d, err in failures[:args.max_reports]:
-        where = out_root / f"fuzz_seed{seed}"
+            err = f"RTL error: {str(act).splitlines()[0] if str(act) else type(act).__name__}"
+        else:
+            d = compare(exp, act, image)
+            self.matched += d.matched
+            if d.ok:
+                return
+        self.n_diverged += 1
+        self._failed(seed)
+        if self.reported >= args.max_reports:
+            return
+        self.reported += 1
+        where = self.out_root / f"fuzz_seed{seed}"
         image.save(where)
         print(f"--- seed {seed}: MISMATCH (image saved to {where})")
-        print(f"reproduce: vtasim fuzz --n 1 --seed {seed}{cfg_opt} --sim {args.sim}   or   "
+        print(f"reproduce: vtasim fuzz --n 1 --seed {seed}{self.cfg_opt} --sim {args.sim}   or   "
               f"vtasim diff {where} --against cycle --sim {args.sim}")
         if d is not None:
             d.reproduce = f"vtasim diff {where} --against cycle --sim {args.sim}"
             print(d.report())
         else:
             print(err)
-    print(f"seed {args.seed}: {args.n - len(failures)} programs identical, {len(failures)} diverged "
-          f"({matched_total} retire records and outputs matched)")
-    return 1 if failures else 0
+        print(flush=True)
 
 
 def _print_coverage(hit: dict, n: int):
@@ -151,6 +223,8 @@ def add_commands(sub) -> None:
     p.add_argument("--sim", choices=("verilator", "icarus"), default="verilator")
     p.add_argument("--waves", nargs="?", const=WAVE_FORMATS[0], choices=WAVE_FORMATS, default=None,
                    help="write rtl.<fst|vcd> (default fst), model.vcd and divergence.gtkw in the current directory")
+    p.add_argument("--max-cycles", type=int, default=None,
+                   help="RTL watchdog, 1 .. 2^32-1 (default: the cycle engine's count + 1/8 + 10,000)")
     p.set_defaults(func=cmd_diff)
     p = sub.add_parser("fuzz", help="random legal programs: cycle engine vs RTL, with coverage")
     p.add_argument("--n", type=int, default=100)
@@ -159,6 +233,10 @@ def add_commands(sub) -> None:
     p.add_argument("--sim", choices=("verilator", "icarus"), default="verilator")
     p.add_argument("--out", type=Path, default=None, help="where diverging images are saved (default .)")
     p.add_argument("--max-reports", type=int, default=3)
+    p.add_argument("--batch", type=int, default=100,
+                   help="programs generated, run and dropped together (one simulator process each; default 100)")
+    p.add_argument("--max-cycles", type=int, default=None,
+                   help="RTL watchdog per program, 1 .. 2^32-1 (default: its cycle-engine count + 1/8 + 10,000)")
     p.add_argument("--imm-src-ne-dst", action="store_true",
                    help="also emit immediate ALU ops with src != dst (the Chisel VTA reads src, fsim dst)")
     p.set_defaults(func=cmd_fuzz)

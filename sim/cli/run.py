@@ -4,7 +4,7 @@
 
     vtasim config [--config PATH] [--json]          every key and derived quantity of a config
     vtasim disasm IMAGE_DIR [--uops]                DUMP_INSN-shaped listing (reassemblable)
-    vtasim run IMAGE_DIR [--engine functional|cycle|rtl] [--out DIR] [--check] [--json]
+    vtasim run IMAGE_DIR [--engine functional|cycle|rtl] [--out DIR] [--check] [--json] [--max-cycles N]
 
 ``run`` exits 1 when ``--check`` finds a mismatch (each printed on stderr).
 """
@@ -66,8 +66,11 @@ def cmd_run(args) -> int:
     image = MemoryImage.load(args.image_dir)
     if args.check and not image.expected and not image.expected_counters:
         raise SimError(f"{args.image_dir}: --check given but the image has no expected outputs or counters")
+    if args.max_cycles is not None and args.engine != "rtl":
+        raise SimError(f"--max-cycles {args.max_cycles} is the RTL's watchdog: it needs --engine rtl "
+                       f"(the {args.engine} engine detects deadlocks and needs no watchdog)")
     opts = {k: v for k, v in (("trace", args.trace), ("perfetto", args.perfetto), ("sim", args.sim),
-                              ("waves", args.waves or None)) if v is not None}
+                              ("waves", args.waves or None), ("max_cycles", args.max_cycles)) if v is not None}
     result = run_engine(args.engine, image, **opts)
     files = {}
     if args.out is not None:
@@ -136,4 +139,6 @@ def add_commands(sub) -> None:
     p.add_argument("--sim", choices=("verilator", "icarus"), default=None, help="HDL simulator (rtl engine)")
     p.add_argument("--waves", nargs="?", const=WAVE_FORMATS[0], choices=WAVE_FORMATS, default=None,
                    help=f"dump waveforms (rtl engine), as {' or '.join(WAVE_FORMATS)} (default {WAVE_FORMATS[0]})")
+    p.add_argument("--max-cycles", type=int, default=None,
+                   help="RTL watchdog, 1 .. 2^32-1 (rtl engine; default 2^32-1: deadlocks are detected, not timed out)")
     p.set_defaults(func=cmd_run)

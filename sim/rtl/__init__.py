@@ -23,7 +23,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["run_image", "run_images"]
+__all__ = ["run_image", "run_images", "watchdog_for"]
+
+
+def watchdog_for(model_cycles: int) -> int:
+    """The RTL watchdog for a program the cycle engine ran in ``model_cycles`` cycles: that count plus a
+    margin of an eighth of it and 10,000 cycles (an RTL slower than the contract still runs to its end,
+    so ``diff`` names the first late retirement), capped at the 32-bit counter.  A program longer than
+    the counter cannot run on the RTL: a one-line :class:`~sim.errors.SimError`."""
+    from sim.errors import SimError
+    from sim.rtl.runner import MAX_RTL_CYCLES
+    model_cycles = int(model_cycles)
+    if model_cycles > MAX_RTL_CYCLES:
+        raise SimError(f"the cycle engine runs this program in {model_cycles} cycles; the RTL's cycle counter "
+                       f"is 32 bits (at most {MAX_RTL_CYCLES} cycles): it cannot run on the RTL")
+    return min(MAX_RTL_CYCLES, model_cycles + model_cycles // 8 + 10_000)
 
 
 def _check(image):
@@ -38,9 +52,12 @@ def run_images(images, sim: str = "verilator", waves=False, max_cycles: int | No
 
     ``errors="return"`` puts the exception of a failing image in its slot instead of raising
     (fuzzing keeps going); ``"raise"`` raises the first one after the batch ran.  ``max_cycles`` is
-    the HDL watchdog: one number for all images or one per image (default 100 M cycles).
+    the HDL watchdog: one number for all images or one per image, 1 .. 2^32 - 1 (default 2^32 - 1, the
+    testbench's 32-bit cycle counter; a deadlock is stopped by the testbench's detector within cycles,
+    whatever the watchdog, and raises :class:`~sim.rtl.results.RtlDeadlock`, a DeadlockError).
     ``waves``: False, True (FST), ``"fst"`` or ``"vcd"``, written to ``waves_file`` (default
     ``./vtasim_rtl.<format>``)."""
+    from sim.errors import SimError
     from sim.rtl import runner
     from sim.rtl.results import to_run_result
     if errors not in ("raise", "return"):
@@ -51,11 +68,11 @@ def run_images(images, sim: str = "verilator", waves=False, max_cycles: int | No
     else:
         limits = [int(m) for m in max_cycles]       # one watchdog per image
         if len(limits) != len(images):
-            raise ValueError(f"max_cycles has {len(limits)} entries for {len(images)} images")
+            raise SimError(f"max_cycles has {len(limits)} entries for {len(images)} images")
     for k, m in enumerate(limits):
         # the testbench watchdog and cycle counter are 32-bit ports: a larger value cannot be driven
         if not 1 <= m < 1 << 32:
-            raise ValueError(f"max_cycles = {m} (image {k}) is outside 1 .. 2^32 - 1 (the 32-bit watchdog port)")
+            raise SimError(f"max_cycles = {m} (image {k}) is outside 1 .. 2^32 - 1 (the 32-bit watchdog port)")
     fmt = runner.wave_format(waves)
     results: list = [None] * len(images)
     groups: dict = {}

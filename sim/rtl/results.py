@@ -5,38 +5,53 @@
     R <module 0|1|2> <index_in_module> <program_index> <opcode> <start> <end> <digest hex8>
     D <program_index> <dispatch cycle>
     F <cycles>                      or      E <error_code> <cycle>
+    E 4 <cycle> <tokens hex16>      (deadlock: the first quiet cycle, the four counters l2g lowest)
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from sim.rtl.runner import parse_hex
+from sim.rtl.runner import MAX_RTL_CYCLES, parse_hex
 from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_UOP, MEM_WGT
-from hw.isa import MODULE_NAMES, OP_ALU, OP_GEMM, OP_LOAD, OP_STORE, TOKEN_POPS, TOKEN_PUSHES, decode_fields
-from sim.errors import (RtlIllegalInstruction, RtlRunError, RtlStopped, RtlTokenOverflow, RtlWatchdog,
-                        SimError)
-from sim.program import module_array
+from hw.disasm import one_line
+from hw.isa import (MODULE_NAMES, OP_ALU, OP_GEMM, OP_LOAD, OP_STORE, TOKEN_POPS, TOKEN_PUSHES, TOKEN_QUEUES,
+                    decode, decode_fields)
+from sim.errors import (DeadlockError, RtlIllegalInstruction, RtlRunError, RtlStopped, RtlTokenOverflow,
+                        RtlWatchdog, SimError)
+from hw.isa import module_array
 from sim.result import COUNTER_NAMES, RetireRecord, RunResult
 
-__all__ = ["ERROR_CODES", "RtlTrace", "parse_trace", "stream_counters", "leftover_tokens", "to_run_result"]
+__all__ = ["ERROR_CODES", "MAX_RTL_CYCLES", "RtlDeadlock", "RtlTrace", "parse_trace", "stream_counters",
+           "leftover_tokens", "deadlock_report", "to_run_result"]
 
 ERROR_CODES = {1: "token overflow", 2: "watchdog timeout", 3: "undecodable instruction",
+               4: "deadlock (nothing in flight, FINISH not ended)",
                5: "FINISH ended while another instruction had not (docs/timing.md 7)"}
+
+
+class RtlDeadlock(RtlStopped, DeadlockError):
+    """The testbench's deadlock detector stopped the RTL (docs/cosim.md): a :class:`DeadlockError`
+    whose one line has the cycle engine's shape, and an :class:`RtlStopped` with what retired."""
+
+    def __init__(self, message, report="", records=(), dispatch_cycle=None, stop_cycle=None):
+        RtlStopped.__init__(self, message, records, dispatch_cycle, stop_cycle)
+        self.report = report
 
 
 class RtlTrace:
     """Parsed ``trace.txt``: retire records, dispatch cycles, and the end line."""
 
-    def __init__(self, records, dispatch, cycles, error):
+    def __init__(self, records, dispatch, cycles, error, tokens=None):
         self.records = records            # list[RetireRecord] in file order
         self.dispatch = dispatch          # {program_index: cycle}
         self.cycles = cycles              # from the F line, or None
         self.error = error                # (code, cycle) from the E line, or None
+        self.tokens = tokens              # {l2g, g2l, s2g, g2s} from a deadlock's E line, or None
 
 
 def parse_trace(text: str) -> RtlTrace:
-    records, dispatch, cycles, error = [], {}, None, None
+    records, dispatch, cycles, error, tokens = [], {}, None, None, None
     for lineno, line in enumerate(text.splitlines(), 1):
         parts = line.split()
         if not parts:
@@ -50,14 +65,17 @@ def parse_trace(text: str) -> RtlTrace:
                 dispatch[int(parts[1])] = int(parts[2])
             elif kind == "F" and len(parts) == 2:
                 cycles = int(parts[1])
-            elif kind == "E" and len(parts) == 3:
+            elif kind == "E" and len(parts) in (3, 4):
                 error = (int(parts[1]), int(parts[2]))
+                if len(parts) == 4:
+                    word = int(parts[3], 16)
+                    tokens = {name: (word >> (16 * k)) & 0xFFFF for k, name in enumerate(TOKEN_QUEUES)}
             else:
                 raise ValueError("unknown line shape")
         except (ValueError, IndexError):
             raise SimError(f"trace.txt line {lineno}: {line!r} is not an R/D/F/E record of the "
                            f"RTL trace format") from None
-    return RtlTrace(records, dispatch, cycles, error)
+    return RtlTrace(records, dispatch, cycles, error, tokens)
 
 
 def stream_counters(cfg, f: dict) -> dict:
@@ -101,18 +119,85 @@ def _dispatch_array(dispatch: dict, n: int) -> np.ndarray:
     return out
 
 
-def _error(status: dict, trace: RtlTrace, max_cycles: int, insn_count: int) -> RtlStopped:
+def deadlock_report(image, trace: RtlTrace, cycle) -> tuple:
+    """The cycle engine's deadlock report (its one line, its lines) rebuilt from what the RTL wrote.
+
+    When the detector fires nothing is in flight, so each module's first instruction that did not
+    retire is its queue head (or not dispatched yet), a queue holds the instructions dispatched and
+    not retired, and the counters are the RTL's own (the E line)."""
+    cfg = image.cfg
+    raw = image.insn_bytes()
+    f = decode_fields(cfg, raw)
+    mods = module_array(f)
+    n = len(mods)
+    tokens = trace.tokens if trace.tokens is not None else {k: 0 for k in TOKEN_QUEUES}
+    retired = np.zeros(n, bool)
+    for r in trace.records:
+        if 0 <= r.program_index < n:
+            retired[r.program_index] = True
+    dispatched = np.zeros(n, bool)
+    for j in trace.dispatch:
+        if 0 <= j < n:
+            dispatched[j] = True
+    depth = cfg.CMD_QUEUE_DEPTH
+
+    def insn(j):
+        return one_line(decode(cfg, bytes(raw[16 * j:16 * j + 16]), j))
+
+    occ = [int((dispatched & ~retired & (mods == m)).sum()) for m in range(3)]
+    lines, summary = [f"deadlock at cycle {cycle}: no module can start and FINISH has not ended"], []
+    for m, name in enumerate(MODULE_NAMES):
+        mine = np.flatnonzero(mods == m)
+        left = mine[~retired[mine]]
+        queue = f"queue {occ[m]}/{depth}"
+        if left.size == 0:
+            lines.append(f"  {name}: done ({mine.size} instructions)")
+            continue
+        j = int(left[0])
+        if not dispatched[j]:
+            lines.append(f"  {name}: queue empty, next instruction {j} not yet dispatched ({queue})")
+            continue
+        need = [tok for flag, tok in TOKEN_POPS[m] if f[flag][j] and tokens[tok] == 0]
+        if need:
+            lines.append(f"  {name}: instruction {j} `{insn(j)}` waits for token {', '.join(need)} ({queue})")
+            summary.append(f"{name} insn {j} needs {'/'.join(need)}")
+        else:
+            lines.append(f"  {name}: instruction {j} `{insn(j)}` queued with its tokens available, not started "
+                         f"({queue}; the RTL should have started it)")
+            summary.append(f"{name} insn {j} not started with its tokens available")
+    nxt = int(np.argmin(dispatched)) if not dispatched.all() else n
+    if nxt < n and occ[int(mods[nxt])] >= depth:
+        u = MODULE_NAMES[int(mods[nxt])]
+        lines.append(f"  fetch: instruction {nxt} `{insn(nxt)}` blocked: {u} queue full ({occ[int(mods[nxt])]}/{depth})")
+        summary.append(f"fetch blocked on full {u} queue at insn {nxt}")
+    elif nxt < n:
+        lines.append(f"  fetch: instruction {nxt} `{insn(nxt)}` not dispatched")
+    else:
+        lines.append("  fetch: all instructions dispatched")
+    tok = ", ".join(f"{k}={tokens[k]}" for k in TOKEN_QUEUES)
+    lines.append(f"  tokens: {tok}")
+    return f"deadlock at cycle {cycle}: {'; '.join(summary)}; tokens {tok}", "\n".join(lines)
+
+
+def _error(status: dict, trace: RtlTrace, max_cycles: int, insn_count: int, image=None) -> RtlStopped:
     code = status.get("error_code") or (trace.error[0] if trace.error else 0)
     cycle = trace.error[1] if trace.error else status.get("cycles")
     last = trace.records[-1] if trace.records else None
     where = (f"; last retirement: {last.module} #{last.index_in_module} (instruction {last.program_index}) "
              f"ended at cycle {last.end_cycle}" if last else "; nothing retired")
     what = ERROR_CODES.get(code, f"error code {code}")
+    if code == 4 and image is not None:
+        summary, report = deadlock_report(image, trace, cycle)
+        return RtlDeadlock(summary, report, trace.records, _dispatch_array(trace.dispatch, insn_count),
+                           cycle)
     if code == 1:
         cls, msg = RtlTokenOverflow, f"RTL stopped at cycle {cycle}: {what} (a push above TOKEN_QUEUE_DEPTH){where}"
     elif code == 2:
-        cls, msg = RtlWatchdog, (f"RTL watchdog: no FINISH within max_cycles={max_cycles} (deadlock, or raise "
-                                 f"max_cycles){where}")
+        if max_cycles >= MAX_RTL_CYCLES:
+            why = "the RTL's 32-bit cycle counter is exhausted: longer programs cannot run on the RTL"
+        else:
+            why = "a livelock, or a run longer than the budget: raise --max-cycles"
+        cls, msg = RtlWatchdog, f"RTL watchdog: no FINISH within max_cycles={max_cycles} ({why}){where}"
     elif code == 3:
         cls, msg = RtlIllegalInstruction, f"RTL stopped at cycle {cycle}: {what}{where}"
     else:
@@ -126,7 +211,7 @@ def to_run_result(image, outcome, max_cycles: int) -> RunResult:
     trace = parse_trace(outcome.trace_text)
     status = outcome.status
     if status.get("error") or not status.get("finish"):
-        raise _error(status, trace, max_cycles, image.insn_count)
+        raise _error(status, trace, max_cycles, image.insn_count, image)
     dram = parse_hex(outcome.dram_hex, image.cfg.bus_bytes, image.dram_size)
     if dram.size != image.dram_size:
         raise SimError(f"dram_out.hex holds {dram.size} bytes, the image DRAM has {image.dram_size}")

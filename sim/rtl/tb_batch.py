@@ -64,6 +64,7 @@ async def _run_job(dut, job: dict, workdir: Path):
     await FallingEdge(dut.clk)
     status = {"finish": int(dut.finish.value), "error": int(dut.error.value),
               "error_code": int(dut.error_code.value), "cycles": int(dut.cycles.value),
+              "max_quiet": int(dut.max_quiet.value),
               "launch_ns": launch_ns, "clock_ns": CLOCK_NS, "wall_s": wall_s}
     dut.launch.value = 0
     await _pulse(dut, dut.cmd_dump)

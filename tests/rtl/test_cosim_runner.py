@@ -97,26 +97,25 @@ def test_missing_rtl_is_a_clear_error(cfg, tmp_path):
         runner.get_build(cfg, "icarus", rtl_dir=tmp_path)
 
 
-def test_watchdog_ends_a_deadlocked_program(cfg, icarus_build):
-    """A compute NOP popping a token nobody pushes: the RTL's watchdog stops it (no hang)."""
+def test_watchdog_ends_a_run_at_max_cycles(cfg, icarus_build):
+    """A live program (docs/timing.md 10 A: 42 cycles) under a budget of 30: the watchdog stops it at
+    cycle 30 with what retired before (a deadlock is the detector's, tests/rtl/test_deadlock.py)."""
     from sim.rtl import run_image
     from sim.builder import ProgramBuilder
-    from sim.errors import DeadlockError, RunError
-    from sim.functional import run_image as functional_run
+    from sim.errors import RtlWatchdog
     b = ProgramBuilder(cfg)
-    b.nop("compute", pop_prev=1)
+    u = b.uops([(0, 0, 0)])
+    b.load(memory_type=MEM_UOP, dram_base=u, x_size=1)
     b.finish()
-    image = b.build()
-    with pytest.raises(DeadlockError):
-        functional_run(image)                  # the reference agrees it can never finish
-    with pytest.raises(RunError, match="watchdog: no FINISH within max_cycles=3000"):
-        run_image(image, sim="icarus", max_cycles=3000)
+    with pytest.raises(RtlWatchdog, match="watchdog: no FINISH within max_cycles=30 ") as ei:
+        run_image(b.build(), sim="icarus", max_cycles=30)
+    assert ei.value.stop_cycle == 29 and ei.value.records == []      # LOAD UOP would end at 39
 
 
 def test_batch_keeps_going_after_a_failing_image(cfg, icarus_build):
     from sim.rtl import run_images
     from sim.builder import ProgramBuilder
-    from sim.errors import RunError
+    from sim.errors import DeadlockError
     bad = ProgramBuilder(cfg)
     bad.nop("compute", pop_prev=1)
     bad.finish()
@@ -125,7 +124,7 @@ def test_batch_keeps_going_after_a_failing_image(cfg, icarus_build):
     good.load(memory_type=MEM_UOP, dram_base=u, x_size=1)
     good.finish()
     res = run_images([bad.build(), good.build()], sim="icarus", max_cycles=3000, errors="return")
-    assert isinstance(res[0], RunError)
+    assert isinstance(res[0], DeadlockError) and "deadlock at cycle 22" in str(res[0])
     # docs/timing.md 10 A with the builder's layout: LOAD UOP then FINISH -> 42 cycles.
     assert res[1].cycles == 42
     assert [r.opcode for r in res[1].trace] == [0, 3]

@@ -93,8 +93,10 @@ def test_unmutated_copy_matches(program, tmp_path):
 
 
 def test_hung_rtl_is_diffed_up_to_where_it_stopped(program, tmp_path):
-    """A token counter that reports 'available' only above 1 deadlocks the RTL: the watchdog stops
-    it and the diff points at the first instruction the RTL never retired, one that pops a token."""
+    """A token counter that reports 'available' only above 1 deadlocks the RTL: the testbench's deadlock
+    detector stops it, its report names an instruction queued with its token available (the model's
+    counter says so) that the RTL did not start, and the diff points at the first instruction the RTL
+    never retired, one that pops a token."""
     from sim.program import load_program
     image, ref, _ = program
     rtl = tmp_path / "rtl"
@@ -105,11 +107,11 @@ def test_hung_rtl_is_diffed_up_to_where_it_stopped(program, tmp_path):
     assert path.read_text().count(old) == 1, "mutation site not found in vta_tokens.v: update the test"
     path.write_text(path.read_text().replace(old, "assign avail[t] = (cnt > 17'd1);"))
     d = _diff(image, rtl)
-    assert not d.ok and "watchdog" in d.error
+    assert not d.ok and d.error.startswith("deadlock at cycle ") and "not started with its tokens available" in d.error
     f = load_program(image).fields
     assert d.first.fields == ("missing",)
     i = d.first.program_index
     assert f["pop_prev"][i] or f["pop_next"][i]
     text = d.report()
-    assert text.splitlines()[1].startswith("RTL ERROR: RTL watchdog")
+    assert text.splitlines()[1].startswith("RTL ERROR: deadlock at cycle")
     assert f"instruction {i}" in text

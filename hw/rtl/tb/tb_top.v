@@ -8,6 +8,13 @@
 // trace.txt lines (docs/timing.md 9 order: end cycle, then load < compute < store):
 //   R <module> <index_in_module> <program_index> <opcode> <start> <end> <digest hex8>
 //   D <program_index> <cycle>      then at the end  F <cycles>  or  E <error_code> <cycle>
+//   (a deadlock: E 4 <cycle of the first quiet cycle> <tokens hex16>)
+// Deadlock detector (docs/cosim.md "Deadlocks and the watchdog"): vta_top's `quiet` says nothing is in
+// flight (no instruction executing, no memory request or burst, no dispatch).  By docs/timing.md 2, 5
+// and 6 every start follows a retirement or a dispatch by one cycle, so a live program is quiet for
+// at most one cycle in a row; DEADLOCK_QUIET quiet cycles in a row stop the run with error 4, and the
+// cycle reported is the first of them (the cycle the cycle engine names in its deadlock report).
+// `max_quiet` is the longest quiet stretch of the run (tests hold it to the bound).
 module tb_top (
   input  wire        clk,
   input  wire        rst,
@@ -23,7 +30,8 @@ module tb_top (
   output wire        finish,
   output wire        error,
   output wire [7:0]  error_code,
-  output wire [31:0] cycles
+  output wire [31:0] cycles,
+  output reg  [31:0] max_quiet
 );
   localparam integer BUS = `VTA_BUS_BITS;
   localparam integer WORDS = `VTA_TB_DRAM_WORDS;
@@ -50,6 +58,7 @@ module tb_top (
   wire [31:0] disp_pidx;
   wire [7:0]  error_code_now;
   wire [63:0] tokens;
+  wire        quiet;
 
   vta_top u_vta (
     .clk(clk), .rst(rst), .launch(launch), .insn_addr(insn_addr), .insn_count(insn_count),
@@ -58,16 +67,21 @@ module tb_top (
     .error_code(v_code), .cycles(v_cycles), .cyc(cyc), .ret_valid(ret_valid), .ret_midx(ret_midx),
     .ret_pidx(ret_pidx), .ret_op(ret_op), .ret_start(ret_start), .ret_digest(ret_digest),
     .disp_valid(disp_valid), .disp_pidx(disp_pidx), .finish_now(finish_now),
-    .error_now(error_now), .error_code_now(error_code_now), .tokens(tokens));
+    .error_now(error_now), .error_code_now(error_code_now), .tokens(tokens), .quiet(quiet));
 
-  // ---- watchdog: no FINISH within max_cycles cycles -> error 2 -----------------------------
-  reg        wd;
+  // ---- watchdog (no FINISH within max_cycles cycles -> error 2) and deadlock (error 4) ---------
+  localparam [31:0] DEADLOCK_QUIET = 32'd4;
+  reg        wd;            // the testbench stopped the run (watchdog or deadlock)
+  reg [7:0]  wd_code;
   reg [31:0] wd_cycles;
-  wire       wd_now = running && !finish_now && !error_now && (cyc + 32'd1 >= max_cycles);
+  reg [31:0] quiet_n;       // quiet cycles in a row before this one
+  wire       live   = running && !finish_now && !error_now;
+  wire       dl_now = live && quiet && (quiet_n + 32'd1 >= DEADLOCK_QUIET);
+  wire       wd_now = live && !dl_now && (cyc + 32'd1 >= max_cycles);
   assign done       = v_done || wd;
   assign finish     = v_finish && !wd;
   assign error      = v_error || wd;
-  assign error_code = wd ? 8'd2 : v_code;
+  assign error_code = wd ? wd_code : v_code;
   assign cycles     = wd ? wd_cycles : v_cycles;
 
   // ---- DRAM writes and file commands --------------------------------------------------------
@@ -104,13 +118,13 @@ module tb_top (
       fd <= 0;
     end
   end
-  wire unused_ok = &{1'b0, tokens};
 
   // ---- retire monitor -----------------------------------------------------------------------
   integer m;
   always @(posedge clk) begin
     if (rst) begin
       wd <= 1'b0;
+      wd_code <= 8'd0;
       wd_cycles <= 32'd0;
     end else if (running && !wd && fd != 0) begin
       for (m = 0; m < 3; m = m + 1)
@@ -122,10 +136,19 @@ module tb_top (
       if (disp_valid) $fwrite(fd, "D %0d %0d\n", disp_pidx, cyc);
       if (error_now) $fwrite(fd, "E %0d %0d\n", error_code_now, cyc);
       else if (finish_now) $fwrite(fd, "F %0d\n", cyc + 32'd1);
+      else if (dl_now) $fwrite(fd, "E 4 %0d %016x\n", cyc - quiet_n, tokens);
       else if (wd_now) $fwrite(fd, "E 2 %0d\n", cyc);
     end
-    if (!rst && wd_now && !wd) begin
+    if (rst) begin
+      quiet_n <= 32'd0;
+      max_quiet <= 32'd0;
+    end else if (running && !wd) begin
+      quiet_n <= quiet ? quiet_n + 32'd1 : 32'd0;
+      if (quiet && quiet_n + 32'd1 > max_quiet) max_quiet <= quiet_n + 32'd1;
+    end
+    if (!rst && (wd_now || dl_now) && !wd) begin
       wd <= 1'b1;
+      wd_code <= dl_now ? 8'd4 : 8'd2;
       wd_cycles <= cyc + 32'd1;
     end
   end
