@@ -277,3 +277,23 @@ def test_load_without_rows_only_pads(cfg):
     assert timeline(r) == {0: (21, 25), 1: (26, 27)}
     assert r.cycles == 28
     assert np.array_equal(r.dram, functional.run_image(img).dram)
+
+
+def test_burst_split_at_the_aligned_boundary_not_only_capped(cfg):
+    """A transfer of exactly K = 16 words that starts mid-block: the aligned-boundary rule (docs/timing.md
+    4.1) splits it into two 8-beat bursts, each paying the latency; mere capping at K beats would move it
+    in one burst (e = 22 + 16 + 16 = 38, cycles 41).  Those differ by L, so this timeline tells them apart."""
+    b = ProgramBuilder(cfg)
+    a = b.data("a", np.arange(4 * 16, dtype=np.int32))     # 0x1000, 4 ACC elements of 64 B = 8 words
+    # x_size 2 from element 1: bytes [0x1040, 0x10c0) = words 520..536 (16 words, one K-block's worth)
+    # -> bursts [520, 528) and [528, 536), 8 beats each (528 is a multiple of 16)
+    b.load(memory_type=MEM_ACC, dram_base=a.elem(MEM_ACC, 1), x_size=2)
+    b.finish()
+    r = run_image(b.build())
+    # fetch 2 insns = 4 beats -> 20; LOAD ACC d 20, s 21, no pads: first request at 22
+    # burst 1 granted 22: 22 + 16 + 8 = 46; burst 2 requested and granted 46: 46 + 16 + 8 = 70 = e
+    # FINISH (71, 72); cycles 73
+    assert timeline(r) == {0: (21, 70), 1: (71, 72)}
+    assert r.cycles == 73
+    # compute: idle 0-20 (21), busy 21-72 (52; a free port grants at once, so no mem_wait)
+    assert r.breakdown["compute"] == dict(busy=52, mem_wait=0, token_wait=0, queue_stall=0, idle=21)

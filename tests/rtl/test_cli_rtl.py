@@ -50,16 +50,36 @@ def test_diff_against_functional_on_icarus_with_waves(image_dir, icarus_build, c
     assert main(["diff", str(image_dir), "--against", "functional", "--sim", "icarus", "--waves", "vcd"]) == 0
     out = capsys.readouterr().out
     assert out.strip().endswith(f"{n_out} matched, 0 mismatched")     # data only: output regions
-    assert (tmp_path / "rtl.vcd").stat().st_size > 0
+    # the waves cover the whole run: each module's retired count ends at its number of instructions
+    assert _retired_at_end(tmp_path / "rtl.vcd") == _module_counts(MemoryImage.load(image_dir))
+
+
+def _module_counts(image) -> list:
+    from hw.isa import decode_fields, module_array
+    mods = module_array(decode_fields(image.cfg, image.insn_bytes()))
+    return [int((mods == m).sum()) for m in range(3)]
+
+
+def _retired_at_end(vcd) -> list:
+    """The last value of each module's retired-instruction counter in a VCD with the RTL's names."""
+    from vcdread import read_vcd
+    from waveforms.vcd import SCOPE
+    names = [".".join(SCOPE) + f".u_{m}.u_ctrl.ret_midx" for m in ("load", "compute", "store")]
+    changes = read_vcd(vcd, names=set(names))
+    return [changes[n][-1][1] for n in names]
 
 
 def test_waves_command(image_dir, icarus_build, tmp_path, capsys):
     from sim.cli import main
     out = tmp_path / "w"
     assert main(["waves", str(image_dir), "--out", str(out), "--rtl", "--sim", "icarus", "--format", "vcd"]) == 0
-    for name in ("rtl.vcd", "rtl.gtkw", "model.vcd", "model.gtkw", "timeline.png", "timeline_rtl.png"):
-        assert (out / name).stat().st_size > 0, name
-    assert (out / "timeline.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    from sim.image import MemoryImage
+    want = _module_counts(MemoryImage.load(image_dir))
+    assert _retired_at_end(out / "rtl.vcd") == want and _retired_at_end(out / "model.vcd") == want
+    for gtkw, vcd in (("rtl.gtkw", "rtl.vcd"), ("model.gtkw", "model.vcd")):
+        assert f"[dumpfile] \"{out / vcd}\"" in (out / gtkw).read_text(), gtkw
+    for png in ("timeline.png", "timeline_rtl.png"):
+        assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
 
 
 def test_demo_with_rtl(tmp_path, verilator_build, capsys):
