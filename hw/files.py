@@ -42,6 +42,10 @@ def brief(value, limit: int = 60) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
+def _bound(max_bytes: int, limit: str | None) -> str:
+    return f"{limit} = {max_bytes}" if limit else f"the {max_bytes} bytes allowed"
+
+
 def _kind(mode: int) -> str:
     return next((name for test, name in _KINDS if test(mode)), "special file")
 
@@ -52,7 +56,7 @@ def _check_stat(st, shown: str, what: str, max_bytes: int, limit: str, error, fo
         raise error(f"{what} {shown} is a {_kind(st.st_mode)}, not a regular file "
                     f"(rule: vtasim reads only regular files{links})")
     if st.st_size > max_bytes:
-        raise error(f"{what} {shown} has {st.st_size} bytes, more than {limit} = {max_bytes}")
+        raise error(f"{what} {shown} has {st.st_size} bytes, more than {limit}")
     return st.st_size
 
 
@@ -68,14 +72,13 @@ def regular_size(path, what: str, max_bytes: int, *, limit: str | None = None, e
         st = os.stat(path, follow_symlinks=follow_symlinks)
     except (OSError, ValueError) as exc:        # ValueError: a NUL byte in the name
         raise error(f"cannot read {what} {shown}: cannot stat it: {getattr(exc, 'strerror', None) or exc}") from None
-    return _check_stat(st, shown, what, max_bytes, limit or f"the {max_bytes}-byte limit", error, follow_symlinks)
+    return _check_stat(st, shown, what, max_bytes, _bound(max_bytes, limit), error, follow_symlinks)
 
 
 def read_regular(path, what: str, max_bytes: int, *, limit: str | None = None, error=ValueError,
                  follow_symlinks: bool = True, shown: str | None = None) -> bytes:
     """The bytes of ``path`` after :func:`regular_size`'s checks, made again on the opened file."""
     shown = str(path) if shown is None else shown
-    limit = limit or f"the {max_bytes}-byte limit"
     regular_size(path, what, max_bytes, limit=limit, error=error, follow_symlinks=follow_symlinks, shown=shown)
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
     if not follow_symlinks:
@@ -85,10 +88,18 @@ def read_regular(path, what: str, max_bytes: int, *, limit: str | None = None, e
     except OSError as exc:
         raise error(f"cannot read {what} {shown}: {exc.strerror}") from None
     with os.fdopen(fd, "rb") as f:
-        size = _check_stat(os.fstat(fd), shown, what, max_bytes, limit, error, follow_symlinks)
-        data = f.read(max_bytes + 1)
+        size = _check_stat(os.fstat(fd), shown, what, max_bytes, _bound(max_bytes, limit), error, follow_symlinks)
+        # read what fstat reports (+1 to see growth), never a max_bytes buffer up front: f.read(n)
+        # allocates n bytes before it reads.  A file that grew (or a /proc file, size 0) is read on in
+        # chunks up to the bound.
+        parts = [f.read(size + 1)]
+        got = len(parts[0])
+        while parts[-1] and got <= max_bytes and got > size:
+            parts.append(f.read(min(1 << 20, max_bytes + 1 - got)))
+            got += len(parts[-1])
+        data = parts[0] if len(parts) == 1 else b"".join(parts)
     if len(data) > max_bytes:
-        raise error(f"{what} {shown} grew while being read (was {size} bytes; more than {limit} = {max_bytes})")
+        raise error(f"{what} {shown} grew while being read (was {size} bytes; more than {_bound(max_bytes, limit)})")
     return data
 
 

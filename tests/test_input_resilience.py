@@ -127,6 +127,25 @@ def test_directory_and_oversized_files(tmp_path):
     one_line(cli("import-tvm", "--dump", dump, "--out", tmp_path / "o"), "more than MAX_DUMP_BYTES")
 
 
+def test_read_regular_allocates_what_the_file_holds(tmp_path):
+    """The bound is a limit, not a buffer: a 10-byte file under a 256 MiB bound allocates about 10 bytes
+    (f.read(n) would allocate n up front); a file stat calls empty (/proc) is still read whole."""
+    import tracemalloc
+
+    from hw.files import read_regular
+    (tmp_path / "small").write_bytes(b"0123456789")
+    tracemalloc.start()
+    try:
+        assert read_regular(tmp_path / "small", "file", 256 << 20) == b"0123456789"
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20
+    status = Path("/proc/self/status")
+    if status.is_file():
+        assert status.stat().st_size == 0 and b"Name:" in read_regular(status, "file", 1 << 20)
+
+
 # ---- item 5: no traceback -----------------------------------------------------------------------------
 DEEP = "[" * 100_000 + "]" * 100_000
 HUGE = "9" * 5000
