@@ -63,3 +63,20 @@ def test_gemm_on_every_preset(preset, same_run):
     image = UNIT_PROGRAMS["gemm"](cfg)
     assert image.expected
     same_run(image, run_image(image), rtl_run(image, sim="icarus"))
+
+
+def test_burst_split_at_the_aligned_boundary_on_the_rtl(cfg):
+    """tests/test_cycle_timing.py's 16-word LOAD ACC from mid-block on the RTL: two 8-beat bursts
+    (22 -> 46, 46 -> 70 = e), FINISH (71, 72), cycles 73 (capping alone would end the load at 38)."""
+    import numpy as np
+
+    from hw.config import MEM_ACC
+    from sim.builder import ProgramBuilder
+    from sim.rtl import run_image as rtl_run
+    b = ProgramBuilder(cfg)
+    a = b.data("a", np.arange(4 * 16, dtype=np.int32))
+    b.load(memory_type=MEM_ACC, dram_base=a.elem(MEM_ACC, 1), x_size=2)
+    b.finish()
+    rtl = rtl_run(b.build(), sim="icarus")
+    assert [(r.start_cycle, r.end_cycle) for r in rtl.trace] == [(21, 70), (71, 72)]
+    assert rtl.cycles == 73
