@@ -291,16 +291,17 @@ class FunctionalMachine:
         self.counters["gemm_counter"] += n
         # acc[dst] += inp[src] . wgt[wgt]^T summed over the nest.  Addition mod 2^32 commutes, so the
         # sum is taken per row in any order, and a loop that moves no index multiplies it by its count.
-        # Each uop's tile is exact in float32: |sum of BLOCK_IN int8 products| <= BLOCK_IN * 2^14 < 2^24;
-        # a chunk's per-row sums are exact in float64 (< 2^53), and the running sum is kept mod 2^32.
+        # Each uop's tile is exact in int32 (|sum of BLOCK_IN int8 products| <= BLOCK_IN * 2^14); numpy's
+        # integer matmul also keeps BLAS (and its spinning threads) out of a process that times the
+        # cycle engine next.  A chunk's per-row sums are exact in float64 (< 2^53); the running sum is
+        # kept mod 2^32.
         mult, loops = self._nest(f, ("dst", "src", "wgt"))
         lanes = cfg.batch * cfg.block_out
-        ftype = np.float32 if cfg.block_in <= 1 << 9 else np.float64
         delta = np.zeros(cfg.acc_depth * lanes, np.int64)
         lane = np.arange(lanes, dtype=np.int64)
         for idx in self._chunks(base, loops):
-            a = self.inp[idx["src"]].astype(ftype)                       # (k, batch, block_in)
-            b = self.wgt[idx["wgt"]].astype(ftype).transpose(0, 2, 1)    # (k, block_in, block_out)
+            a = self.inp[idx["src"]].astype(np.int32)                    # (k, batch, block_in)
+            b = self.wgt[idx["wgt"]].astype(np.int32).transpose(0, 2, 1)  # (k, block_in, block_out)
             prod = np.matmul(a, b).reshape(len(a), lanes)
             bins = (idx["dst"][:, None] * lanes + lane[None, :]).reshape(-1)
             delta += np.bincount(bins, weights=prod.reshape(-1), minlength=delta.size).astype(np.int64)
@@ -343,7 +344,7 @@ class FunctionalMachine:
                         f["dst_factor_in"], f["src_factor_out"], f["src_factor_in"])
 
     def execute(self, i: int) -> None:
-        f = {name: int(v[i]) for name, v in self.program.fields.items()}
+        f = self.program.row(i)
         op = f["opcode"]
         if op == OP_LOAD:
             self.load(f)
@@ -363,7 +364,7 @@ def _blocked_report(prog: Program, heads, queues, tokens) -> tuple:
             lines.append(f"  {MODULE_NAMES[m]}: done ({len(queues[m])} instructions)")
             continue
         i = int(queues[m][heads[m]])
-        need = [q for flag, q in TOKEN_POPS[m] if prog.fields[flag][i] and tokens[q] == 0]
+        need = [q for flag, q in TOKEN_POPS[m] if prog.row(i)[flag] and tokens[q] == 0]
         lines.append(f"  {MODULE_NAMES[m]}: instruction {i} `{one_line(prog.insn(i))}` waits for "
                      f"token {', '.join(need)} ({len(queues[m]) - heads[m]} left in queue)")
         summary.append(f"{MODULE_NAMES[m]} insn {i} needs {'/'.join(need)}")
@@ -383,14 +384,14 @@ def _raise_if_overflow(heads, pushes, tokens, depth) -> None:
 
 def run_program(prog: Program, dram: np.ndarray) -> FunctionalMachine:
     machine = FunctionalMachine(prog, dram)
-    f = prog.fields
     queues = [prog.indices(m) for m in (MODULE_LOAD, MODULE_COMPUTE, MODULE_STORE)]
     heads = [0, 0, 0]
     tokens = machine.tokens
     depth = prog.cfg.TOKEN_QUEUE_DEPTH
-    pops = {m: [(np.asarray(f[flag], bool), q) for flag, q in TOKEN_POPS[m]] for m in TOKEN_POPS}
-    pushes = {m: [(np.asarray(f[flag], bool), q) for flag, q in TOKEN_PUSHES[m]] for m in TOKEN_PUSHES}
-    opcode = f["opcode"]
+    flags = {flag: prog.field(flag).astype(bool) for flag in ("pop_prev", "pop_next", "push_prev", "push_next")}
+    pops = {m: [(flags[flag], q) for flag, q in TOKEN_POPS[m]] for m in TOKEN_POPS}
+    pushes = {m: [(flags[flag], q) for flag, q in TOKEN_PUSHES[m]] for m in TOKEN_PUSHES}
+    opcode = prog.field("opcode").astype(np.uint8)
     while True:
         progress = False
         for m in (MODULE_LOAD, MODULE_COMPUTE, MODULE_STORE):

@@ -1,7 +1,8 @@
 """Static checks of a decoded instruction stream, shared by every engine before it runs.
 
-:func:`load_program` decodes the instructions of a memory image (vectorised, :func:`hw.isa.decode_fields`)
-and rejects anything that can be known bad without running it.  The first offending instruction
+:func:`load_program` checks the instructions of a memory image (decoded vectorised, :func:`hw.isa.decode_fields`,
+a block of instructions at a time) and rejects anything that can be known bad without running it; the
+:class:`Program` keeps the raw 16-byte words and decodes fields on demand.  The first offending instruction
 (lowest index) is reported as a :class:`~sim.errors.ProgramError` naming the index, the field, its
 value and the rule.  The rules:
 
@@ -24,49 +25,154 @@ balance is not static either: the schedulers find it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
 
 import numpy as np
 
 from hw.config import MEM_NAMES, VTAConfig
 from hw.isa import module_array  # noqa: F401  (re-exported: part of this module's API)
-from hw.isa import (ALU_NAMES, INSN_FIELDS, LOAD_MEM_TYPES, MODULE_LOAD, OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD,
-                    OP_STORE, OPCODE_NAMES, Insn,
-                    decode_fields, store_mem_type)
+from hw.isa import (ALU_NAMES, INSN_BYTES, INSN_FIELDS, LOAD_MEM_TYPES, MODULE_LOAD, OP_ALU, OP_FINISH, OP_GEMM,
+                    OP_LOAD, OP_STORE, OPCODE_NAMES, SIGNED_FIELDS, Insn, IsaError, decode_fields, layout,
+                    store_mem_type)
 from sim.errors import ProgramError
 
-__all__ = ["Program", "load_program", "decode_program", "check_program", "module_array"]
+__all__ = ["Program", "load_program", "decode_program", "program_from_words", "check_program", "decode_field",
+           "module_array"]
 
 
-@dataclass
+_BLOCK = 1 << 16           # instructions decoded at a time by the static checks: bounds their temporaries
+
+
 class Program:
-    """A checked stream: ``fields`` maps every :class:`~hw.isa.Insn` field to an int64 array."""
+    """A checked stream, kept as its 16-byte instruction words (``words``: read-only ``uint64[n, 2]``,
+    usually sharing the image's bytes) plus the executing module of each (``module``: ``int8[n]``).
 
-    cfg: VTAConfig
-    fields: dict
-    module: np.ndarray        # MODULE_LOAD / MODULE_COMPUTE / MODULE_STORE per instruction
+    Decoding is on demand so memory stays proportional to the 16 bytes an instruction is:
+    :meth:`row` / :meth:`insn` decode one instruction; :attr:`fields` maps every :class:`~hw.isa.Insn`
+    field to an int64 array, each decoded for the whole stream on first use (then kept); :meth:`field`
+    decodes one without keeping it."""
+
+    def __init__(self, cfg: VTAConfig, words: np.ndarray, module: np.ndarray):
+        self.cfg = cfg
+        self.words = words
+        self.module = module
+        self._fields = _Fields(self)
+        lay = layout(cfg)
+        fmts = {OP_LOAD: lay.mem, OP_STORE: lay.mem, OP_GEMM: lay.gemm, OP_ALU: lay.alu, OP_FINISH: lay.finish}
+        self._row_fmt = {op: tuple((name, lo, (1 << width) - 1, 1 << (width - 1) if name in SIGNED_FIELDS else 0)
+                                   for name, (lo, width) in fmt.items() if name != "opcode")
+                         for op, fmt in fmts.items()}
 
     @property
     def count(self) -> int:
         return len(self.module)
 
+    @property
+    def fields(self) -> "_Fields":
+        return self._fields
+
+    def row(self, i: int) -> dict:
+        """Every :class:`~hw.isa.Insn` field of instruction ``i`` as Python ints (0 where the opcode has none)."""
+        w = self.words[i]
+        word = int(w[0]) | int(w[1]) << 64
+        op = word & 7
+        out = dict.fromkeys(INSN_FIELDS, 0)
+        out["opcode"] = op
+        for name, lo, mask, sign in self._row_fmt.get(op, ()):
+            v = (word >> lo) & mask
+            out[name] = v - (sign << 1) if sign and v & sign else v
+        return out
+
     def insn(self, i: int) -> Insn:
-        return Insn(**{name: int(self.fields[name][i]) for name in INSN_FIELDS})
+        return Insn(**self.row(i))
+
+    def field(self, name: str) -> np.ndarray:
+        """One field of every instruction as a fresh int64 array (not kept; see :attr:`fields`)."""
+        return decode_field(self.cfg, self.words, name)
 
     def indices(self, module: int) -> np.ndarray:
         """Program indices of one module's instructions, in program order."""
         return np.flatnonzero(self.module == module)
 
 
+class _Fields(Mapping):
+    """``{field: int64[n]}`` of a :class:`Program`, each decoded on first use."""
+
+    def __init__(self, prog: Program):
+        self._prog = prog
+        self._cache = {}
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self._cache:
+            if name not in INSN_FIELDS:
+                raise KeyError(name)
+            self._cache[name] = self._prog.field(name)
+        return self._cache[name]
+
+    def __iter__(self):
+        return iter(INSN_FIELDS)
+
+    def __len__(self) -> int:
+        return len(INSN_FIELDS)
+
+
+def decode_field(cfg: VTAConfig, words: np.ndarray, name: str) -> np.ndarray:
+    """One field of a ``uint64[n, 2]`` word array, as :func:`hw.isa.decode_fields` gives it (int64)."""
+    opcode = (words[:, 0] & np.uint64(7)).astype(np.uint8)
+    if name == "opcode":
+        return opcode.astype(np.int64)
+    lay = layout(cfg)
+    out = np.zeros(len(words), np.int64)
+    for ops, fmt in (((OP_LOAD, OP_STORE), lay.mem), ((OP_GEMM,), lay.gemm), ((OP_ALU,), lay.alu),
+                     ((OP_FINISH,), lay.finish)):
+        if name not in fmt:
+            continue
+        lo, width = fmt[name]
+        rows = np.isin(opcode, ops)
+        v = ((words[rows, lo // 64] >> np.uint64(lo % 64)) & np.uint64((1 << width) - 1)).astype(np.int64)
+        if name in SIGNED_FIELDS:
+            v = np.where(v >> (width - 1), v - (1 << width), v)
+        out[rows] = v
+    return out
+
+
 def load_program(image) -> Program:
     """Decode and check the instructions of a :class:`~sim.image.MemoryImage`."""
-    return decode_program(image.cfg, image.insn_bytes(), image.dram_size)
+    return program_from_words(image.cfg, image.insn_words(), image.dram_size)
 
 
-def decode_program(cfg: VTAConfig, raw: bytes, dram_size: int) -> Program:
-    f = decode_fields(cfg, raw)
-    check_program(cfg, f, dram_size)
-    return Program(cfg, f, module_array(f))
+def decode_program(cfg: VTAConfig, raw, dram_size: int) -> Program:
+    n = len(raw)
+    if n % INSN_BYTES:
+        raise IsaError(f"instruction stream of {n} bytes is not a multiple of {INSN_BYTES} "
+                       f"(truncated or misaligned: {n % INSN_BYTES} trailing bytes)")
+    words = np.frombuffer(raw, dtype="<u8") if n else np.zeros(0, "<u8")
+    if not words.flags.aligned:
+        words = words.copy()
+    return program_from_words(cfg, words.reshape(-1, 2), dram_size)
+
+
+def program_from_words(cfg: VTAConfig, words: np.ndarray, dram_size: int) -> Program:
+    """Check a ``uint64[n, 2]`` instruction array block by block (temporaries bounded by the block, not
+    by the stream) and wrap it; the array is not copied."""
+    n = len(words)
+    if n == 0:
+        raise ProgramError("the program has no instructions (no FINISH: a program ends with exactly one FINISH)",
+                           None, "opcode")
+    finishes = np.concatenate([np.flatnonzero((words[c:c + _BLOCK, 0] & np.uint64(7)) == OP_FINISH) + c
+                               for c in range(0, n, _BLOCK)])
+    problems = _finish_problems(n, finishes, int(words[-1, 0] & np.uint64(7)))
+    module = np.empty(n, np.int8)
+    for c in range(0, n, _BLOCK):
+        if problems and min(problems)[0] < c:
+            break                                 # every later problem has a higher index
+        f = decode_fields(cfg, words[c:c + _BLOCK])
+        module[c:c + _BLOCK] = module_array(f)
+        problems += _block_problems(cfg, f, dram_size, c)
+    _raise_first(problems)
+    view = words.view()
+    view.flags.writeable = False
+    return Program(cfg, view, module)
 
 
 def _first(mask) -> int | None:
@@ -75,11 +181,36 @@ def _first(mask) -> int | None:
 
 
 def check_program(cfg: VTAConfig, f: dict, dram_size: int) -> None:
-    """Raise ProgramError for the lowest-index instruction that breaks a static rule."""
-    n = len(f["opcode"])
-    if n == 0:
+    """Raise ProgramError for the lowest-index instruction that breaks a static rule (``f``: the
+    :func:`hw.isa.decode_fields` arrays of a whole stream)."""
+    if len(f["opcode"]) == 0:
         raise ProgramError("the program has no instructions (no FINISH: a program ends with exactly one FINISH)",
                            None, "opcode")
+    op = f["opcode"]
+    _raise_first(_finish_problems(len(op), np.flatnonzero(op == OP_FINISH), int(op[-1]))
+                 + _block_problems(cfg, f, dram_size, 0))
+
+
+def _raise_first(problems) -> None:
+    if problems:
+        i, text, field = min(problems, key=lambda p: p[0])
+        raise ProgramError(f"instruction {i}: {text}", i, field)
+
+
+def _finish_problems(n: int, finishes: np.ndarray, last_op: int) -> list:
+    """FINISH appears exactly once, as the last instruction (``finishes``: indices of the FINISHes)."""
+    if finishes.size == 0:
+        return [(n - 1, f"no FINISH: the last instruction is {OPCODE_NAMES.get(last_op, last_op)}, "
+                        f"a program must end with exactly one FINISH", "opcode")]
+    if finishes[0] != n - 1:
+        return [(int(finishes[0]), f"FINISH at {finishes[0]} is not the last instruction "
+                                   f"(program has {n}; FINISH must be last and appear once)", "opcode")]
+    return []
+
+
+def _block_problems(cfg: VTAConfig, f: dict, dram_size: int, offset: int) -> list:
+    """``(index, text, field)`` of the first instruction breaking each per-instruction rule in the
+    block ``f`` whose first instruction is ``offset``."""
     op, mt = f["opcode"], f["memory_type"]
     is_load, is_store = op == OP_LOAD, op == OP_STORE
     is_mem = is_load | is_store
@@ -90,7 +221,7 @@ def check_program(cfg: VTAConfig, f: dict, dram_size: int) -> None:
     def rule(mask, field, text):
         i = _first(mask)
         if i is not None:
-            problems.append((i, text(i), field))
+            problems.append((i + offset, text(i), field))
 
     rule(~np.isin(op, list(OPCODE_NAMES)), "opcode",
          lambda i: f"field opcode = {op[i]} is not a VTA opcode "
@@ -116,14 +247,6 @@ def check_program(cfg: VTAConfig, f: dict, dram_size: int) -> None:
         rule(is_store & (f[flag] != 0), flag,
              lambda i, flag=flag: f"STORE has {flag} = 1; the store module has no next stage "
                                   f"(only pop_prev/push_prev)")
-    finishes = np.flatnonzero(op == OP_FINISH)
-    if finishes.size == 0:
-        problems.append((n - 1, f"no FINISH: the last instruction is {OPCODE_NAMES.get(int(op[-1]), op[-1])}, "
-                                f"a program must end with exactly one FINISH", "opcode"))
-    elif finishes[0] != n - 1:
-        problems.append((int(finishes[0]), f"FINISH at {finishes[0]} is not the last instruction "
-                                           f"(program has {n}; FINISH must be last and appear once)", "opcode"))
-
     # SRAM ranges.  Invalid memory types were reported above; give them depth 0 to stay vectorised.
     known = np.isin(mt, list(MEM_NAMES))
     depth = np.array([cfg.sram_depth(t) if t in MEM_NAMES else 0 for t in range(8)], dtype=np.int64)[mt & 7]
@@ -153,7 +276,5 @@ def check_program(cfg: VTAConfig, f: dict, dram_size: int) -> None:
     rule(is_loop & (bgn < end) & (end > cfg.uop_depth), "uop_end",
          lambda i: f"{OPCODE_NAMES[int(op[i])]} field uop_end = {end[i]} is beyond the uop buffer depth "
                    f"{cfg.uop_depth}")
-    if problems:
-        i, text, field = min(problems, key=lambda p: p[0])
-        raise ProgramError(f"instruction {i}: {text}", i, field)
+    return problems
 

@@ -8,13 +8,14 @@
 
 * ``dram``, ``counters`` (fsim names), ``outputs``, ``leftover_tokens`` as every engine;
 * ``cycles`` = end cycle of FINISH + 1;
-* ``trace``: list of :class:`sim.result.RetireRecord` in the order of docs/timing.md section 9;
+* ``trace``: a sequence of :class:`sim.result.RetireRecord` in the order of docs/timing.md section 9
+  (records are made when read, not kept as objects; ``list(result.trace)`` gives a list);
 * ``breakdown``: ``{"fetch"|"load"|"compute"|"store": {"busy", "mem_wait", "token_wait",
   "queue_stall", "idle"}}`` (each module's buckets sum to ``cycles``);
 * ``wall_s``: simulation wall time, JIT compilation excluded (the core is warmed up once per process);
 * ``dispatch_cycle``: int64 array indexed by program index, the cycle each instruction was
   dispatched to its command queue (docs/timing.md 3);
-* ``fetch_chunks``: list of ``(first_request_cycle, complete_cycle)``, one per fetch chunk
+* ``fetch_chunks``: a sequence of ``(first_request_cycle, complete_cycle)``, one per fetch chunk
   (the cycle the chunk's first burst request was issued, the cycle its last burst completed);
 * ``cycles_per_s``: simulated cycles per second of ``wall_s``; ``cpu_s``: the process CPU time of
   the same span (on a shared machine the steadier figure).

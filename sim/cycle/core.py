@@ -43,14 +43,36 @@ from sim.cycle.layout import (B_BUSY, B_IDLE, B_MEM_WAIT, B_QUEUE_STALL, B_TOKEN
                               P_ALU_PIPE, P_BURST, P_BUS_BYTES, P_CMDQ, P_EB_UOP, P_FETCH_INSNS,
                               P_BLOCK, P_GEMM_PIPE, P_INSN_ADDR, P_INSN_COUNT, P_LATENCY, P_EB_OUT, P_TOKQ,
                               S_CHUNK, S_ERR_CODE, S_ERR_FIELD, S_ERR_INSN, S_ERR_LIMIT, S_ERR_VALUE,
-                              S_EVENTS, S_FINISH_E, S_FLASTD, S_FNEXT, S_FPHASE, S_PORT_UNIT,
+                              S_EVENTS, S_FINISH_E, S_NRET, N_FIELDS, P_LAY, S_FLASTD, S_FNEXT, S_FPHASE, S_PORT_UNIT,
                               S_PORT_UNTIL, S_STATUS, S_T, S_TOK0, ST_DEADLOCK, ST_DONE, ST_ERROR,
-                              TOK_G2L, TOK_G2S, TOK_L2G, TOK_S2G, U_COMPUTE, U_FETCH, U_LOAD, US_ADDR0, US_BEATS,
+                              TOK_G2L, TOK_G2S, TOK_L2G, TOK_S2G, U_COMPUTE, U_FETCH, U_LOAD, U_STORE, US_ADDR0, US_BEATS,
                               US_BUSY, US_CLIENT, US_E, US_GRANTED, US_NBYTES,
                               US_NDISP, US_NROWS, US_NSTART, US_NTOTAL, US_PIDX, US_QOFF, US_REQ, US_ROW,
                               US_S, US_STRIDE, US_W, US_W1, US_XFER)
 
 NO_TIME = np.int64(1) << np.int64(62)
+
+
+@njit(cache=True, inline="always")
+def fld(F, P, j, k):
+    """Field ``k`` (a layout.F_* number) of instruction ``j``, decoded from its words ``F[j]`` with the
+    bit table at ``P[P_LAY:]`` (as hw.isa.decode_fields: fields the opcode lacks read 0)."""
+    b = P_LAY + (np.int64(F[j, 0] & np.uint64(7)) * N_FIELDS + k) * 3
+    width = P[b + 1]
+    if width == 0:
+        return np.int64(0)
+    lo = P[b]
+    v = np.int64((F[j, lo >> 6] >> np.uint64(lo & 63)) & np.uint64((np.int64(1) << width) - 1))
+    if P[b + 2] != 0 and (v >> (width - 1)) & 1:
+        v -= np.int64(1) << width
+    return v
+
+
+@njit(cache=True)
+def decode_row(F, P, j, row):
+    """All fields of instruction j into ``row[0, :]``: the one-row field matrix the kernels read."""
+    for k in range(N_FIELDS):
+        row[0, k] = fld(F, P, j, k)
 
 
 @njit(cache=True, inline="always")
@@ -94,6 +116,19 @@ def _fetch_begin(S, US, P, chunk_req, req_t):
 
 
 @njit(cache=True, inline="always")
+def _unit(F, P, j):
+    """Unit executing instruction j (hardware spec 4.1): LOAD INP/WGT load, STORE store, else compute."""
+    op = fld(F, P, j, F_OPCODE)
+    if op == OP_STORE:
+        return U_STORE
+    if op == OP_LOAD:
+        mt = fld(F, P, j, F_MEMORY_TYPE)
+        if mt == MEM_INP or mt == MEM_WGT:
+            return U_LOAD
+    return U_COMPUTE
+
+
+@njit(cache=True, inline="always")
 def _token_slots(u, F, j):
     """(slot popped by pop_prev, by pop_next, pushed by push_prev, by push_next); -1 = flag unused."""
     if u == U_LOAD:
@@ -114,41 +149,46 @@ def _fail(S, code, j, field, value, limit):
 
 
 @njit(cache=True)
-def _execute(u, j, t, S, US, F, P, CNT, err, dram, uop32, uop_b, inp_b, inp2, wgt_b, wgt2, wgt_pairs, acc_b, acc2):
-    """Apply instruction j's data effect and schedule its end (or its first DMA request)."""
-    op = F[j, F_OPCODE]
+def _execute(u, j, t, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp2, wgt_b, wgt2, wgt_pairs, acc_b, acc2):
+    """Apply instruction j's data effect and schedule its end (or its first DMA request).
+
+    The instruction's fields are decoded once into ``row`` (``row[0, F_*]``), which the kernels take
+    as their field matrix with index 0."""
+    decode_row(F, P, j, row)
+    op = row[0, F_OPCODE]
     dig = np.uint64(0)
     if op == OP_LOAD or op == OP_STORE:
-        x, y = F[j, F_X_SIZE], F[j, F_Y_SIZE]
+        x, y = row[0, F_X_SIZE], row[0, F_Y_SIZE]
         if x == 0:
             US[u, US_E] = t + 1
             return dig
-        mt = F[j, F_MEMORY_TYPE]
+        mt = row[0, F_MEMORY_TYPE]
         if op == OP_STORE:
             eb = P[P_EB_OUT]   # a STORE moves OUT elements whatever its memory_type field
-            dig = store_kernel(F, j, acc2, acc2.shape[0], eb, dram, err)
+            dig = store_kernel(row, 0, acc2, acc2.shape[0], eb, dram, err)
             CNT[CNT_OUT] += x * y * eb
             client, pads = C_OUT, 0
         else:
             eb = P[P_EB_UOP + mt]
-            n_sram = (F[j, F_X_PAD_0] + x + F[j, F_X_PAD_1]) * (F[j, F_Y_PAD_0] + y + F[j, F_Y_PAD_1])
+            n_sram = ((row[0, F_X_PAD_0] + x + row[0, F_X_PAD_1])
+                      * (row[0, F_Y_PAD_0] + y + row[0, F_Y_PAD_1]))
             pads = n_sram - x * y
             if mt == MEM_UOP:
-                dig = load_kernel(F, j, uop_b, uop32.size, 4, 4, False, dram, err)
+                dig = load_kernel(row, 0, uop_b, uop32.size, 4, 4, False, dram, err)
                 CNT[CNT_UOP] += x * y * 4
                 client = C_UOP
             elif mt == MEM_INP:
-                dig = load_kernel(F, j, inp_b, inp2.shape[0], inp2.shape[1], eb, False, dram, err)
+                dig = load_kernel(row, 0, inp_b, inp2.shape[0], inp2.shape[1], eb, False, dram, err)
                 CNT[CNT_INP] += x * y * eb
                 client = C_INP
             elif mt == MEM_WGT:
-                dig = load_kernel(F, j, wgt_b, wgt2.shape[0], wgt2.shape[1], eb, False, dram, err)
+                dig = load_kernel(row, 0, wgt_b, wgt2.shape[0], wgt2.shape[1], eb, False, dram, err)
                 if err[0] == 0:
-                    pair_weights(wgt2, wgt_pairs, F[j, F_SRAM_BASE], n_sram, P[P_BLOCK])
+                    pair_weights(wgt2, wgt_pairs, row[0, F_SRAM_BASE], n_sram, P[P_BLOCK])
                 CNT[CNT_WGT] += x * y * eb
                 client = C_WGT
             elif mt == MEM_ACC or mt == MEM_ACC_8BIT:
-                dig = load_kernel(F, j, acc_b, acc2.shape[0], acc2.shape[1] * 4, eb, mt == MEM_ACC_8BIT,
+                dig = load_kernel(row, 0, acc_b, acc2.shape[0], acc2.shape[1] * 4, eb, mt == MEM_ACC_8BIT,
                                   dram, err)
                 CNT[CNT_ACC] += x * y * acc2.shape[1] * 4
                 client = C_ACC
@@ -158,20 +198,21 @@ def _execute(u, j, t, S, US, F, P, CNT, err, dram, uop32, uop_b, inp_b, inp2, wg
         if y == 0:
             US[u, US_E] = t + 1 + pads
         else:
-            _xfer_begin(US, u, client, F[j, F_DRAM_BASE] * eb, F[j, F_X_STRIDE] * eb, x * eb, y,
+            _xfer_begin(US, u, client, row[0, F_DRAM_BASE] * eb, row[0, F_X_STRIDE] * eb, x * eb, y,
                         t + 1 + pads, P)
         return dig
     if op == OP_GEMM or op == OP_ALU:
-        n = F[j, F_ITER_OUT] * F[j, F_ITER_IN] * max(0, F[j, F_UOP_END] - F[j, F_UOP_BGN])
+        n = (row[0, F_ITER_OUT] * row[0, F_ITER_IN]
+             * max(0, row[0, F_UOP_END] - row[0, F_UOP_BGN]))
         if op == OP_GEMM:
-            dig = gemm_kernel(F, j, uop32, P, inp2, wgt_pairs, acc2, err)
-            if F[j, F_RESET_REG] == 0:
+            dig = gemm_kernel(row, 0, uop32, P, inp2, wgt_pairs, acc2, err)
+            if row[0, F_RESET_REG] == 0:
                 CNT[CNT_GEMM] += n
             dur = n + P[P_GEMM_PIPE]
         else:
-            dig = alu_kernel(F, j, uop32, P, acc2, err)
+            dig = alu_kernel(row, 0, uop32, P, acc2, err)
             CNT[CNT_ALU] += n
-            dur = (n if F[j, F_USE_IMM] else 2 * n - 1) + P[P_ALU_PIPE]
+            dur = (n if row[0, F_USE_IMM] else 2 * n - 1) + P[P_ALU_PIPE]
         US[u, US_E] = t + (dur if n > 0 else 1)
         return dig
     if op == OP_FINISH:
@@ -182,7 +223,7 @@ def _execute(u, j, t, S, US, F, P, CNT, err, dram, uop32, uop_b, inp_b, inp2, wg
 
 
 @njit(cache=True, inline="always")
-def _can_start(u, t, S, US, F, modq, disp):
+def _can_start(u, t, S, US, F, P, modq, disp):
     """The queue head of idle module u is visible at t and its tokens are there: its index, else -1."""
     if US[u, US_BUSY] or US[u, US_NSTART] >= US[u, US_NDISP]:
         return -1
@@ -190,19 +231,19 @@ def _can_start(u, t, S, US, F, modq, disp):
     if disp[j] >= t:
         return -1
     pp, pn, _, _ = _token_slots(u, F, j)
-    if (F[j, F_POP_PREV] != 0 and pp >= 0 and S[S_TOK0 + pp] == 0) or \
-            (F[j, F_POP_NEXT] != 0 and pn >= 0 and S[S_TOK0 + pn] == 0):
+    if (fld(F, P, j, F_POP_PREV) != 0 and pp >= 0 and S[S_TOK0 + pp] == 0) or \
+            (fld(F, P, j, F_POP_NEXT) != 0 and pn >= 0 and S[S_TOK0 + pn] == 0):
         return -1
     return j
 
 
 @njit(cache=True)
-def _start(u, j, t, S, US, F, P, s_cyc, dig_out, CNT, err, dram, uop32, uop_b, inp_b, inp2,
+def _start(u, j, t, S, US, F, P, row, s_cyc, dig_out, CNT, err, dram, uop32, uop_b, inp_b, inp2,
            wgt_b, wgt2, wgt_pairs, acc_b, acc2):
     """Start instruction j on module u at t: pop its tokens, apply its data effect, schedule it."""
     pp, pn, _, _ = _token_slots(u, F, j)
-    need_p = F[j, F_POP_PREV] != 0 and pp >= 0
-    need_n = F[j, F_POP_NEXT] != 0 and pn >= 0
+    need_p = fld(F, P, j, F_POP_PREV) != 0 and pp >= 0
+    need_n = fld(F, P, j, F_POP_NEXT) != 0 and pn >= 0
     if need_p:
         S[S_TOK0 + pp] -= 1
     if need_n:
@@ -213,8 +254,8 @@ def _start(u, j, t, S, US, F, P, s_cyc, dig_out, CNT, err, dram, uop32, uop_b, i
     US[u, US_S] = t
     US[u, US_E] = -1
     s_cyc[j] = t
-    d = _execute(u, j, t, S, US, F, P, CNT, err, dram, uop32, uop_b, inp_b, inp2, wgt_b, wgt2, wgt_pairs, acc_b, acc2)
-    dig_out[j] = np.int64(d)
+    d = _execute(u, j, t, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp2, wgt_b, wgt2, wgt_pairs, acc_b, acc2)
+    dig_out[j] = np.uint32(d)
     if err[0] != 0:
         _fail(S, err[0], j, err[1], err[2], err[3])
 
@@ -242,10 +283,11 @@ def init_state(S, US, P, chunk_req):
 
 
 @njit(cache=True)
-def run_slice(S, US, F, P, unit_of, modq, disp, s_cyc, e_cyc, dig, chunk_req, chunk_done, BD, CNT, dram,
+def run_slice(S, US, F, P, modq, disp, s_cyc, e_cyc, dig, ret, chunk_req, chunk_done, BD, CNT, dram,
               uop32, uop_b, inp_b, inp2, wgt_b, wgt2, wgt_pairs, acc_b, acc2, event_budget):
     """Run at most ``event_budget`` loop iterations; state lives in S/US so the next call resumes."""
     err = np.zeros(4, np.int64)
+    row = np.zeros((1, N_FIELDS), np.int64)
     ended = np.zeros(4, np.int64)
     bucket = np.zeros(4, np.int64)
     L, Q, TQ = P[P_LATENCY], P[P_CMDQ], P[P_TOKQ]
@@ -283,16 +325,18 @@ def run_slice(S, US, F, P, unit_of, modq, disp, s_cyc, e_cyc, dig, chunk_req, ch
             if US[u, US_BUSY] and US[u, US_E] == t:
                 j = US[u, US_PIDX]
                 e_cyc[j] = t
+                ret[S[S_NRET]] = j
+                S[S_NRET] += 1
                 US[u, US_BUSY] = 0
                 ended[u] = 1
                 active = True
-                if F[j, F_OPCODE] == OP_FINISH:
+                if fld(F, P, j, F_OPCODE) == OP_FINISH:
                     S[S_FINISH_E] = t
         # C. dispatch
         dispatched = False
         if S[S_FPHASE] == FPHASE_DISPATCH:
             j = S[S_FNEXT]
-            u = unit_of[j]
+            u = _unit(F, P, j)
             if US[u, US_NDISP] - US[u, US_NSTART] < Q:
                 disp[j] = t
                 US[u, US_NDISP] += 1
@@ -307,9 +351,9 @@ def run_slice(S, US, F, P, unit_of, modq, disp, s_cyc, e_cyc, dig, chunk_req, ch
                     _fetch_begin(S, US, P, chunk_req, t + 1)
         # D. starts
         for u in range(1, 4):
-            j = -1 if ended[u] else _can_start(u, t, S, US, F, modq, disp)
+            j = -1 if ended[u] else _can_start(u, t, S, US, F, P, modq, disp)
             if j >= 0:
-                _start(u, j, t, S, US, F, P, s_cyc, dig, CNT, err, dram, uop32, uop_b, inp_b, inp2, wgt_b, wgt2,
+                _start(u, j, t, S, US, F, P, row, s_cyc, dig, CNT, err, dram, uop32, uop_b, inp_b, inp2, wgt_b, wgt2,
                        wgt_pairs, acc_b, acc2)
                 active = True
                 if S[S_STATUS] == ST_ERROR:
@@ -332,7 +376,7 @@ def run_slice(S, US, F, P, unit_of, modq, disp, s_cyc, e_cyc, dig, chunk_req, ch
             if ended[u]:
                 j = US[u, US_PIDX]
                 _, _, sp, sn = _token_slots(u, F, j)
-                for slot, flag in ((sp, F[j, F_PUSH_PREV]), (sn, F[j, F_PUSH_NEXT])):
+                for slot, flag in ((sp, fld(F, P, j, F_PUSH_PREV)), (sn, fld(F, P, j, F_PUSH_NEXT))):
                     if slot >= 0 and flag != 0:
                         S[S_TOK0 + slot] += 1
                         if S[S_TOK0 + slot] > TQ:

@@ -8,18 +8,19 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Sequence
 
 import numpy as np
 
 from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_OUT, MEM_UOP, MEM_WGT, VTAConfig
-from hw.isa import INSN_FIELDS, layout
+from hw.isa import INSN_FIELDS, OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, SIGNED_FIELDS, layout
 from sim.cycle import core
-from sim.cycle.layout import (BUCKET_NAMES, ERR_TOKEN_OVERFLOW, ERR_UNFINISHED, FIELD_NAMES, N_PARAMS,
+from sim.cycle.layout import (BUCKET_NAMES, ERR_TOKEN_OVERFLOW, ERR_UNFINISHED, FIELD_NAMES, N_FIELDS, N_PARAMS,
                               N_S, N_UNITS, N_US, P_ALU_PIPE, P_BATCH, P_BLOCK, P_BURST, P_BUS_BYTES,
                               P_CMDQ, P_EB_UOP, P_FETCH_INSNS, P_GEMM_PIPE, P_INSN_ADDR, P_INSN_COUNT,
-                              P_LATENCY, P_TOKQ, P_UOP_DST_LO, P_UOP_DST_MASK, P_UOP_SRC_LO,
+                              P_LATENCY, P_LAY, P_TOKQ, P_UOP_DST_LO, P_UOP_DST_MASK, P_UOP_SRC_LO,
                               P_UOP_SRC_MASK, P_UOP_WGT_LO, P_UOP_WGT_MASK, S_ERR_CODE, S_ERR_FIELD,
-                              S_ERR_INSN, S_ERR_LIMIT, S_ERR_VALUE, S_STATUS, S_T, S_TOK0, ST_DEADLOCK,
+                              S_ERR_INSN, S_ERR_LIMIT, S_ERR_VALUE, S_NRET, S_STATUS, S_T, S_TOK0, ST_DEADLOCK,
                               ST_DONE, ST_ERROR, TOKEN_NAMES, UNIT_NAMES, US_NTOTAL, US_QOFF)
 from sim.errors import ProgramError, RunError, TokenOverflowError
 from sim.program import Program, load_program
@@ -50,32 +51,94 @@ def params(cfg: VTAConfig, insn_addr: int, insn_count: int) -> np.ndarray:
         P[lo_i], P[mask_i] = lo, (1 << width) - 1
     for mt in (MEM_UOP, MEM_WGT, MEM_INP, MEM_ACC, MEM_OUT, MEM_ACC_8BIT):
         P[P_EB_UOP + mt] = cfg.dram_elem_bytes(mt)
+    lay = layout(cfg)
+    for op in range(8):
+        fmt = {OP_LOAD: lay.mem, OP_STORE: lay.mem, OP_GEMM: lay.gemm, OP_ALU: lay.alu,
+               OP_FINISH: lay.finish}.get(op, {"opcode": lay.mem["opcode"]})
+        for k, name in enumerate(INSN_FIELDS):
+            if name in fmt:
+                lo, width = fmt[name]
+                assert lo // 64 == (lo + width - 1) // 64, name      # a field never straddles the halves
+                P[P_LAY + (op * N_FIELDS + k) * 3:P_LAY + (op * N_FIELDS + k) * 3 + 3] = \
+                    (lo, width, int(name in SIGNED_FIELDS))
     return P
 
 
+class LazyRows(Sequence):
+    """A read-only sequence whose item k is ``make(k)``, built when read (a run's records are not kept as
+    Python objects).  Equal to any sequence with equal items; ``list(...)`` gives a plain list."""
+
+    def __init__(self, n: int, make, make_block=None):
+        self._n, self._make = n, make
+        self._block = make_block or (lambda k0, k1: [make(k) for k in range(k0, k1)])
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return [self._make(i) for i in range(*k.indices(self._n))]
+        if k < 0:
+            k += self._n
+        if not 0 <= k < self._n:
+            raise IndexError(f"index {k} out of range for {self._n} rows")
+        return self._make(k)
+
+    def __iter__(self):
+        for k0 in range(0, self._n, 4096):
+            yield from self._block(k0, min(self._n, k0 + 4096))
+
+    def __eq__(self, other):
+        if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
+            return NotImplemented
+        return len(other) == self._n and all(a == b for a, b in zip(self, other))
+
+    def __ne__(self, other):
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return f"LazyRows({self._n} rows)"
+
+
 class CycleMachine:
-    """All arrays of one run.  ``run()`` drives the core to completion; results are read off it."""
+    """All arrays of one run.  ``run()`` drives the core to completion; results are read off it.
+
+    Per instruction it keeps about 37 bytes next to the 16 of the instruction itself: the words are
+    read by the core in place (``F`` is the program's read-only ``uint64[n, 2]``, usually the image's
+    own bytes), then dispatch/start/end cycles (int64), the digest (uint32), the module queues and the
+    retire order (int32)."""
 
     def __init__(self, prog: Program, dram: np.ndarray, insn_addr: int):
         cfg = self.cfg = prog.cfg
         self.prog = prog
         n = prog.count
-        self.F = np.ascontiguousarray(np.stack([prog.fields[name] for name in INSN_FIELDS], axis=1), np.int64)
+        F = prog.words
+        if not (F.flags.c_contiguous and F.flags.aligned) or F.dtype != np.uint64:
+            F = np.ascontiguousarray(F, dtype=np.uint64)
+        if F.flags.writeable:                 # one compiled signature: the core takes read-only words
+            F = F.view()
+            F.flags.writeable = False
+        self.F = F
         self.P = params(cfg, insn_addr, n)
-        self.unit_of = (prog.module + 1).astype(np.int64)
         self.S = np.zeros(N_S, np.int64)
         self.US = np.zeros((N_UNITS, N_US), np.int64)
-        queues = [prog.indices(m) for m in range(3)]
-        self.modq = np.concatenate(queues).astype(np.int64) if n else np.zeros(0, np.int64)
+        self.modq = np.empty(n, np.int32)     # the three module queues back to back, program indices
         off = 0
-        for m, q in enumerate(queues):
+        for m in range(3):                    # block by block: no int64 index array of the stream
             self.US[m + 1, US_QOFF] = off
-            self.US[m + 1, US_NTOTAL] = len(q)
-            off += len(q)
+            for c in range(0, n, 1 << 16):
+                q = np.flatnonzero(prog.module[c:c + (1 << 16)] == m) + c
+                self.modq[off:off + len(q)] = q
+                off += len(q)
+            self.US[m + 1, US_NTOTAL] = off - self.US[m + 1, US_QOFF]
         self.disp = np.full(n, -1, np.int64)
         self.s_cyc = np.full(n, -1, np.int64)
         self.e_cyc = np.full(n, -1, np.int64)
-        self.dig = np.zeros(n, np.int64)
+        self.dig = np.zeros(n, np.uint32)
+        self.ret = np.zeros(n, np.int32)      # program indices in retire order (docs/timing.md 9)
         nchunks = -(-n // cfg.FETCH_INSNS)
         self.chunk_req = np.full(nchunks, -1, np.int64)
         self.chunk_done = np.full(nchunks, -1, np.int64)
@@ -91,8 +154,8 @@ class CycleMachine:
 
     def step(self, events: int | None = None) -> int:
         """Run one slice of at most ``events`` loop iterations; returns the status (0 = running)."""
-        core.run_slice(self.S, self.US, self.F, self.P, self.unit_of, self.modq, self.disp, self.s_cyc,
-                       self.e_cyc, self.dig, self.chunk_req, self.chunk_done, self.BD, self.CNT, self.dram,
+        core.run_slice(self.S, self.US, self.F, self.P, self.modq, self.disp, self.s_cyc,
+                       self.e_cyc, self.dig, self.ret, self.chunk_req, self.chunk_done, self.BD, self.CNT, self.dram,
                        self.uop32, self.uop32.view(np.uint8), self.inp2.view(np.uint8).reshape(-1), self.inp2,
                        self.wgt2.view(np.uint8).reshape(-1), self.wgt2, self.wgt_pairs,
                        self.acc2.view(np.uint8).reshape(-1),
@@ -106,7 +169,7 @@ class CycleMachine:
         while self.step() == 0:
             if progress is not False and time.perf_counter() - t0 > PROGRESS_AFTER_S:
                 if progress or sys.stderr.isatty():
-                    done = int((self.e_cyc >= 0).sum())
+                    done = int(self.S[S_NRET])
                     sys.stderr.write(f"\r[vtasim cycle] cycle {int(self.S[S_T]):,}  "
                                      f"retired {done:,}/{self.prog.count:,}  ")
                     sys.stderr.flush()
@@ -141,18 +204,28 @@ class CycleMachine:
     def cycles(self) -> int:
         return int(self.S[S_T]) + 1
 
-    def records(self) -> list:
-        """Retire records in docs/timing.md 9 order: end cycle, then load < compute < store."""
-        done = np.flatnonzero(self.e_cyc >= 0)
-        order = done[np.lexsort((self.unit_of[done], self.e_cyc[done]))]
-        pos = np.zeros(self.prog.count, np.int64)
-        for m in range(3):
-            idx = self.prog.indices(m)
-            pos[idx] = np.arange(len(idx))
-        names = ("load", "compute", "store")
-        op = self.F[:, 0]
-        return [RetireRecord(names[self.unit_of[j] - 1], int(pos[j]), int(j), int(op[j]), int(self.s_cyc[j]),
-                             int(self.e_cyc[j]), int(self.dig[j]) & 0xFFFFFFFF) for j in order]
+    def records(self) -> "LazyRows":
+        """Retire records in docs/timing.md 9 order (end cycle, then load < compute < store: the order
+        the core retires in), each made when it is read."""
+        order = self.ret[:int(self.S[S_NRET])]
+        # a module's queue lists its instructions in program order: index in module by binary search
+        queues = [self.modq[int(self.US[m + 1, US_QOFF]):int(self.US[m + 1, US_QOFF] + self.US[m + 1, US_NTOTAL])]
+                  for m in range(3)]
+        names, module, words = ("load", "compute", "store"), self.prog.module, self.F
+        s_cyc, e_cyc, dig = self.s_cyc, self.e_cyc, self.dig
+
+        def block(k0, k1):
+            j = order[k0:k1]
+            m = module[j]
+            pos = np.zeros(len(j), np.int64)
+            for mm in range(3):
+                sel = m == mm
+                pos[sel] = np.searchsorted(queues[mm], j[sel])
+            op = (words[j, 0] & np.uint64(7)).astype(np.int64)
+            return [RetireRecord(names[a], b, c, d, e, f, g) for a, b, c, d, e, f, g in
+                    zip(m.tolist(), pos.tolist(), j.tolist(), op.tolist(), s_cyc[j].tolist(), e_cyc[j].tolist(),
+                        dig[j].tolist())]
+        return LazyRows(len(order), lambda k: block(k, k + 1)[0], block)
 
     def breakdown(self) -> dict:
         return {UNIT_NAMES[u]: {b: int(self.BD[u, i]) for i, b in enumerate(BUCKET_NAMES)} for u in range(N_UNITS)}
@@ -194,8 +267,8 @@ def run_image(image, trace=None, perfetto=None, progress=None, **ignored) -> Run
                        outputs=image.outputs_from(m.dram),
                        leftover_tokens={k: v for k, v in m.tokens().items() if v},
                        cycles=m.cycles, trace=records, breakdown=m.breakdown(), wall_s=wall, cpu_s=cpu,
-                       dispatch_cycle=m.disp.copy(),
-                       fetch_chunks=[(int(a), int(b)) for a, b in zip(m.chunk_req, m.chunk_done)])
+                       dispatch_cycle=m.disp,
+                       fetch_chunks=LazyRows(len(m.chunk_req), lambda k: (int(m.chunk_req[k]), int(m.chunk_done[k]))))
     if trace is not None or perfetto is not None:
         from sim import trace as trace_io
         if trace is not None:

@@ -7,7 +7,8 @@ holds what; numba folds module-level ints into constants.
 
 from hw.isa import INSN_FIELDS, TOKEN_QUEUES
 
-# ---- columns of the decoded field matrix F[n_insn, len(INSN_FIELDS)] (order of hw.isa.Insn) ----
+# ---- field numbers (order of hw.isa.Insn).  The core reads fields straight from the 16-byte
+# instruction words F[n_insn, 2] (uint64 halves) with the bit table P_LAY, never a decoded matrix ----
 (F_OPCODE, F_POP_PREV, F_POP_NEXT, F_PUSH_PREV, F_PUSH_NEXT, F_MEMORY_TYPE, F_SRAM_BASE, F_DRAM_BASE,
  F_Y_SIZE, F_X_SIZE, F_X_STRIDE, F_Y_PAD_0, F_Y_PAD_1, F_X_PAD_0, F_X_PAD_1, F_RESET_REG, F_UOP_BGN,
  F_UOP_END, F_ITER_OUT, F_ITER_IN, F_DST_FACTOR_OUT, F_DST_FACTOR_IN, F_SRC_FACTOR_OUT,
@@ -22,8 +23,12 @@ assert INSN_FIELDS == ("opcode", "pop_prev", "pop_next", "push_prev", "push_next
 (P_LATENCY, P_BUS_BYTES, P_BURST, P_CMDQ, P_TOKQ, P_FETCH_INSNS, P_GEMM_PIPE, P_ALU_PIPE, P_INSN_ADDR,
  P_INSN_COUNT, P_BATCH, P_BLOCK, P_UOP_DST_LO, P_UOP_DST_MASK, P_UOP_SRC_LO, P_UOP_SRC_MASK,
  P_UOP_WGT_LO, P_UOP_WGT_MASK, P_EB_UOP, P_EB_WGT, P_EB_INP, P_EB_ACC, P_EB_OUT, P_EB_ACC8) = range(24)
-N_PARAMS = 24
+N_FIELDS = 29
+P_LAY = 24
+N_PARAMS = P_LAY + 8 * N_FIELDS * 3
 # P_EB_<mem> are DRAM element bytes indexed by memory type (P_EB_UOP + memory_type).
+# P_LAY + (opcode * N_FIELDS + field) * 3 + (0, 1, 2) = (lsb, width, signed) of a field in an
+# instruction of that opcode (width 0: the opcode has no such field, it reads as 0).
 
 # ---- units: fetch plus the three modules (hw.isa MODULE_* = unit - 1) ----
 U_FETCH, U_LOAD, U_COMPUTE, U_STORE = 0, 1, 2, 3
@@ -43,8 +48,9 @@ N_US = 20
 # ---- global state S ----
 (S_T, S_STATUS, S_PORT_UNTIL, S_PORT_UNIT, S_CHUNK, S_FPHASE, S_FNEXT, S_FLASTD, S_FINISH_E,
  S_TOK0, S_TOK1, S_TOK2, S_TOK3, S_ERR_CODE, S_ERR_FIELD, S_ERR_VALUE, S_ERR_LIMIT, S_ERR_INSN,
- S_EVENTS) = range(19)
-N_S = 19
+ S_EVENTS, S_NRET) = range(20)
+N_S = 20
+# S_NRET: instructions retired so far (the next free slot of the retire-order array)
 TOK_L2G, TOK_G2L, TOK_S2G, TOK_G2S = 0, 1, 2, 3
 TOKEN_NAMES = TOKEN_QUEUES
 FPHASE_XFER, FPHASE_DISPATCH, FPHASE_DONE = 0, 1, 2

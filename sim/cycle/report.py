@@ -17,7 +17,7 @@ from sim.errors import DeadlockError
 
 def deadlock_error(m) -> DeadlockError:
     """Build the :class:`DeadlockError` for a machine whose core stopped in the deadlock state."""
-    f, US, S = m.prog.fields, m.US, m.S
+    US, S = m.US, m.S
     tokens = m.tokens()
     depth = m.cfg.CMD_QUEUE_DEPTH
     lines, summary = [f"deadlock at cycle {int(S[S_T])}: no module can start and FINISH has not ended"], []
@@ -36,13 +36,14 @@ def deadlock_error(m) -> DeadlockError:
         if US[u, US_NSTART] >= US[u, US_NDISP]:
             lines.append(f"  {name}: queue empty, next instruction {j} not yet dispatched ({queue})")
             continue
-        need = [tok for flag, tok in TOKEN_POPS[u - 1] if f[flag][j] and tokens[tok] == 0]
+        row = m.prog.row(j)
+        need = [tok for flag, tok in TOKEN_POPS[u - 1] if row[flag] and tokens[tok] == 0]
         lines.append(f"  {name}: instruction {j} `{one_line(m.prog.insn(j))}` waits for token "
                      f"{', '.join(need)} ({queue})")
         summary.append(f"{name} insn {j} needs {'/'.join(need)}")
     if S[S_FPHASE] == FPHASE_DISPATCH:
         j = int(S[S_FNEXT])
-        u = int(m.unit_of[j])
+        u = int(m.prog.module[j]) + 1
         lines.append(f"  fetch: instruction {j} `{one_line(m.prog.insn(j))}` blocked: {UNIT_NAMES[u]} "
                      f"queue full ({int(US[u, US_NDISP] - US[u, US_NSTART])}/{depth})")
         summary.append(f"fetch blocked on full {UNIT_NAMES[u]} queue at insn {j}")
