@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hw.config import (ConfigError, MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_OUT, MEM_UOP, MEM_WGT,
+from hw.config import (ConfigError, MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_UOP, MEM_WGT,
                        VTAConfig)
 from hw.isa import (ALU_ADD, ALU_MAX, ALU_MIN, ALU_MUL, ALU_SHR, OP_ALU, OP_FINISH, OP_GEMM,
-                    OP_LOAD, OP_STORE, layout)
+                    OP_LOAD, OP_STORE, layout, store_mem_type)
 
 __all__ = ["HEADER_NAME", "DEFAULT_TB_DRAM_BYTES", "header_defines", "header_text", "write_header",
            "check_rtl_supported"]
@@ -76,7 +76,8 @@ def header_defines(cfg: VTAConfig, tb_dram_bytes: int = DEFAULT_TB_DRAM_BYTES) -
         "OP_LOAD": OP_LOAD, "OP_STORE": OP_STORE, "OP_GEMM": OP_GEMM, "OP_FINISH": OP_FINISH,
         "OP_ALU": OP_ALU,
         "MEM_UOP": MEM_UOP, "MEM_WGT": MEM_WGT, "MEM_INP": MEM_INP, "MEM_ACC": MEM_ACC,
-        "MEM_OUT": MEM_OUT, "MEM_ACC_8BIT": MEM_ACC_8BIT,
+        # the code a STORE's memory_type field holds: OUT (4) cut to the field's width (0 in HW_VER 0.0.1)
+        "MEM_OUT": store_mem_type(cfg), "MEM_ACC_8BIT": MEM_ACC_8BIT,
         "ALU_MIN": ALU_MIN, "ALU_MAX": ALU_MAX, "ALU_ADD": ALU_ADD, "ALU_SHR": ALU_SHR,
         "ALU_MUL": ALU_MUL,
         "LEGACY_ISA": int(cfg.legacy_isa),

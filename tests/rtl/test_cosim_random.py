@@ -68,3 +68,13 @@ def test_fuzz_command_reports_seed_and_coverage(verilator_build, capsys, tmp_pat
     assert "seeds 77..84" in out and "seed 77: 8 programs identical, 0 diverged" in out
     from sim.programs.randprog import ALL_BINS
     assert f"of {len(ALL_BINS)} bins hit by 8 programs" in out and "op:GEMM" in out and "not hit:" in out
+
+
+def test_random_programs_legacy_isa_on_icarus():
+    """HW_VER 0.0.1 (2-bit memory_type: a STORE's OUT reads as 0): random programs, stores included,
+    give the cycle engine's bytes and retire records on the RTL (Icarus: a small build)."""
+    from hw.config import load_config
+    cfg = load_config().replace(HW_VER="0.0.1")
+    seeds = list(range(3000, 3012))
+    _, failures = _campaign(cfg, seeds, sim="icarus")
+    _assert_clean(cfg, failures, len(seeds))
