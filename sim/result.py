@@ -8,6 +8,7 @@ breakdown), so a reader tests for None rather than for a key.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -39,15 +40,15 @@ class RunResult:
     engine: str                       # "functional" | "cycle" | "rtl"
     dram: np.ndarray | None           # final simulated DRAM (uint8); None for a run that stopped early
     counters: dict                    # COUNTER_NAMES -> int
-    outputs: dict                     # output name -> bytes
+    outputs: Mapping                  # output name -> bytes (the cycle engine copies each when read)
     leftover_tokens: dict = field(default_factory=dict)   # "l2g"... -> int, only non-zero ones
     cycles: int | None = None
-    trace: list | None = None         # list[RetireRecord], cycle/rtl engines
+    trace: Sequence | None = None     # RetireRecords, cycle/rtl engines (the cycle engine's is lazy)
     breakdown: dict | None = None     # module -> {bucket: cycles}, cycle engine
     wall_s: float | None = None       # simulation wall time, JIT/build excluded
     cpu_s: float | None = None        # process CPU time of the same span (cycle engine)
     dispatch_cycle: np.ndarray | None = None   # int64 per program index: cycle dispatched to its queue, -1 never
-    fetch_chunks: list | None = None  # cycle engine: (first request cycle, complete cycle) per fetch chunk
+    fetch_chunks: Sequence | None = None  # cycle engine: (first request cycle, complete cycle) per fetch chunk
     order: list | None = None         # functional engine: program indices in execution order
     launch_ns: float | None = None    # rtl: simulation time of accelerator cycle 0
     clock_ns: float | None = None     # rtl: clock period
