@@ -25,9 +25,11 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -405,11 +407,44 @@ def parse_hex(text: str, bus_bytes: int, nbytes: int) -> np.ndarray:
     return raw.reshape(-1)[:nbytes].copy()
 
 
+class _Terminated(BaseException):
+    """SIGTERM arrived: unwinds through everything (cocotb's SystemExit handling included)."""
+
+
+@contextlib.contextmanager
+def _sigterm_unwinds():
+    """While the block runs, SIGTERM unwinds the stack instead of ending the process at once, so
+    ``finally`` clauses (the work directory's removal, the simulator's kill) run; the process then
+    exits 143 as it would have.  Only where Python's default handler is in place and only in the
+    main thread (signal handlers can be set nowhere else)."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+
+    def unwind(signum, frame):
+        raise _Terminated()
+
+    signal.signal(signal.SIGTERM, unwind)
+    try:
+        yield
+    except _Terminated:
+        raise SystemExit(128 + signal.SIGTERM) from None
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def run_jobs(build: Build, jobs: list, work_dir=None, waves_file=None, waves=None) -> list:
     """Run ``jobs`` back to back in one simulator process; one :class:`Outcome` per job.
 
     ``waves_file``: write waveforms there, in format ``waves`` (Icarus; a Verilator build's format
-    is the one it was compiled with)."""
+    is the one it was compiled with).  A temporary work directory is removed however the run ends,
+    SIGTERM included."""
+    with _sigterm_unwinds():
+        return _run_jobs(build, jobs, work_dir, waves_file, waves)
+
+
+def _run_jobs(build: Build, jobs: list, work_dir=None, waves_file=None, waves=None) -> list:
     B = build.cfg.bus_bytes
     tmp = None
     if work_dir is None:
