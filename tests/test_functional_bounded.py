@@ -1,7 +1,8 @@
 """The functional model on legal maximal loop nests: memory bounded by the SRAMs (not the nest), results
 against independent references (numpy / Python integers on the nest's closed form, a brute-force walk).
 
-Peak memory is measured in a subprocess (``ru_maxrss``) so one test's allocations cannot hide another's."""
+Peak memory is measured in a subprocess (``VmHWM``: ``ru_maxrss`` would inherit the pytest worker's
+peak across exec) so one test's allocations cannot hide another's."""
 
 import json
 import subprocess
@@ -69,9 +70,9 @@ def run_in_subprocess(body: str) -> dict:
         "_alu_sequential(np.zeros((2, 2), np.int32), 2, np.zeros(1, np.int64), np.ones(1, np.int64), 1, 1, 0, 0, 0, 0)",
         textwrap.dedent(body),
         "prog, dram = load_program(img), img.dram()",
-        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024",
+        "before = int(next(ln for ln in open('/proc/self/status') if ln.startswith('VmHWM:')).split()[1]) * 1024",
         "m = run_program(prog, dram)",
-        "peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024",
+        "peak = int(next(ln for ln in open('/proc/self/status') if ln.startswith('VmHWM:')).split()[1]) * 1024",
         "print(json.dumps({'check': check(m), 'peak': peak, 'before': before}))"])
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
