@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from hw.config import MEM_INP, MEM_UOP, MEM_WGT, VTAConfig
+from hw.config import MEM_ACC, MEM_INP, MEM_UOP, MEM_WGT, VTAConfig
 from sim.builder import ProgramBuilder
 
-__all__ = ["gemm_bound_image"]
+__all__ = ["gemm_bound_image", "maximal_nest_image", "MAXIMAL_KINDS"]
 
 
 def gemm_bound_image(cfg: VTAConfig, gemms: int = 16, repeat: int = 256, seed: int = 0):
@@ -43,4 +43,40 @@ def gemm_bound_image(cfg: VTAConfig, gemms: int = 16, repeat: int = 256, seed: i
     dots = np.einsum("rubk,uok->rubo", x.reshape(16, 16, nb, bi).astype(np.int64), w.astype(np.int64))
     acc = (dots * gemms * repeat).reshape(n, nb * bo)
     b.expect("y", (acc & 0xFF).astype(np.uint8))
+    return b.build()
+
+
+MAXIMAL_KINDS = ("gemm", "alu-imm", "alu-vec")
+
+
+def maximal_nest_image(cfg: VTAConfig, kind: str = "gemm", uops: int = 8, seed: int = 0):
+    """A legal loop nest as large as the ISA allows: ``iter_out = iter_in`` = the iteration fields'
+    maximum, ``uops`` uops, every iteration on the same ``uops`` accumulator rows (factors 0), then a
+    STORE of those rows.  ``kind``: ``gemm`` (GEMM accumulate), ``alu-imm`` (ADD of an immediate),
+    ``alu-vec`` (ADD of rows ``uops..2*uops-1``: a chain where every uop reads what the one before
+    wrote).  No expected output: the engines are compared with each other."""
+    from hw.isa import ALU_ADD, layout
+    if kind not in MAXIMAL_KINDS:
+        raise ValueError(f"maximal nest kind {kind!r} is not one of {', '.join(MAXIMAL_KINDS)}")
+    n = (1 << layout(cfg).gemm["iter_out"][1]) - 1
+    rng = np.random.default_rng(seed)
+    b = ProgramBuilder(cfg)
+    out = b.output("y", uops * cfg.out_elem_bytes)
+    if kind == "gemm":
+        x = rng.integers(-128, 128, (uops, cfg.batch, cfg.block_in)).astype(np.int8)
+        w = rng.integers(-128, 128, (uops, cfg.block_out, cfg.block_in)).astype(np.int8)
+        b.load(memory_type=MEM_INP, dram_base=b.data("x", x), x_size=uops)
+        b.load(memory_type=MEM_WGT, dram_base=b.data("w", w), x_size=uops, push_next=1)
+        b.load(memory_type=MEM_UOP, dram_base=b.uops([(u, u, u) for u in range(uops)]), pop_prev=1)
+        b.gemm(uop_bgn=0, uop_end=uops, iter_out=n, iter_in=n, push_next=1)
+    else:
+        acc = rng.integers(-1000, 1000, (2 * uops, cfg.batch, cfg.block_out)).astype(np.int32)
+        b.load(memory_type=MEM_UOP, dram_base=b.uops([(u, u + uops, 0) for u in range(uops)]))
+        b.load(memory_type=MEM_ACC, dram_base=b.data("a", acc), x_size=2 * uops)
+        imm = kind == "alu-imm"
+        b.alu(uop_bgn=0, uop_end=uops, iter_out=n, iter_in=n, alu_opcode=ALU_ADD, use_imm=int(imm),
+              imm=7 if imm else 0, push_next=1)
+    b.store(dram_base=out, x_size=uops, pop_prev=1, push_prev=1)
+    b.nop("compute", pop_next=1)
+    b.finish()
     return b.build()
