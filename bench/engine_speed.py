@@ -4,13 +4,16 @@ limit (a float32 BLAS matmul with the same multiply-accumulate count), measured 
     python bench/engine_speed.py                         # C2-C11 full size + GEMM-bound stream
     python bench/engine_speed.py --layers C2,C5 --reduce 4
     python bench/engine_speed.py --config config/presets/1x32x32.json --no-synthetic
+    python bench/engine_speed.py --maximal-uops 8        # the ISA's largest nests (minutes on the cycle engine)
 
 Columns: ``func s`` our functional engine (``sim.functional``; not TVM's fsim, which is another
 program), ``cycle s`` cycle engine (JIT excluded: warmed up first), ``cyc/func`` their ratio (the
 target is <= 2), ``Mcyc/s`` simulated cycles per second of the cycle engine (target >= 20 on the
 GEMM-bound stream), ``Mc/cpu-s`` the same per second of process CPU time (steadier on a loaded
 machine), ``blas s`` np.dot on float32 of the same MAC count, ``cyc/blas`` the cycle engine's time
-over that host limit's (how many times slower than BLAS it is).  The machine is shared and noisy:
+over that host limit's (how many times slower than BLAS it is).  The maximal-nest table gives the
+functional engine's uops per second on the ISA's largest legal nests and ``func/cyc``, its time
+over the cycle engine's (the reliability issue asks for at most 10).  The machine is shared and noisy:
 ratios measured in one run are what this prints; it asserts nothing.
 """
 
@@ -30,7 +33,7 @@ from sim import functional  # noqa: E402
 from sim import cycle  # noqa: E402
 from compiler.ops import compile_workload  # noqa: E402
 from compiler.workloads import RESNET18, parse_workload  # noqa: E402
-from sim.programs.synthetic import gemm_bound_image  # noqa: E402
+from sim.programs.synthetic import MAXIMAL_KINDS, gemm_bound_image, maximal_nest_image  # noqa: E402
 
 LAYERS = [n.split(".")[1] for n in RESNET18]
 
@@ -73,6 +76,8 @@ def main(argv=None) -> int:
     ap.add_argument("--reduce", type=int, default=1, help="divide H and W by this (quick runs)")
     ap.add_argument("--config", default=None, help="VTA config json (default: config/vta_config.json)")
     ap.add_argument("--no-synthetic", action="store_true", help="skip the GEMM-bound synthetic stream")
+    ap.add_argument("--maximal-uops", type=int, default=1,
+                    help="uops of the maximal-nest rows (16383 x 16383 x N; 0 skips them; 8 = the ISA's worst case)")
     args = ap.parse_args(argv)
     cfg = load_config(args.config)
     layers = [x for x in args.layers.split(",") if x]
@@ -105,7 +110,30 @@ def main(argv=None) -> int:
     print(f"{'total':<11}{tot['cycles']:>12,}{'':>11}{tot['fn']:>9.3f}{tot['cy']:>9.3f}{tot['cy'] / tot['fn']:>9.2f}"
           f"{tot['cycles'] / tot['core'] / 1e6:>8.1f}{tot['cycles'] / tot['cpu'] / 1e6:>9.1f}{'':>8}"
           f"{tot['blas']:>9.4f}{tot['cy'] / tot['blas']:>9.1f}")
+    if args.maximal_uops:
+        maximal(cfg, args.maximal_uops)
     return 0
+
+
+def maximal(cfg, uops: int) -> None:
+    """The largest legal nests: functional engine uops/s, and its time against the cycle engine's."""
+    print()
+    print(f"maximal legal nests (16383 x 16383 x {uops} uops on the same rows; bytes compared between engines)")
+    head = f"{'nest':<11}{'uops':>14}{'func s':>9}{'func Muop/s':>13}{'cycle s':>9}{'func/cyc':>9}"
+    print(head)
+    print("-" * len(head))
+    for kind in MAXIMAL_KINDS:
+        image = maximal_nest_image(cfg, kind, uops=uops)
+        t = time.perf_counter()
+        ref = functional.run_image(image)
+        t_fn = time.perf_counter() - t
+        t = time.perf_counter()
+        res = cycle.run_image(image, progress=False)
+        t_cy = time.perf_counter() - t
+        if res.outputs["y"] != ref.outputs["y"]:
+            raise SystemExit(f"maximal {kind}: the engines disagree on the output bytes")
+        n = ref.counters["gemm_counter"] + ref.counters["alu_counter"]
+        print(f"{kind:<11}{n:>14,}{t_fn:>9.3f}{n / max(t_fn, 1e-9) / 1e6:>13,.0f}{t_cy:>9.3f}{t_fn / t_cy:>9.3f}")
 
 
 if __name__ == "__main__":
