@@ -7,6 +7,8 @@
     vtasim compile dense.16x512x1008 --log tune.jsonl --out d
     vtasim tune resnet18.C8 --trials 64 --jobs 2 --log tune.jsonl
     vtasim run c2 --engine cycle --check               # the compiled image replays unchanged
+    vtasim sweep sweep.toml --out runs/sweep.csv       # design-space sweep on Dask (compiler/scale)
+    vtasim dse runs/sweep.csv --out runs/dse           # Pareto fronts, sensitivity plots
 """
 
 from __future__ import annotations
@@ -140,3 +142,6 @@ def add_commands(sub) -> None:
     p.add_argument("--config", type=Path, default=None)
     p.add_argument("--skip-fallback", action="store_true", help="do not measure the (slow) fallback knobs")
     p.set_defaults(func=cmd_tune)
+
+    from compiler.scale.cli import add_scale_commands
+    add_scale_commands(sub)

@@ -1,0 +1,52 @@
+"""``vtasim sweep SPEC`` and ``vtasim dse RESULTS`` (added to the parser by :func:`compiler.cli.add_commands`).
+
+::
+
+    vtasim sweep sweep.toml --out runs/sweep.csv --workers 2          # a LocalCluster of 2 processes
+    vtasim sweep sweep.toml --out runs/sweep.csv --scheduler tcp://10.0.0.5:8786
+    vtasim sweep sweep.toml --out runs/sweep.csv --scheduler-file ~/dask-scheduler.json
+    vtasim dse runs/sweep.csv --out runs/dse                          # front.csv + PNGs
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sim.errors import SimError
+
+__all__ = ["add_scale_commands"]
+
+
+def cmd_sweep(args) -> int:
+    from compiler.scale.runner import run_sweep
+    from compiler.scale.spec import load_spec
+    if args.workers < 1:
+        raise SimError(f"--workers {args.workers} must be at least 1")
+    spec = load_spec(args.spec)
+    counts = run_sweep(spec, args.out, workers=args.workers, scheduler=args.scheduler,
+                       scheduler_file=args.scheduler_file, processes=not args.threads)
+    return 1 if counts["lost"] else 0
+
+
+def cmd_dse(args) -> int:
+    from compiler.scale.pareto import run_dse
+    run_dse(args.results, args.out)
+    return 0
+
+
+def add_scale_commands(sub) -> None:
+    p = sub.add_parser("sweep", help="design-space sweep on Dask: configs x workloads -> results CSV (resumable)")
+    p.add_argument("spec", type=Path, help="sweep spec (.toml or .json): [grid]/[sample]/[[points]], workloads, knobs")
+    p.add_argument("--out", type=Path, default=Path("runs/sweep.csv"),
+                   help="results CSV, appended as points finish; a rerun skips the points already in it")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--scheduler", default=None, help="address of a running Dask scheduler (tcp://HOST:8786)")
+    where.add_argument("--scheduler-file", type=Path, default=None, help="a Dask scheduler file")
+    p.add_argument("--workers", type=int, default=2, help="worker processes of the local cluster (default 2)")
+    p.add_argument("--threads", action="store_true", help="local cluster of threads in this process (debugging)")
+    p.set_defaults(func=cmd_sweep)
+
+    p = sub.add_parser("dse", help="Pareto fronts (cycles vs area proxy), sensitivity plots and a front table")
+    p.add_argument("results", type=Path, help="results CSV of vtasim sweep")
+    p.add_argument("--out", type=Path, default=Path("runs/dse"), help="directory for front.csv and the PNGs")
+    p.set_defaults(func=cmd_dse)
