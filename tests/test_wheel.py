@@ -35,6 +35,7 @@ def test_wheel_ships_config_and_runs_the_demo(tmp_path):
     (wheel,) = dist.glob("vtasim-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     shipped = {"config/vta_config.json", "hw/rtl/tb/tb_top.v", "hw/rtl/vta_top.v"}
+    shipped |= {f"compiler/frontend/models/digits_{k}.onnx" for k in ("float", "int8_qdq", "int8_qop")}
     shipped |= {f"config/presets/{p.name}" for p in (ROOT / "config" / "presets").glob("*.json")}
     assert shipped <= names, f"missing from the wheel: {sorted(shipped - names)}"
     assert not [n for n in names if "__pycache__" in n]
