@@ -77,8 +77,14 @@ def cmd_tune(args) -> int:
     from compiler.workloads import parse_workload
     cfg = load_config(args.config)
     wl = parse_workload(args.workload, cfg, reduce=args.reduce)
-    result = tune(args.workload, cfg, trials=args.trials, jobs=args.jobs, log=args.log, seed=args.seed,
-                  reduce=args.reduce)
+    from sim.scale.cluster import client_from_args, wants_cluster
+    if wants_cluster(args):         # --workers N / --scheduler ADDR: the trials run on Dask
+        with client_from_args(args, log=lambda s: print(s, flush=True), what="tune") as client:
+            result = tune(args.workload, cfg, trials=args.trials, log=args.log, seed=args.seed,
+                          reduce=args.reduce, client=client)
+    else:
+        result = tune(args.workload, cfg, trials=args.trials, jobs=args.jobs, log=args.log, seed=args.seed,
+                      reduce=args.reduce)
     best = result.best()
     rows = [("tuned", best)]
     top = tophub_knobs(wl, cfg)
@@ -135,12 +141,14 @@ def add_commands(sub) -> None:
     p = sub.add_parser("tune", help="search a workload's schedule knobs with the cycle engine as cost model")
     p.add_argument("workload")
     p.add_argument("--trials", type=int, default=32)
-    p.add_argument("--jobs", type=int, default=2, help="worker processes")
+    p.add_argument("--jobs", type=int, default=2, help="worker processes (without Dask)")
     p.add_argument("--log", type=Path, default=None, help="append every trial to this JSON-lines log")
     p.add_argument("--reduce", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--config", type=Path, default=None)
     p.add_argument("--skip-fallback", action="store_true", help="do not measure the (slow) fallback knobs")
+    from sim.scale.cluster import add_cluster_options
+    add_cluster_options(p, default_workers=None)    # --workers N / --scheduler ADDR: trials on Dask
     p.set_defaults(func=cmd_tune)
 
     from compiler.scale.cli import add_scale_commands

@@ -11,9 +11,13 @@ The search is evolutionary, AutoTVM-style in spirit but small:
    two parents) and mutation (one knob moved to a neighbouring choice), never measuring a point twice;
 4. stop after ``trials`` measurements.
 
-Measurements run in ``jobs`` worker processes; every trial is appended to the JSON-lines log as it
-finishes (``compiler.knobs`` format), so an interrupted run loses nothing and ``compile --log``
-reads the best record.
+Measurements run in ``jobs`` worker processes, or on a Dask cluster (``client``: ``vtasim tune
+--workers N`` for a local one, ``--scheduler ADDR`` for an existing one), or in this process
+(``jobs=0``, as a sweep's "tuned" point does inside its Dask worker).  Every trial is appended to the
+JSON-lines log as it finishes (``compiler.knobs`` format), so an interrupted run loses nothing and
+``compile --log`` reads the best record.  The search itself sees each generation's records in the
+order they were proposed, never in finishing order, so a seed gives the same trials and the same
+best record whichever executor ran them.
 """
 
 from __future__ import annotations
@@ -88,17 +92,39 @@ def _valid(wl, cfg, knobs) -> bool:
         return False
 
 
+def _measured(executor, client, workload: str, reduce: int, cfg_dict: dict, batch: list):
+    """Yield ``(k, record)`` for the knobs of ``batch`` as their measurements finish: on the Dask
+    ``client``, on the process pool ``executor``, or here, one after the other (both None)."""
+    if client is not None:
+        from distributed import as_completed as dask_completed
+        futs = client.map(measure, [workload] * len(batch), [reduce] * len(batch), [cfg_dict] * len(batch), batch,
+                          pure=False, retries=2)
+        slot = {f.key: k for k, f in enumerate(futs)}
+        for fut in dask_completed(futs):
+            yield slot[fut.key], fut.result()
+    elif executor is not None:
+        futs = {executor.submit(measure, workload, reduce, cfg_dict, k): i for i, k in enumerate(batch)}
+        for fut in as_completed(futs):
+            yield futs[fut], fut.result()
+    else:
+        for i, k in enumerate(batch):
+            yield i, measure(workload, reduce, cfg_dict, k)
+
+
 def tune(workload: str, cfg, trials: int = 32, jobs: int = 2, log=None, seed: int = 0, reduce: int = 1,
-         population: int = 8, elite: int = 4, seed_fallback: bool = False, progress=sys.stderr) -> TuneResult:
-    """Search the knob space of ``workload``; returns every measured record (best via ``.best()``)."""
+         population: int = 8, elite: int = 4, seed_fallback: bool = False, progress=sys.stderr,
+         client=None) -> TuneResult:
+    """Search the knob space of ``workload``; returns every measured record (best via ``.best()``).
+
+    Trials run on the Dask ``client`` when given, else in ``jobs`` processes (``jobs=0``: in this one)."""
     wl = parse_workload(workload, cfg, reduce=reduce)
     space = knob_space(wl, cfg)
     if not space:
         from compiler.errors import CompileError
         raise CompileError(f"{workload} has no knobs to tune")
-    if trials < 1 or jobs < 1:
+    if trials < 1 or jobs < 0:
         from compiler.errors import CompileError
-        raise CompileError(f"trials = {trials} and jobs = {jobs} must be at least 1")
+        raise CompileError(f"trials = {trials} must be at least 1 and jobs = {jobs} at least 0")
     rng = random.Random(seed)
     result = TuneResult(workload)
     seen: set = set()
@@ -119,21 +145,22 @@ def tune(workload: str, cfg, trials: int = 32, jobs: int = 2, log=None, seed: in
 
     cfg_dict = cfg.to_dict()
     started = time.perf_counter()
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
+    pool = ProcessPoolExecutor(max_workers=jobs) if client is None and jobs > 0 else None
+    try:
         while queue and len(result.records) < trials:
             batch = queue[: trials - len(result.records)]
             del queue[: len(batch)]
-            futures = [pool.submit(measure, workload, reduce, cfg_dict, k) for k in batch]
-            for fut in as_completed(futures):
-                rec = fut.result()
-                result.records.append(rec)
+            done: list = [None] * len(batch)
+            for k, rec in _measured(pool, client, workload, reduce, cfg_dict, batch):
+                done[k] = rec
                 if log is not None:
                     append_log(log, rec)
                 if progress is not None:
-                    best = result.best()
-                    print(f"\r[tune {workload}] {len(result.records)}/{trials} trials, best "
-                          f"{best['cycles'] if best else '-'} cycles, {time.perf_counter() - started:.1f} s",
+                    ok = [r["cycles"] for r in result.records + done if r is not None and r["cycles"] is not None]
+                    print(f"\r[tune {workload}] {len(result.records) + sum(r is not None for r in done)}/{trials} "
+                          f"trials, best {min(ok) if ok else '-'} cycles, {time.perf_counter() - started:.1f} s",
                           end="", file=progress, flush=True)
+            result.records.extend(done)         # proposal order: the search does not depend on timing
             ranked = sorted((r for r in result.records if r["cycles"] is not None), key=lambda r: r["cycles"])
             parents = [r["knobs"] for r in ranked[:elite]] or [fallback_knobs(wl, cfg)]
             for _ in range(population * 20):
@@ -149,6 +176,9 @@ def tune(workload: str, cfg, trials: int = 32, jobs: int = 2, log=None, seed: in
                     if len(queue) >= population:
                         break
                     offer({k: rng.choice(v) for k, v in space.items()})
+    finally:
+        if pool is not None:
+            pool.shutdown()
     if progress is not None:
         print(file=progress)
     return result

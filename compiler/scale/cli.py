@@ -5,6 +5,7 @@
     vtasim sweep sweep.toml --out runs/sweep.csv --workers 2          # a LocalCluster of 2 processes
     vtasim sweep sweep.toml --out runs/sweep.csv --scheduler tcp://10.0.0.5:8786
     vtasim sweep sweep.toml --out runs/sweep.csv --scheduler-file ~/dask-scheduler.json
+    vtasim sweep sweep.toml --scheduler tls://10.0.0.5:8786 --tls-ca ca.pem --tls-cert me.pem --tls-key me.key
     vtasim dse runs/sweep.csv --out runs/dse                          # front.csv + PNGs
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sim.errors import SimError
+from sim.scale.cluster import add_cluster_options
 
 __all__ = ["add_scale_commands"]
 
@@ -20,11 +22,13 @@ __all__ = ["add_scale_commands"]
 def cmd_sweep(args) -> int:
     from compiler.scale.runner import run_sweep
     from compiler.scale.spec import load_spec
+    from sim.scale.cluster import security_from
     if args.workers < 1:
         raise SimError(f"--workers {args.workers} must be at least 1")
     spec = load_spec(args.spec)
     counts = run_sweep(spec, args.out, workers=args.workers, scheduler=args.scheduler,
-                       scheduler_file=args.scheduler_file, processes=not args.threads)
+                       scheduler_file=args.scheduler_file, processes=not args.threads,
+                       security=security_from(args.tls_ca, args.tls_cert, args.tls_key))
     return 1 if counts["lost"] else 0
 
 
@@ -39,10 +43,7 @@ def add_scale_commands(sub) -> None:
     p.add_argument("spec", type=Path, help="sweep spec (.toml or .json): [grid]/[sample]/[[points]], workloads, knobs")
     p.add_argument("--out", type=Path, default=Path("runs/sweep.csv"),
                    help="results CSV, appended as points finish; a rerun skips the points already in it")
-    where = p.add_mutually_exclusive_group()
-    where.add_argument("--scheduler", default=None, help="address of a running Dask scheduler (tcp://HOST:8786)")
-    where.add_argument("--scheduler-file", type=Path, default=None, help="a Dask scheduler file")
-    p.add_argument("--workers", type=int, default=2, help="worker processes of the local cluster (default 2)")
+    add_cluster_options(p, default_workers=2)
     p.add_argument("--threads", action="store_true", help="local cluster of threads in this process (debugging)")
     p.set_defaults(func=cmd_sweep)
 

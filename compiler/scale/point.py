@@ -50,13 +50,33 @@ def _first_line(exc: BaseException) -> str:
     return (text.splitlines()[0] if text else type(exc).__name__)[:500]
 
 
+def _tuned(wl_name: str, cfg, reduce: int, trials: int, seed: int):
+    """Tune in this process (a Dask worker cannot fork a pool) and compile the best knobs."""
+    from compiler.errors import CompileError
+    from compiler.ops import compile_workload
+    from compiler.knobs import fallback_knobs, knob_space
+    from compiler.tune import tune
+    from compiler.workloads import parse_workload
+    wl = parse_workload(wl_name, cfg, reduce=reduce)
+    if not knob_space(wl, cfg):         # nothing to search (e.g. vadd): the one schedule there is
+        return (compile_workload(wl_name, cfg, knobs=fallback_knobs(wl, cfg), reduce=reduce, with_expected=False),
+                "tuned (no knobs)")
+    res = tune(wl_name, cfg, trials=trials, jobs=0, seed=seed, reduce=reduce, progress=None)
+    best = res.best()
+    if best is None:
+        raise CompileError(f"none of the {len(res.records)} tuning trials compiled")
+    compiled = compile_workload(wl_name, cfg, knobs=best["knobs"], reduce=reduce, with_expected=False)
+    return compiled, f"tuned ({len(res.records)} trials, seed {seed})"
+
+
 def evaluate_point(point: dict) -> dict:
     """``{config, workload, reduce, knobs}`` -> one results row (see :mod:`compiler.scale.results`)."""
     from hw.config import ConfigError, VTAConfig
     from compiler.scale.spec import point_key
     cfg_raw = point["config"]
     wl_name, reduce, source = point["workload"], point["reduce"], point["knobs"]
-    row = {"key": point_key(cfg_raw, wl_name, reduce, source), "status": "ok", "reason": "",
+    tune_opts = tuple(point.get("tune") or (16, 0))
+    row = {"key": point_key(cfg_raw, wl_name, reduce, source, tune_opts), "status": "ok", "reason": "",
            "workload": wl_name, "reduce": reduce, "knobs": source, **cfg_raw,
            "sram_bytes": sram_bytes(cfg_raw), "area_proxy": area_proxy(cfg_raw)}
     t0 = time.perf_counter()
@@ -79,6 +99,8 @@ def evaluate_point(point: dict) -> dict:
         elif source == "tophub":
             from compiler.demo import fitting_knobs
             compiled, detail = fitting_knobs(wl_name, cfg, reduce=reduce)
+        elif source == "tuned":
+            compiled, detail = _tuned(wl_name, cfg, reduce, *tune_opts)
         else:
             raise ValueError(f"knob source {source!r} is not implemented")
         res = run_image(compiled.image)

@@ -1,30 +1,20 @@
-"""Run a sweep's missing points on a Dask cluster: a LocalCluster of ``workers`` worker processes
-(one thread each) by default, or an existing scheduler (``scheduler="tcp://HOST:8786"`` or a
-``scheduler_file``), used unchanged.  Rows are appended to the results file as futures complete."""
+"""Run a sweep's missing points on a Dask cluster (:func:`sim.scale.cluster.dask_client`): a LocalCluster
+of ``workers`` worker processes (one thread each) by default, or an existing scheduler
+(``scheduler="tcp://HOST:8786"`` or a ``scheduler_file``), used unchanged, with TLS ``security`` passed
+through.  Rows are appended to the results file as futures complete; a task whose worker dies is
+rescheduled by Dask on another worker (its finished siblings are already on disk)."""
 
 from __future__ import annotations
 
-import logging
 import time
 
 from compiler.scale.point import evaluate_point
 from compiler.scale.results import ResultsWriter, finished_keys
 from compiler.scale.spec import Spec
-from sim.errors import SimError
+from sim.scale import cluster
+from sim.scale.cluster import MissingExtra, Progress, dask_client
 
-__all__ = ["MissingExtra", "import_distributed", "run_sweep"]
-
-
-class MissingExtra(SimError):
-    """dask.distributed is not installed."""
-
-
-def import_distributed():
-    try:
-        import distributed
-    except ImportError:
-        raise MissingExtra("vtasim sweep needs dask.distributed: pip install 'vtasim[scale]'") from None
-    return distributed
+__all__ = ["MissingExtra", "run_sweep"]
 
 
 def _describe(row: dict) -> str:
@@ -35,10 +25,10 @@ def _describe(row: dict) -> str:
 
 
 def run_sweep(spec: Spec, out, workers: int = 2, scheduler: str | None = None, scheduler_file=None,
-              processes: bool = True, evaluate=evaluate_point, log=print) -> dict:
+              processes: bool = True, evaluate=evaluate_point, log=print, security=None) -> dict:
     """Evaluate the points of ``spec`` not yet in ``out``; returns counts {total, done_before, ok, skipped,
     error, lost}.  ``lost`` counts points whose task itself failed (e.g. its worker died more often
-    than the scheduler retries); they have no row, so a rerun computes them."""
+    than the scheduler allows); they have no row, so a rerun computes them."""
     points = spec.points()
     done = finished_keys(out)
     todo = [p for p in points if p.key not in done]
@@ -47,41 +37,31 @@ def run_sweep(spec: Spec, out, workers: int = 2, scheduler: str | None = None, s
     log(f"sweep: {len(points)} points, {counts['done_before']} already in {out}, {len(todo)} to run")
     if not todo:
         return counts
-    distributed = import_distributed()
-    cluster = None
-    if scheduler or scheduler_file:
-        client = distributed.Client(scheduler, scheduler_file=scheduler_file) if scheduler else \
-            distributed.Client(scheduler_file=str(scheduler_file))
-        log(f"sweep: scheduler {client.scheduler.address}")
-    else:
-        cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=processes,
-                                           dashboard_address=None, silence_logs=logging.ERROR)
-        client = distributed.Client(cluster)
-        log(f"sweep: local cluster of {workers} worker {'processes' if processes else 'threads'}")
+    distributed = cluster.import_distributed("vtasim sweep")
     t0 = time.perf_counter()
-    try:
+    with dask_client(workers=workers, scheduler=scheduler, scheduler_file=scheduler_file, processes=processes,
+                     security=security, log=log, what="sweep") as client:
         futures = client.map(evaluate, [p.as_dict() for p in todo], key=[f"vtasim-point-{p.key}" for p in todo],
                              pure=False, retries=2)
+        bar = Progress(len(todo), "points")
         n = 0
         with ResultsWriter(out) as writer:
             for fut in distributed.as_completed(futures):
                 n += 1
+                bar.step()
                 try:
                     row = fut.result()
                 except Exception as exc:        # noqa: BLE001 - a lost task: no row, the rerun retries it
                     counts["lost"] += 1
-                    log(f"[{n}/{len(todo)}] task failed ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
-                        "rerun the sweep to retry it")
+                    log(f"[{n}/{len(todo)}] task failed ({type(exc).__name__}: "
+                        f"{str(exc).splitlines()[0] if str(exc) else ''}); rerun the sweep to retry it")
                     continue
                 writer.append(row)
                 counts[row["status"]] += 1
                 log(f"[{n}/{len(todo)}] {row['workload']} {row.get('bitstream') or '-'} {row['knobs']}: "
                     f"{_describe(row)}")
                 fut.release()
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
+        bar.close()
     log(f"sweep: {counts['ok']} ok, {counts['skipped']} skipped, {counts['error']} errors, "
         f"{counts['lost']} lost in {time.perf_counter() - t0:.1f} s -> {out}")
     return counts

@@ -5,7 +5,9 @@
     base = "1x16x16"              # preset name or config file (default: config/vta_config.json)
     workloads = ["vadd.1024", "resnet18.C10"]
     reduce = 4                    # divide conv layers' H and W (quick sweeps); default 1
-    knobs = "tophub"              # fallback | tophub | tuned (not yet); or a list of them
+    knobs = "tophub"              # fallback | tophub | tuned; or a list of them
+    tune_trials = 16              # "tuned": trials of vtasim tune's search per point (default 16)
+    tune_seed = 0                 # "tuned": the search's seed (default 0)
 
     [grid]                        # every combination ...
     LOG_BLOCK = [3, 4, 5]
@@ -19,6 +21,9 @@
 
     [[points]]                    # explicit points: a preset and/or key overrides
     preset = "1x8x8"
+
+A "tuned" point runs the tuner (:func:`compiler.tune.tune`, its trials one after the other inside the
+point's Dask worker) and records the best record's run; its resume key holds the trials and seed.
 
 Every point is ``base`` updated with its keys.  Keys and values are checked here (unknown key, empty
 list, value out of the key's range: a one-line :class:`SpecError`); whether a point's buffers fit the
@@ -41,7 +46,8 @@ __all__ = ["SpecError", "Spec", "Point", "KNOB_SOURCES", "load_spec", "parse_spe
 KNOB_SOURCES = ("fallback", "tophub", "tuned")
 SWEEP_KEYS = tuple(k[0] for k in _ALL_KEYS if k[1] is int)
 _KEY_SPECS = {k[0]: k for k in _ALL_KEYS}
-_TOP_KEYS = ("base", "workloads", "reduce", "knobs", "grid", "sample", "points")
+_TOP_KEYS = ("base", "workloads", "reduce", "knobs", "tune_trials", "tune_seed", "grid", "sample", "points")
+MAX_TUNE_TRIALS = 10_000
 MAX_SPEC_BYTES = 1 << 20
 MAX_POINTS = 1_000_000
 
@@ -50,10 +56,12 @@ class SpecError(SimError):
     """A sweep spec breaks a rule (the message names the key and the rule)."""
 
 
-def point_key(config: dict, workload: str, reduce: int, knobs: str) -> str:
-    """The resume key: the full config (sorted keys), the workload, its reduction and the knob source."""
+def point_key(config: dict, workload: str, reduce: int, knobs: str, tune: tuple | None = None) -> str:
+    """The resume key: the full config (sorted keys), the workload, its reduction and the knob source
+    (for "tuned", with the tuner's trials and seed)."""
     cfg = ",".join(f"{k}={config[k]}" for k in sorted(config))
-    return f"{workload}|r{reduce}|{knobs}|{cfg}"
+    src = f"{knobs}:t{tune[0]}:s{tune[1]}" if knobs == "tuned" and tune else knobs
+    return f"{workload}|r{reduce}|{src}|{cfg}"
 
 
 @dataclass(frozen=True)
@@ -62,13 +70,15 @@ class Point:
     workload: str
     reduce: int
     knobs: str
+    tune: tuple = (16, 0)   # (trials, seed) of a "tuned" point
 
     @property
     def key(self) -> str:
-        return point_key(self.config, self.workload, self.reduce, self.knobs)
+        return point_key(self.config, self.workload, self.reduce, self.knobs, self.tune)
 
     def as_dict(self) -> dict:
-        return {"config": dict(self.config), "workload": self.workload, "reduce": self.reduce, "knobs": self.knobs}
+        return {"config": dict(self.config), "workload": self.workload, "reduce": self.reduce, "knobs": self.knobs,
+                "tune": list(self.tune)}
 
 
 @dataclass
@@ -78,9 +88,11 @@ class Spec:
     reduce: int
     knobs: list
     configs: list = field(default_factory=list)     # raw config dicts, in order, without duplicates
+    tune: tuple = (16, 0)                           # tune_trials, tune_seed
 
     def points(self) -> list[Point]:
-        return [Point(c, w, self.reduce, k) for c in self.configs for w in self.workloads for k in self.knobs]
+        return [Point(c, w, self.reduce, k, self.tune) for c in self.configs for w in self.workloads
+                for k in self.knobs]
 
 
 def _values(table: dict, key: str, where: str) -> list:
@@ -157,9 +169,7 @@ def parse_spec(raw, origin: Path | None = None) -> Spec:
     for k in knobs:
         if k not in KNOB_SOURCES:
             raise SpecError(f"sweep spec: knobs = {k!r} is not one of {', '.join(KNOB_SOURCES)}")
-        if k == "tuned":
-            raise SpecError("sweep spec: knobs = 'tuned' is not implemented yet (distributed tuning, issue 11 "
-                            "item 4); use 'fallback' or 'tophub'")
+    tune = (_int(raw, "tune_trials", 1, MAX_TUNE_TRIALS, 16), _int(raw, "tune_seed", 0, (1 << 63) - 1, 0))
     if "grid" in raw and "sample" in raw:
         raise SpecError("sweep spec: give either [grid] or [sample], not both (a sample is drawn from its own grid)")
     configs: list[dict] = []
@@ -215,7 +225,7 @@ def parse_spec(raw, origin: Path | None = None) -> Spec:
         add(cfg)
     if not configs:
         raise SpecError("sweep spec: no config points (rule: give [grid], [sample] or [[points]])")
-    return Spec(base=base, workloads=list(wls), reduce=reduce, knobs=list(knobs), configs=configs)
+    return Spec(base=base, workloads=list(wls), reduce=reduce, knobs=list(knobs), configs=configs, tune=tune)
 
 
 def load_spec(path) -> Spec:

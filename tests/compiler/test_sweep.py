@@ -200,7 +200,8 @@ def test_grid_and_sample_expand():
     ({"workloads": ["vadd.64"], "grid": {}}, ["grid", "empty"]),
     ({"workloads": [], "grid": {"LOG_BLOCK": [3]}}, ["workloads"]),
     ({"workloads": ["nope.1"], "grid": {"LOG_BLOCK": [3]}}, ["nope.1"]),
-    ({"workloads": ["vadd.64"], "knobs": "tuned", "grid": {"LOG_BLOCK": [3]}}, ["tuned", "not implemented yet"]),
+    ({"workloads": ["vadd.64"], "knobs": "tuned", "tune_trials": 0, "grid": {"LOG_BLOCK": [3]}},
+     ["tune_trials", "0"]),
     ({"workloads": ["vadd.64"], "knobs": "magic", "grid": {"LOG_BLOCK": [3]}}, ["magic"]),
     ({"workloads": ["vadd.64"], "sample": {"LOG_BLOCK": [3]}}, ["samples"]),
     ({"workloads": ["vadd.64"]}, ["no config points"]),
@@ -216,7 +217,8 @@ def test_bad_specs_are_one_line_errors(raw, words):
 
 
 def test_cli_bad_spec_exits_2_before_any_work(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(runner_mod, "import_distributed", _boom)
+    from sim.scale import cluster
+    monkeypatch.setattr(cluster, "import_distributed", _boom)
     spec = tmp_path / "s.json"
     spec.write_text(json.dumps({"workloads": ["vadd.64"], "grid": {"LOG_BLOCK": [3, 7]}}))
     assert main(["sweep", str(spec), "--out", str(tmp_path / "r.csv")]) == 2
@@ -228,5 +230,6 @@ def test_cli_bad_spec_exits_2_before_any_work(tmp_path, capsys, monkeypatch):
 def test_missing_extra_is_one_line(monkeypatch):
     import sys
     monkeypatch.setitem(sys.modules, "distributed", None)
+    from sim.scale import cluster
     with pytest.raises(runner_mod.MissingExtra, match=r"pip install 'vtasim\[scale\]'"):
-        runner_mod.import_distributed()
+        cluster.import_distributed()
