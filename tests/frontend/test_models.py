@@ -101,3 +101,124 @@ def _assert_qdq_around_every_conv(model):
     for n in convs:
         assert all(producer.get(i) == "DequantizeLinear" for i in n.input if i), (n.name, list(n.input))
         assert consumers[n.output[0]] == ["QuantizeLinear"], (n.name, consumers[n.output[0]])
+
+
+# --- ResNet-18-shaped network and the sub-network set -------------------------------------------
+
+from compiler.errors import CompileError  # noqa: E402
+from compiler.frontend.models import blocks, resnet18  # noqa: E402
+
+# (kernel, stride, cin, cout) of every Conv of ResNet-18 v1 in graph order: stem, then per block
+# conv1, conv2 and (first block of stages 2-4) the 1x1 stride-2 shortcut
+RESNET18_CONVS = [(7, 2, 3, 64)] + [(3, 1, 64, 64)] * 4
+for _c in (128, 256, 512):
+    RESNET18_CONVS += [(3, 2, _c // 2, _c), (3, 1, _c, _c), (1, 2, _c // 2, _c), (3, 1, _c, _c), (3, 1, _c, _c)]
+
+
+def _ops(model) -> dict:
+    ops = [n.op_type for n in model.graph.node]
+    return {op: ops.count(op) for op in set(ops)}
+
+
+def _convs(model) -> list:
+    """(kernel, stride, cin, cout) of each Conv, weights read through its DequantizeLinear if quantised."""
+    inits = {i.name: i for i in model.graph.initializer}
+    deq = {n.output[0]: n.input[0] for n in model.graph.node if n.op_type == "DequantizeLinear"}
+    out = []
+    for n in model.graph.node:
+        if n.op_type == "Conv":
+            w = inits[deq.get(n.input[1], n.input[1])].dims
+            attrs = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
+            assert attrs["pads"] == [w[2] // 2] * 4, (n.name, attrs)
+            out.append((w[2], attrs["strides"][0], w[1], w[0]))
+    return out
+
+
+def _rel_err(a, b) -> float:
+    return float(np.linalg.norm(a - b) / np.linalg.norm(a))
+
+
+@pytest.fixture(scope="module")
+def resnet224(tmp_path_factory):
+    """The 224x224 int8 model, generated once for the module (a few seconds)."""
+    return resnet18.make_resnet18(tmp_path_factory.mktemp("r18") / "resnet18_int8.onnx")
+
+
+def test_resnet18_float_has_the_resnet18_shape():
+    model = resnet18.make_resnet18_float(image=224)
+    onnx.checker.check_model(model, full_check=True)
+    assert _ops(model) == {"Conv": 20, "BatchNormalization": 20, "Relu": 17, "MaxPool": 1, "Add": 8,
+                           "GlobalAveragePool": 1, "Flatten": 1, "Gemm": 1}
+    assert _convs(model) == RESNET18_CONVS
+    params = sum(int(np.prod(i.dims)) for i in model.graph.initializer if not i.name.startswith("bn"))
+    bn = sum(int(np.prod(i.dims)) for i in model.graph.initializer if i.name.startswith("bn"))
+    assert bn % 4 == 0              # scale, bias, mean, var per BN; torchvision counts scale and bias
+    assert params + bn // 2 == 11_689_512        # torchvision resnet18's published parameter count
+
+
+def test_resnet18_int8_at_224_runs_folds_bn_and_tracks_float(resnet224):
+    model = onnx.load(resnet224)
+    onnx.checker.check_model(model)
+    ops = _ops(model)
+    assert "BatchNormalization" not in ops and ops["Conv"] == 20 and ops["Add"] == 8
+    assert sorted(_convs(model)) == sorted(RESNET18_CONVS)        # quant_pre_process may reorder nodes
+    _assert_qdq_around_every_conv(model)
+    x = np.random.default_rng(11).standard_normal((1, 3, 224, 224)).astype(np.float32)
+    y = run(resnet224, x)
+    assert y.shape == (1, 1000)
+    ref = run(resnet18.make_resnet18_float(image=224), x)
+    assert _rel_err(ref, y) < 0.1, _rel_err(ref, y)     # a wrong BN fold is off by far more than this
+
+
+def test_resnet18_small_variant_is_seeded_and_has_a_qoperator_form(tmp_path):
+    a = resnet18.make_resnet18(tmp_path / "a.onnx", seed=3, image=32, classes=10)
+    b = resnet18.make_resnet18(tmp_path / "b.onnx", seed=3, image=32, classes=10)
+    c = resnet18.make_resnet18(tmp_path / "c.onnx", seed=4, image=32, classes=10)
+    assert a.read_bytes() == b.read_bytes() and a.read_bytes() != c.read_bytes()
+    qop = resnet18.make_resnet18(tmp_path / "qop.onnx", seed=3, format="qop", image=32, classes=10)
+    ops = _ops(onnx.load(qop))
+    assert ops["QLinearConv"] == 20 and "Conv" not in ops
+    x = np.random.default_rng(2).standard_normal((2, 3, 32, 32)).astype(np.float32)
+    assert run(a, x).shape == run(qop, x).shape == (2, 10)
+
+
+@pytest.mark.parametrize("bad", [0, 100, -32])
+def test_resnet18_rejects_image_sizes_it_cannot_halve_five_times(bad):
+    with pytest.raises(CompileError, match=f"image size {bad} must be a positive multiple of 32"):
+        resnet18.make_resnet18_float(image=bad)
+
+
+def test_quantise_rejects_an_unknown_format(tmp_path):
+    with pytest.raises(CompileError, match="format 'int4' is not one of"):
+        blocks.dense_head(tmp_path / "h.onnx", c=16, classes=10, format="int4")
+
+
+BLOCKS = [
+    ("residual_block", {}, (64, 56, 56), (64, 56, 56), [(3, 1, 64, 64)] * 2, {"Add": 1}),
+    ("downsample_block", {}, (64, 56, 56), (128, 28, 28), [(3, 2, 64, 128), (3, 1, 128, 128), (1, 2, 64, 128)],
+     {"Add": 1}),
+    ("dense_head", {}, (512, 7, 7), (1000,), [], {"GlobalAveragePool": 1, "Flatten": 1, "Gemm": 1}),
+    ("residual_block", {"c": 16, "hw": 8}, (16, 8, 8), (16, 8, 8), [(3, 1, 16, 16)] * 2, {"Add": 1}),
+]
+
+
+@pytest.mark.parametrize("name,kw,shape_in,shape_out,convs,ops", BLOCKS,
+                         ids=[f"{b[0]}{b[1] or ''}" for b in BLOCKS])
+def test_block_is_int8_qdq_runs_and_tracks_its_float_model(tmp_path, name, kw, shape_in, shape_out, convs, ops):
+    path = getattr(blocks, name)(tmp_path / f"{name}.onnx", **kw)
+    model = onnx.load(path)
+    onnx.checker.check_model(model)
+    found = _ops(model)
+    assert {k: found.get(k) for k in ops} == ops and "BatchNormalization" not in found
+    assert sorted(_convs(model)) == sorted(convs)
+    _assert_qdq_around_every_conv(model)
+    x = np.abs(np.random.default_rng(9).standard_normal((2, *shape_in))).astype(np.float32)
+    y = run(path, x)
+    assert y.shape == (2, *shape_out)
+    ref = run(getattr(blocks, f"{name}_float")(**kw), x)
+    assert _rel_err(ref, y) < 0.1, _rel_err(ref, y)
+
+
+def test_downsample_block_rejects_an_odd_size(tmp_path):
+    with pytest.raises(CompileError, match="hw 7 must be even"):
+        blocks.downsample_block(tmp_path / "d.onnx", hw=7)

@@ -14,6 +14,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from compiler.errors import CompileError
+
 OPSET = 17
 FORMATS = ("qdq", "qop")
 
@@ -96,7 +98,7 @@ def quantize(float_model: onnx.ModelProto, out: Path, calibration: np.ndarray, f
     from onnxruntime.quantization import QuantFormat, QuantType, quant_pre_process, quantize_static
 
     if fmt not in FORMATS:
-        raise ValueError(f"format {fmt!r} is not one of {FORMATS}")
+        raise CompileError("quantize", f"format {fmt!r} is not one of {FORMATS}")
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
