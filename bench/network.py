@@ -1,0 +1,88 @@
+"""Wall time of a ResNet-18-shaped int8 network simulated cycle-accurately, next to onnxruntime on the CPU.
+
+::
+
+    python bench/network.py                    # 224x224, cycle engine, default config
+    python bench/network.py --image 64 --engine functional
+
+Prints, from one run: the per-layer cycle table and network total (compared with the published
+ResNet-18 figure of tvm-vta #30: 7,729,601 cycles per inference on the pipelined Chisel design), the
+time to import/compile, the time of one simulated inference (VTA regions on the engine + host ops
+in numpy) and of onnxruntime's inference of the same model, and their ratio (the issue aims at < 10x).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+PUBLISHED_RESNET18 = 7_729_601   # tvm-vta #30, pipelined TensorGemm, tsim, per inference (unverified division)
+
+
+def main(argv=None) -> int:
+    from compiler.frontend.compare import OrtReference, agreement, output_lsb
+    from compiler.frontend.models.resnet18 import make_resnet18
+    from compiler.frontend.network import Network
+    from compiler.frontend.report import layer_table, totals
+    from hw.config import load_config
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--image", type=int, default=224)
+    ap.add_argument("--engine", default="cycle", choices=("cycle", "functional"))
+    ap.add_argument("--config", type=Path, default=None)
+    ap.add_argument("--repeat", type=int, default=3, help="onnxruntime timing repeats (median)")
+    ap.add_argument("--model", type=Path, default=None, help="an existing int8 model instead of generating one")
+    args = ap.parse_args(argv)
+    cfg = load_config(args.config)
+    tmp = tempfile.TemporaryDirectory()
+    t0 = time.perf_counter()
+    path = args.model or make_resnet18(Path(tmp.name) / f"resnet18_{args.image}.onnx", image=args.image)
+    t_gen = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    net = Network.from_onnx(path, cfg)
+    t_import = time.perf_counter() - t0
+    shape, _ = net.graph.inputs[net.input_name]
+    x = np.random.default_rng(0).random(shape, np.float32)
+    t0 = time.perf_counter()
+    net.run(x, engine=args.engine)                       # compiles every region, JIT warm-up
+    t_first = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    y, records = net.run(x, engine=args.engine)
+    t_sim = time.perf_counter() - t0
+    vta_s = sum(r.wall_s for r in records if r.target == "vta")
+    host_s = sum(r.wall_s for r in records if r.target == "host")
+    ort = OrtReference(path)
+    ort.run(x)
+    times = []
+    for _ in range(args.repeat):
+        t0 = time.perf_counter()
+        y_ort = ort.run(x)
+        times.append(time.perf_counter() - t0)
+    t_ort = float(np.median(times))
+    print(layer_table(records))
+    t = totals(records)
+    print(f"\nResNet-18-shaped int8 network, {args.image}x{args.image}, config {cfg.batch}x{cfg.block_in}x"
+          f"{cfg.block_out}, engine {args.engine}")
+    print(f"  VTA layers {t['vta_layers']}, total {t['cycles']:,} cycles (published ResNet-18, tvm-vta #30: "
+          f"{PUBLISHED_RESNET18:,}; ratio {t['cycles'] / PUBLISHED_RESNET18:.2f})")
+    print(f"  model generation {t_gen:.1f} s, import+passes {t_import:.2f} s, first run (compile + JIT) {t_first:.1f} s")
+    print(f"  one simulated inference {t_sim:.2f} s (VTA regions {vta_s:.2f} s, host ops {host_s:.2f} s); "
+          f"onnxruntime {t_ort * 1e3:.1f} ms (median of {args.repeat}, 1 thread)")
+    print(f"  simulated / onnxruntime = {t_sim / t_ort:.1f}x (aim < 10x); "
+          f"VTA regions alone / onnxruntime = {vta_s / t_ort:.1f}x")
+    m = agreement(y, y_ort, output_lsb(net.graph))
+    print(f"  vs onnxruntime: max error {m['max_lsb']} output LSB, relative error {m['rel_err']:.2e}, "
+          f"top-1 agree {m.get('top1')}, top-5 agree {m.get('top5')}")
+    tmp.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

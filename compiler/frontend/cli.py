@@ -1,0 +1,165 @@
+"""``vtasim onnx MODEL.onnx``: run a quantised network - VTA regions on an engine, the rest in numpy -
+print the per-layer table and the comparison with onnxruntime, optionally write a report and the
+regions' memory images.
+
+::
+
+    vtasim onnx compiler/frontend/models/digits_int8_qdq.onnx --dataset digits --limit 100
+    vtasim onnx model.onnx --input x.npy --engine cycle --report runs/net --save-images runs/net/images
+    vtasim onnx model.onnx --engine rtl --limit 2        # every VTA region on the RTL
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["add_commands"]
+
+DATASETS = ("digits",)
+MAX_INPUT_BYTES = 1 << 30
+
+
+class _Progress:
+    """One line on stderr, rewritten in place on a terminal, every ~10 % otherwise."""
+
+    def __init__(self, total: int, what: str):
+        self.total, self.what, self.tty, self.last = total, what, sys.stderr.isatty(), -1
+        self.t0 = time.perf_counter()
+
+    def __call__(self, k: int, detail: str = "") -> None:
+        if self.total <= 0:
+            return
+        step = max(1, self.total // 10)
+        if not self.tty and k != self.total and k // step == self.last:
+            return
+        self.last = k // step
+        el = time.perf_counter() - self.t0
+        msg = f"{self.what} {k}/{self.total} ({el:.1f} s) {detail}"
+        if self.tty:
+            sys.stderr.write("\r" + msg[:100].ljust(100) + ("\n" if k == self.total else ""))
+        else:
+            sys.stderr.write(msg + "\n")
+        sys.stderr.flush()
+
+
+def _load_inputs(args, net):
+    """(batch of model inputs (N, ...) , labels or None, source text)."""
+    from compiler.frontend.errors import FrontendError
+    from hw.files import regular_size
+    shape, dtype = net.graph.inputs[net.input_name]
+    if args.input is not None:
+        regular_size(args.input, "--input array", MAX_INPUT_BYTES, error=FrontendError)
+        try:
+            x = np.load(args.input, allow_pickle=False)
+        except (ValueError, OSError, EOFError) as e:
+            raise FrontendError(f"--input {args.input}: not a readable .npy array ({e})") from None
+        if not isinstance(x, np.ndarray):
+            raise FrontendError(f"--input {args.input}: an .npz archive; give one .npy array")
+        if tuple(x.shape) == tuple(shape):
+            x = x[None]
+        elif tuple(x.shape[1:]) != tuple(shape[1:]) or shape[0] != 1:
+            raise FrontendError(f"--input {args.input}: shape {x.shape}; the model wants {tuple(shape)} "
+                                f"(or a stack (N,) + {tuple(shape[1:])})")
+        else:
+            x = x[:, None]
+        return x.astype(dtype), None, str(args.input)
+    if args.dataset == "digits":
+        from compiler.frontend.models.digits import load_split
+        _, _, xt, yt = load_split()
+        if tuple(xt.shape[1:]) != tuple(shape[1:]):
+            raise FrontendError(f"--dataset digits gives {xt.shape[1:]} images; the model wants {tuple(shape)}")
+        return xt[:, None].astype(dtype), yt, "digits test split"
+    rng = np.random.default_rng(args.seed)
+    x = rng.random((1,) + tuple(shape), np.float32) if np.dtype(dtype).kind == "f" else \
+        rng.integers(-128, 128, (1,) + tuple(shape)).astype(dtype)
+    return x, None, f"random input (seed {args.seed})"
+
+
+def cmd_onnx(args) -> int:
+    from compiler.frontend.compare import OrtReference, agreement, output_lsb
+    from compiler.frontend.network import Network
+    from compiler.frontend.report import layer_table, totals, write_report
+    from hw.config import load_config
+    cfg = load_config(args.config)
+    t0 = time.perf_counter()
+    net = Network.from_onnx(args.model, cfg, mode=args.partition, skip_first_conv=not args.all_convs,
+                            threshold=args.threshold, path=args.requant)
+    xs, labels, source = _load_inputs(args, net)
+    if args.limit is not None:
+        xs = xs[:args.limit]
+        labels = labels[:args.limit] if labels is not None else None
+    print(f"model {args.model}: {len(net.graph.nodes)} ops after the passes, "
+          f"{len(net.regions)} VTA region(s); config {cfg.batch}x{cfg.block_in}x{cfg.block_out}; "
+          f"engine {args.engine}; {len(xs)} input(s) from {source}")
+    for note in net.notes:
+        print(f"  {note}")
+    ort = OrtReference(args.model)
+    if args.save_images is not None:
+        Path(args.save_images).mkdir(parents=True, exist_ok=True)
+    ours, refs, first = [], [], None
+    prog = _Progress(len(xs), "inputs")
+    for k, x in enumerate(xs):
+        layer_prog = _Progress(len(net.graph.nodes), "  layers") if len(xs) == 1 else None
+        y, records = net.run(x, engine=args.engine,
+                             on_node=(lambda i, t, n, lp=layer_prog: lp(i, n.name if n else "")) if layer_prog else None,
+                             save_images=args.save_images if k == 0 else None)
+        ours.append(y)
+        refs.append(ort.run(x))
+        first = first or records
+        prog(k + 1)
+    sim_s = time.perf_counter() - t0
+    ours, refs = np.concatenate(ours), np.concatenate(refs)
+    print()
+    print(layer_table(first))
+    t = totals(first)
+    print(f"network: {t['vta_layers']} VTA layer(s), {t['cycles']:,} cycles, {t['vta_macs']:,} MACs on VTA, "
+          f"{t['host_macs']:,} on the host, {t['dram_bytes']:,} DRAM bytes; wall {sim_s:.1f} s")
+    m = agreement(ours, refs, output_lsb(net.graph))
+    lsb = f"{m['max_lsb']:g} output LSB" if m["max_lsb"] is not None else f"{m['max_abs']:.3g} (float output)"
+    line = f"vs onnxruntime int8 (CPU): max abs error {lsb}, relative error {m['rel_err']:.2e}"
+    if "top1" in m:
+        line += f", top-1 agreement {m['top1']:.3f}"
+    if "top5" in m:
+        line += f", top-5 agreement {m['top5']:.3f}"
+    print(line)
+    if labels is not None:
+        acc_ours = float(np.mean(ours.argmax(1) == labels))
+        acc_ort = float(np.mean(refs.argmax(1) == labels))
+        print(f"top-1 accuracy on {len(labels)} labelled inputs: VTA ({args.engine}) {acc_ours:.4f}, "
+              f"onnxruntime int8 {acc_ort:.4f}")
+    if args.report is not None:
+        paths = write_report(first, args.report, cfg, title=Path(args.model).stem)
+        print(f"report: {', '.join(str(p) for p in paths)}")
+    if args.save_images is not None:
+        print(f"memory images of the VTA regions (first input): {args.save_images} "
+              f"(replay: vtasim run DIR --engine cycle --check; vtasim diff DIR)")
+    return 0
+
+
+def add_commands(sub) -> None:
+    from compiler.frontend.execute import ENGINES
+    from compiler.frontend.partition import PARTITION_MODES
+    p = sub.add_parser("onnx", help="run an int8 ONNX model: VTA regions on an engine, the rest on the host; "
+                                    "compare with onnxruntime")
+    p.add_argument("model", type=Path, help="ONNX model (QDQ or QOperator int8)")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--input", type=Path, default=None, help=".npy array: one input, or a stack of them")
+    src.add_argument("--dataset", choices=DATASETS, default=None, help="a bundled data set (labels give accuracy)")
+    p.add_argument("--limit", type=int, default=None, help="only the first N inputs")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random input when no --input/--dataset")
+    p.add_argument("--engine", choices=ENGINES, default="cycle",
+                   help="where the VTA regions run (reference = their numpy execution)")
+    p.add_argument("--config", type=Path, default=None)
+    p.add_argument("--partition", choices=PARTITION_MODES, default="pattern",
+                   help="pattern: every convertible layer; cost: only where VTA beats the host estimate")
+    p.add_argument("--threshold", type=float, default=1.0, help="cost partitioning: offload when host/VTA time >= this")
+    p.add_argument("--requant", choices=("auto", "shift", "fixed"), default="auto",
+                   help="requantisation on VTA: power-of-two shift or fixed-point multiply")
+    p.add_argument("--all-convs", action="store_true", help="offload the first convolution too")
+    p.add_argument("--report", type=Path, default=None, help="write layers.csv and PNG plots here")
+    p.add_argument("--save-images", type=Path, default=None, help="write each VTA region's memory image here")
+    p.set_defaults(func=cmd_onnx)

@@ -1,0 +1,55 @@
+"""Judge a network run against onnxruntime on the CPU: error in output LSBs, relative error, top-k."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from compiler.frontend.errors import FrontendError
+
+__all__ = ["OrtReference", "output_lsb", "agreement"]
+
+
+class OrtReference:
+    """An onnxruntime CPU session of the same model file."""
+
+    def __init__(self, path):
+        try:
+            import onnxruntime as ort
+        except ImportError as e:
+            raise FrontendError("onnxruntime is not installed (pip install 'vtasim[onnx]')") from e
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = 1
+        opts.log_severity_level = 3
+        self.session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        self.input_name = self.session.get_inputs()[0].name
+
+    def run(self, x) -> np.ndarray:
+        return self.session.run(None, {self.input_name: x})[0]
+
+
+def output_lsb(graph) -> float | None:
+    """The scale of the quantised tensor the first output is dequantised from (None: a float output)."""
+    prod = graph.producers()
+    n = prod.get(graph.outputs[0])
+    if n is not None and n.op == "DequantizeLinear":
+        s = graph.const(n.inputs[1])
+        if s is not None and s.size == 1:
+            return float(s.reshape(-1)[0])
+    return None
+
+
+def agreement(ours: np.ndarray, ref: np.ndarray, lsb: float | None) -> dict:
+    """Per-batch metrics of ``ours`` against ``ref`` (both (N, classes) or any shape)."""
+    a, b = np.asarray(ours, np.float64), np.asarray(ref, np.float64)
+    if a.shape != b.shape:
+        raise FrontendError(f"output shape {a.shape} differs from onnxruntime's {b.shape}")
+    diff = np.abs(a - b)
+    out = {"max_abs": float(diff.max()) if diff.size else 0.0,
+           "rel_err": float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))}
+    out["max_lsb"] = float(np.round(out["max_abs"] / lsb, 3)) if lsb else None
+    if a.ndim == 2:
+        out["top1"] = float(np.mean(a.argmax(1) == b.argmax(1)))
+        if a.shape[1] >= 5:
+            ta, tb = np.argsort(-a, 1)[:, :5], np.argsort(-b, 1)[:, :5]
+            out["top5"] = float(np.mean([set(x) == set(y) for x, y in zip(ta, tb)]))
+    return out

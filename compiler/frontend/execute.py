@@ -1,0 +1,87 @@
+"""Run a partitioned graph: VTA regions on an engine (or their numpy reference), host ops in numpy.
+
+``execute(graph, regions, feeds, engine)`` returns the graph outputs and one :class:`LayerRecord`
+per node.  ``engine="reference"`` runs every VTA region through its numpy execution of the same
+integer arithmetic, so comparing it with an engine run checks each region bit for bit.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from compiler.frontend.errors import FrontendError
+from compiler.frontend.host_ops import run_host
+
+__all__ = ["execute", "LayerRecord", "ENGINES"]
+
+ENGINES = ("functional", "cycle", "rtl", "reference")
+
+
+@dataclass
+class LayerRecord:
+    name: str
+    op: str
+    target: str                # "vta" | "host"
+    out_shape: tuple
+    macs: int = 0
+    cycles: int | None = None
+    gemm_ops: int | None = None
+    dram_bytes: int | None = None
+    wall_s: float = 0.0
+
+    @property
+    def gemm_util(self) -> float | None:
+        if self.cycles and self.gemm_ops is not None:
+            return self.gemm_ops / self.cycles
+        return None
+
+
+def _dram_bytes(counters: dict) -> int:
+    return int(sum(v for k, v in counters.items() if k.endswith("_nbytes")))
+
+
+def execute(g, regions: dict, feeds: dict, engine: str = "cycle", on_node=None, save_images=None,
+            stop_at_first_mismatch: bool = False):
+    """(outputs {name: array}, [LayerRecord]); ``on_node(k, total, node)`` reports progress."""
+    from compiler.frontend.partition import node_macs
+    if engine not in ENGINES:
+        raise FrontendError(f"engine {engine!r} is not one of {', '.join(ENGINES)}")
+    values = dict(g.consts)
+    for name, (shape, dtype) in g.inputs.items():
+        if name not in feeds:
+            raise FrontendError(f"no value for the model input {name!r} (shape {shape})")
+        x = np.asarray(feeds[name])
+        if tuple(x.shape) != tuple(shape):
+            raise FrontendError(f"input {name!r} has shape {x.shape}, the model declares {tuple(shape)}")
+        values[name] = x.astype(dtype) if dtype is not None else x
+    records = []
+    for k, n in enumerate(g.nodes):
+        if on_node is not None:
+            on_node(k, len(g.nodes), n)
+        args = [values[i] if i else None for i in n.inputs]
+        t0 = time.perf_counter()
+        rec = LayerRecord(n.name, n.op, n.target, (), node_macs(g, n))
+        if n.target == "vta":
+            region = regions[n.name]
+            y, res = region.run(args[0], engine=engine)
+            outs = [y]
+            if save_images is not None:
+                from pathlib import Path
+                region.image(args[0]).save(Path(save_images) / f"{k:03d}_{region.layer.name}")
+            if res is not None:
+                rec.cycles = res.cycles
+                rec.gemm_ops = int(res.counters.get("gemm_counter", 0))
+                rec.dram_bytes = _dram_bytes(res.counters)
+        else:
+            outs = run_host(n, args)
+        rec.wall_s = time.perf_counter() - t0
+        for name, v in zip(n.outputs, outs):
+            values[name] = v
+        rec.out_shape = tuple(np.shape(outs[0]))
+        records.append(rec)
+    if on_node is not None:
+        on_node(len(g.nodes), len(g.nodes), None)
+    return {o: values[o] for o in g.outputs}, records

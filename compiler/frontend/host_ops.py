@@ -1,0 +1,246 @@
+"""Host (CPU) execution of every graph op in numpy: the float ONNX ops, the quantise/dequantise ops
+and the composite quantised ops in exact integer arithmetic (:mod:`compiler.qnn`).
+
+``run_host(node, args) -> list of outputs``; ``args`` are the input arrays in order (``None`` for an
+absent optional input).  Integer convolutions and products are computed in float64 where every
+partial sum is an integer below 2^53 (8-bit operands, fewer than 2^37 terms), so they are exact.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from compiler import qnn
+from compiler.frontend.composite import act_limits
+from compiler.frontend.errors import FrontendError
+
+__all__ = ["run_host", "conv2d", "pool2d", "requantize_acc", "qconv_acc", "qdense_acc"]
+
+
+def _pad4(x, pads, value=0):
+    t, l, b, r = pads
+    if not any(pads):
+        return x
+    return np.pad(x, ((0, 0), (0, 0), (t, b), (l, r)), constant_values=value)
+
+
+def _windows(x, kh, kw, sh, sw):
+    """(N, C, OH, OW, KH, KW) strided view of x (N, C, H, W)."""
+    n, c, h, w = x.shape
+    oh, ow = (h - kh) // sh + 1, (w - kw) // sw + 1
+    s = x.strides
+    return np.lib.stride_tricks.as_strided(x, (n, c, oh, ow, kh, kw), (s[0], s[1], s[2] * sh, s[3] * sw, s[2], s[3]),
+                                           writeable=False)
+
+
+def conv2d(x, w, strides, pads, pad_value=0, dtype=np.float32):
+    """Direct NCHW conv (group 1) as one matrix product over the windows, computed in ``dtype``."""
+    xp = _pad4(np.asarray(x), pads, pad_value)
+    o, _, kh, kw = w.shape
+    win = _windows(xp.astype(dtype, copy=False), kh, kw, *strides)
+    n, c, oh, ow = win.shape[:4]
+    cols = win.transpose(0, 2, 3, 1, 4, 5).reshape(n * oh * ow, c * kh * kw)
+    out = cols @ w.reshape(o, -1).astype(dtype).T
+    return np.ascontiguousarray(out.reshape(n, oh, ow, o).transpose(0, 3, 1, 2))
+
+
+def pool2d(x, kernel, strides, pads, kind, count_include_pad=0):
+    kh, kw = kernel
+    if kind == "max":
+        fill = np.iinfo(x.dtype).min if x.dtype.kind in "iu" else -np.inf
+        return _windows(_pad4(x, pads, fill), kh, kw, *strides).max(axis=(4, 5))
+    xf = x.astype(np.float64)
+    s = _windows(_pad4(xf, pads), kh, kw, *strides).sum(axis=(4, 5))
+    if count_include_pad or not any(pads):
+        cnt = kh * kw
+    else:
+        ones = _pad4(np.ones((1, 1) + x.shape[2:]), pads)
+        cnt = _windows(ones, kh, kw, *strides).sum(axis=(4, 5))
+    return (s / cnt).astype(x.dtype)
+
+
+def qconv_acc(node, x) -> np.ndarray:
+    """The int32 accumulator of a ``qconv`` (four-term expansion) plus its bias."""
+    a = node.attrs
+    acc = qnn.qconv2d(x, a["weight"], a["x_zp"], a["w_zp"], a["strides"], a["pads"]).astype(np.int64)
+    if a["bias"] is not None:
+        acc += a["bias"].reshape(1, -1, 1, 1)
+    return acc
+
+
+def qdense_acc(node, x) -> np.ndarray:
+    a = node.attrs
+    acc = qnn.qdense(x, a["weight"], a["x_zp"], a["w_zp"]).astype(np.int64)
+    if a["bias"] is not None:
+        acc += a["bias"].reshape(1, -1)
+    return acc
+
+
+def requantize_acc(node, acc, in_scale, axis=1) -> np.ndarray:
+    """int32 accumulator (scale ``in_scale``, zero point 0) -> the node's output type, activation applied."""
+    a = node.attrs
+    y = qnn.requantize(acc, in_scale, 0, a["y_scale"], a["y_zp"], out_dtype="int32", axis=axis)
+    lo, hi = act_limits(a["act"], a["y_scale"], a["y_zp"], a["y_dtype"])
+    return np.clip(y, lo, hi).astype(a["y_dtype"])
+
+
+def _q_out_scale(node):
+    a = node.attrs
+    return np.asarray(a["x_scale"], np.float64) * np.asarray(a["w_scale"], np.float64)
+
+
+def _attr_pads(attrs, nd=2):
+    return list(attrs.get("pads", [0] * (2 * nd)))
+
+
+def _clip_bounds(node, args):
+    lo = args[1] if len(args) > 1 and args[1] is not None else node.attrs.get("min", None)
+    hi = args[2] if len(args) > 2 and args[2] is not None else node.attrs.get("max", None)
+    return lo, hi
+
+
+def _reshape(x, shape, allowzero=0):
+    shape = [int(s) for s in shape]
+    out = [x.shape[k] if (s == 0 and not allowzero) else s for k, s in enumerate(shape)]
+    return x.reshape(out)
+
+
+def _gemm(node, a, b, c):
+    at = node.attrs
+    a = a.T if at.get("transA", 0) else a
+    b = b.T if at.get("transB", 0) else b
+    y = at.get("alpha", 1.0) * (a.astype(np.float32) @ b.astype(np.float32))
+    if c is not None:
+        y = y + at.get("beta", 1.0) * c
+    return y.astype(np.float32)
+
+
+def _bn(node, x, scale, bias, mean, var):
+    eps = node.attrs.get("epsilon", 1e-5)
+    k = (scale / np.sqrt(var + eps)).astype(np.float32)
+    sh = (1, -1) + (1,) * (x.ndim - 2)
+    return (x * k.reshape(sh) + (bias - mean * k).reshape(sh)).astype(np.float32)
+
+
+def _axis_shape(q, axis, v):
+    v = np.asarray(v)
+    if v.ndim == 0 or v.size == 1:
+        return v.reshape(())
+    sh = [1] * q.ndim
+    sh[axis] = -1
+    return v.reshape(sh)
+
+
+def _quantize(node, x, scale, zp):
+    axis = node.attrs.get("axis", 1)
+    dtype = zp.dtype if zp is not None else np.uint8
+    zp = zp if zp is not None else np.zeros((), dtype)
+    return qnn.quantize(x, _axis_shape(x, axis, scale), _axis_shape(x, axis, zp).astype(np.int64), dtype)
+
+
+def _dequantize(node, q, scale, zp):
+    axis = node.attrs.get("axis", 1)
+    zp = zp if zp is not None else np.zeros((), q.dtype)
+    if q.dtype == np.int32:                       # int32 biases: zero point must be 0
+        return (q.astype(np.float64) * _axis_shape(q, axis, scale)).astype(np.float32)
+    return qnn.dequantize(q, _axis_shape(q, axis, scale), _axis_shape(q, axis, zp).astype(np.int64))
+
+
+def _qadd(node, a, b):
+    at = node.attrs
+    ya = qnn.requantize(a, at["a_scale"], at["a_zp"], at["y_scale"], 0, out_dtype="int32")
+    yb = qnn.requantize(b, at["b_scale"], at["b_zp"], at["y_scale"], 0, out_dtype="int32")
+    lo, hi = act_limits(at["act"], at["y_scale"], at["y_zp"], at["y_dtype"])
+    return np.clip(ya.astype(np.int64) + yb + at["y_zp"], lo, hi).astype(at["y_dtype"])
+
+
+def _qgap(node, x):
+    at = node.attrs
+    hw = x.shape[2] * x.shape[3]
+    acc = (x.astype(np.int64) - at["x_zp"]).sum(axis=(2, 3), keepdims=True)
+    y = qnn.requantize(acc, at["x_scale"] / hw, 0, at["y_scale"], at["y_zp"], out_dtype="int32")
+    info = np.iinfo(at["y_dtype"])
+    return np.clip(y, info.min, info.max).astype(at["y_dtype"])
+
+
+def _conv_float(node, x, w, b):
+    at = node.attrs
+    if x.dtype.kind != "f":
+        raise FrontendError(f"{node.where}: Conv on {x.dtype.name} input (a float Conv needs float input)")
+    y = conv2d(x, w, at.get("strides", [1, 1]), _attr_pads(at), dtype=np.float32)
+    return y + b.reshape(1, -1, 1, 1) if b is not None else y
+
+
+def _conv_integer(node, x, w, xz, wz):
+    at = node.attrs
+    xz = 0 if xz is None else int(np.asarray(xz).reshape(-1)[0])
+    wz = 0 if wz is None else np.asarray(wz).astype(np.int64)
+    return qnn.qconv2d(x, w, xz, wz, at.get("strides", [1, 1]), _attr_pads(at)).astype(np.int32)
+
+
+def _matmul_integer(node, a, b, az, bz):
+    az = 0 if az is None else int(np.asarray(az).reshape(-1)[0])
+    bz = 0 if bz is None else np.asarray(bz).astype(np.int64)
+    return qnn.qdense(a, np.ascontiguousarray(b.T), az, bz).astype(np.int32)
+
+
+def _softmax(x, axis):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return (e / e.sum(axis=axis, keepdims=True)).astype(np.float32)
+
+
+_HOST = {
+    "Relu": lambda n, x: np.maximum(x, 0).astype(x.dtype),
+    "Clip": lambda n, x, *r: np.clip(x, *_clip_bounds(n, (x,) + r)).astype(x.dtype),
+    "Add": lambda n, a, b: (a + b).astype(np.result_type(a, b)),
+    "Sub": lambda n, a, b: (a - b).astype(np.result_type(a, b)),
+    "Mul": lambda n, a, b: (a * b).astype(np.result_type(a, b)),
+    "Sigmoid": lambda n, x: (1 / (1 + np.exp(-x))).astype(np.float32),
+    "Tanh": lambda n, x: np.tanh(x).astype(np.float32),
+    "HardSigmoid": lambda n, x: np.clip(n.attrs.get("alpha", 0.2) * x + n.attrs.get("beta", 0.5), 0, 1).astype(
+        np.float32),
+    "HardSwish": lambda n, x: (x * np.clip(x / 6 + 0.5, 0, 1)).astype(np.float32),
+    "Softmax": lambda n, x: _softmax(x, n.attrs.get("axis", -1)),
+    "Identity": lambda n, x: x,
+    "Dropout": lambda n, x, *r: x,
+    "Cast": lambda n, x: x.astype(_cast_type(n)),
+    "Flatten": lambda n, x: x.reshape(int(np.prod(x.shape[:n.attrs.get("axis", 1)])), -1),
+    "Reshape": lambda n, x, s: _reshape(x, s, n.attrs.get("allowzero", 0)),
+    "Concat": lambda n, *xs: np.concatenate(xs, axis=n.attrs["axis"]),
+    "MaxPool": lambda n, x: pool2d(x, n.attrs["kernel_shape"], n.attrs.get("strides", [1, 1]), _attr_pads(n.attrs),
+                                   "max"),
+    "AveragePool": lambda n, x: pool2d(x, n.attrs["kernel_shape"], n.attrs.get("strides", [1, 1]),
+                                       _attr_pads(n.attrs), "avg", n.attrs.get("count_include_pad", 0)),
+    "GlobalAveragePool": lambda n, x: x.mean(axis=(2, 3), keepdims=True, dtype=np.float64).astype(x.dtype),
+    "BatchNormalization": lambda n, x, s, b, m, v: _bn(n, x, s, b, m, v),
+    "Conv": lambda n, x, w, b=None: _conv_float(n, x, w, b),
+    "Gemm": lambda n, a, b, c=None: _gemm(n, a, b, c),
+    "MatMul": lambda n, a, b: (a.astype(np.float32) @ b.astype(np.float32)),
+    "QuantizeLinear": lambda n, x, s, z=None: _quantize(n, x, s, z),
+    "DequantizeLinear": lambda n, q, s, z=None: _dequantize(n, q, s, z),
+    "ConvInteger": lambda n, x, w, xz=None, wz=None: _conv_integer(n, x, w, xz, wz),
+    "MatMulInteger": lambda n, a, b, az=None, bz=None: _matmul_integer(n, a, b, az, bz),
+    "qconv": lambda n, x: requantize_acc(n, qconv_acc(n, x), _q_out_scale(n)),
+    "qdense": lambda n, x: requantize_acc(n, qdense_acc(n, x), _q_out_scale(n)),
+    "qadd": _qadd,
+    "qgap": _qgap,
+    "qlut": lambda n, x: qnn.apply_lut(x, n.attrs["table"]),
+}
+
+
+def _cast_type(node):
+    from compiler.frontend.onnx_import import _DTYPES
+    to = node.attrs["to"]
+    if to not in _DTYPES:
+        raise FrontendError(f"{node.where}: Cast to ONNX type {to} is not supported")
+    return _DTYPES[to]
+
+
+def run_host(node, args) -> list:
+    fn = _HOST.get(node.op)
+    if fn is None:
+        raise FrontendError(f"{node.where or node.name}: no host implementation of {node.op}")
+    while args and args[-1] is None:
+        args = args[:-1]
+    out = fn(node, *args)
+    return list(out) if isinstance(out, tuple) else [out]

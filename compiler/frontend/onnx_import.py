@@ -1,0 +1,186 @@
+"""ONNX model -> :class:`~compiler.frontend.graph.Graph`, checked before anything large is allocated.
+
+Parsing is the ``onnx`` package's; this module bounds the file (a regular file of at most
+``max_bytes``), refuses external data, checks every initializer's declared size against its bytes
+and a limit *before* converting it, checks the declared input shapes, and maps the QOperator ops onto
+the same composite ops that the QDQ fusion pass produces, so both quantisation formats take one
+path.  Every unsupported op or attribute is collected and reported in one :class:`UnsupportedModel`.
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+import numpy as np
+
+from compiler.frontend.errors import ModelFileError, UnsupportedModel
+from compiler.frontend.graph import Graph, Node
+from hw.files import read_regular
+
+__all__ = ["load_onnx", "from_onnx", "SUPPORTED_OPS", "MAX_ELEMENTS", "MAX_MODEL_BYTES"]
+
+MAX_MODEL_BYTES = 1 << 30          # 1 GiB of protobuf
+MAX_ELEMENTS = 1 << 28             # per tensor (initializer, input or inferred value)
+
+# ONNX op -> what the importer checks; the composite ops come from the QOperator ops
+SUPPORTED_OPS = frozenset({
+    "QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul", "QLinearAdd", "QGemm",
+    "ConvInteger", "MatMulInteger", "Conv", "Gemm", "MatMul", "Relu", "Clip", "Add", "Mul", "Sub",
+    "MaxPool", "AveragePool", "GlobalAveragePool", "Flatten", "Reshape", "Concat", "BatchNormalization",
+    "Identity", "Dropout", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Softmax", "Cast",
+    "QLinearGlobalAveragePool",
+})
+
+_DTYPES = {1: np.float32, 2: np.uint8, 3: np.int8, 4: np.uint16, 5: np.int16, 6: np.int32, 7: np.int64,
+           10: np.float16, 11: np.float64, 9: np.bool_}
+
+
+def load_onnx(path, max_bytes: int = MAX_MODEL_BYTES, batch: int = 1) -> Graph:
+    """Read and check ``path``, then :func:`from_onnx`."""
+    import onnx
+    from google.protobuf.message import DecodeError
+    data = read_regular(path, "ONNX model", max_bytes, error=ModelFileError)
+    if not data:
+        raise ModelFileError(f"{path}: empty file, not an ONNX model")
+    try:
+        model = onnx.load_from_string(data)
+    except (DecodeError, ValueError, RuntimeError, UnicodeDecodeError) as e:
+        raise ModelFileError(f"{path}: not an ONNX model (protobuf parse failed: {str(e).splitlines()[0][:120]}); "
+                             f"is the file truncated?") from None
+    if model.ir_version <= 0 or not model.graph.node:
+        raise ModelFileError(f"{path}: not an ONNX model (ir_version {model.ir_version}, "
+                             f"{len(model.graph.node)} nodes)")
+    return from_onnx(model, str(path), batch=batch)
+
+
+def _dims(t, what: str) -> tuple:
+    dims = tuple(int(d) for d in t.dims)
+    if any(d < 0 for d in dims):
+        raise ModelFileError(f"{what}: negative dimension in {dims}")
+    if prod(dims) > MAX_ELEMENTS:
+        raise ModelFileError(f"{what}: declares {prod(dims):,} elements ({dims}); the limit is {MAX_ELEMENTS:,}")
+    return dims
+
+
+def _initializer(t, where: str) -> np.ndarray:
+    from onnx import numpy_helper
+    what = f"{where} initializer {t.name!r}"
+    if t.data_location == 1 or t.external_data:
+        raise ModelFileError(f"{what}: external data is not read (save the model with its tensors inside)")
+    if t.data_type not in _DTYPES:
+        raise ModelFileError(f"{what}: data type {t.data_type} is not one of the numeric types supported")
+    dims = _dims(t, what)
+    n, item = prod(dims), np.dtype(_DTYPES[t.data_type]).itemsize
+    if t.raw_data:
+        if len(t.raw_data) != n * item:
+            raise ModelFileError(f"{what}: {len(t.raw_data)} bytes of data for shape {dims} of "
+                                 f"{np.dtype(_DTYPES[t.data_type]).name} ({n * item} bytes needed)")
+    else:
+        have = max(len(t.float_data), len(t.int32_data), len(t.int64_data), len(t.double_data),
+                   len(t.uint64_data))
+        if have != n:
+            raise ModelFileError(f"{what}: {have} values for shape {dims} ({n} needed)")
+    return numpy_helper.to_array(t).astype(_DTYPES[t.data_type], copy=False)
+
+
+def _attrs(node) -> dict:
+    from onnx import helper
+    out = {}
+    for a in node.attribute:
+        v = helper.get_attribute_value(a)
+        out[a.name] = v.decode() if isinstance(v, bytes) else v
+    return out
+
+
+def _value_shape(vi, batch: int, what: str):
+    t = vi.type.tensor_type
+    if not t.HasField("shape"):
+        return None, _DTYPES.get(t.elem_type)
+    dims = []
+    for k, d in enumerate(t.shape.dim):
+        if d.HasField("dim_value"):
+            if d.dim_value < 0:
+                raise ModelFileError(f"{what} {vi.name!r}: negative dimension {d.dim_value}")
+            dims.append(int(d.dim_value))
+        else:                            # symbolic: the batch dimension
+            dims.append(batch if k == 0 else 1)
+    if prod(dims) > MAX_ELEMENTS:
+        raise ModelFileError(f"{what} {vi.name!r}: declares {prod(dims):,} elements ({tuple(dims)}); "
+                             f"the limit is {MAX_ELEMENTS:,}")
+    return tuple(dims), _DTYPES.get(t.elem_type)
+
+
+def _check_attrs(op: str, attrs: dict, where: str) -> list[str]:
+    bad = []
+    if op in ("Conv", "QLinearConv", "ConvInteger"):
+        if attrs.get("group", 1) != 1:
+            bad.append(f"{where}: group={attrs['group']} (only group 1 is supported)")
+        if any(d != 1 for d in attrs.get("dilations", [1, 1])):
+            bad.append(f"{where}: dilations={attrs['dilations']} (only 1 is supported)")
+    if op in ("Conv", "QLinearConv", "ConvInteger", "MaxPool", "AveragePool"):
+        if attrs.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
+            bad.append(f"{where}: auto_pad={attrs['auto_pad']} (give explicit pads)")
+    if op in ("MaxPool", "AveragePool"):
+        if attrs.get("ceil_mode", 0):
+            bad.append(f"{where}: ceil_mode=1 (only floor is supported)")
+        if any(d != 1 for d in attrs.get("dilations", [1])):
+            bad.append(f"{where}: dilations={attrs['dilations']} (only 1 is supported)")
+        if len(attrs.get("kernel_shape", [])) != 2:
+            bad.append(f"{where}: kernel_shape={attrs.get('kernel_shape')} (2-D pooling only)")
+    if op == "MaxPool" and attrs.get("storage_order", 0):
+        bad.append(f"{where}: storage_order=1 is not supported")
+    return bad
+
+
+def from_onnx(model, source: str = "model", batch: int = 1) -> Graph:
+    """Convert a parsed ``onnx.ModelProto``; raises :class:`UnsupportedModel` listing every problem."""
+    import onnx
+    g = model.graph
+    for imp in model.opset_import:
+        if imp.domain in ("", "ai.onnx") and imp.version < 10:
+            raise UnsupportedModel([f"opset {imp.version} (QuantizeLinear needs >= 10; re-export with opset >= 13)"])
+    consts = {}
+    for t in g.initializer:
+        consts[t.name] = _initializer(t, source)
+    inputs = {}
+    for vi in g.input:
+        if vi.name in consts:
+            continue
+        shape, dtype = _value_shape(vi, batch, "input")
+        if shape is None:
+            raise ModelFileError(f"{source}: input {vi.name!r} declares no shape")
+        inputs[vi.name] = (shape, dtype)
+    problems, nodes = [], []
+    for k, n in enumerate(g.node):
+        where = f"node {k} {n.name or '(unnamed)'!r} ({n.op_type})"
+        attrs = _attrs(n)
+        if n.domain not in ("", "ai.onnx", "com.microsoft") or n.op_type not in SUPPORTED_OPS:
+            problems.append(f"{where}: op {n.domain + '.' if n.domain else ''}{n.op_type} is not supported")
+            continue
+        if n.op_type == "Constant":
+            continue
+        problems += _check_attrs(n.op_type, attrs, where)
+        nodes.append(Node(n.op_type, list(n.input), list(n.output), attrs, n.name or f"{n.op_type}_{k}", where))
+    # Constant nodes become constants (tensor attribute only)
+    for k, n in enumerate(g.node):
+        if n.op_type == "Constant":
+            a = _attrs(n)
+            if "value" not in a:
+                problems.append(f"node {k} {n.name!r} (Constant): only the `value` attribute is supported")
+            else:
+                consts[n.output[0]] = _initializer(a["value"], source)
+    if problems:
+        raise UnsupportedModel(problems)
+    graph = Graph(nodes, inputs, [o.name for o in g.output], consts, g.name or source)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+        shapes = {}
+        for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
+            s, _ = _value_shape(vi, batch, "value")
+            if s is not None:
+                shapes[vi.name] = s
+    except onnx.shape_inference.InferenceError as e:
+        raise ModelFileError(f"{source}: shape inference failed: {str(e).splitlines()[0][:200]}") from None
+    graph.shapes = shapes
+    from compiler.frontend.qop import canonicalise_qoperator
+    return canonicalise_qoperator(graph)

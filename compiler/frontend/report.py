@@ -1,0 +1,96 @@
+"""The per-layer table of a network run: text, CSV, and PNG plots (cycles, utilisation, roofline)."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+__all__ = ["layer_table", "write_report", "totals"]
+
+COLUMNS = ("layer", "op", "placement", "out_shape", "macs", "cycles", "gemm_util", "dram_bytes", "wall_ms")
+
+
+def _row(r) -> dict:
+    return {"layer": r.name, "op": r.op, "placement": r.target, "out_shape": "x".join(map(str, r.out_shape)),
+            "macs": r.macs, "cycles": r.cycles if r.cycles is not None else "",
+            "gemm_util": f"{r.gemm_util:.3f}" if r.gemm_util is not None else "",
+            "dram_bytes": r.dram_bytes if r.dram_bytes is not None else "", "wall_ms": f"{r.wall_s * 1e3:.2f}"}
+
+
+def totals(records) -> dict:
+    vta = [r for r in records if r.target == "vta"]
+    cyc = sum(r.cycles or 0 for r in vta)
+    gemm = sum(r.gemm_ops or 0 for r in vta)
+    return {"vta_layers": len(vta), "host_ops": len(records) - len(vta), "cycles": cyc,
+            "gemm_util": gemm / cyc if cyc else None, "dram_bytes": sum(r.dram_bytes or 0 for r in vta),
+            "vta_macs": sum(r.macs for r in vta), "host_macs": sum(r.macs for r in records if r.target == "host")}
+
+
+def layer_table(records, only_compute: bool = True) -> str:
+    rows = [r for r in records if not only_compute or r.macs or r.target == "vta"]
+    head = f"{'layer':<28} {'op':<7} {'on':<4} {'out':>14} {'MACs':>12} {'cycles':>11} {'util':>6} {'DRAM B':>11}"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        d = _row(r)
+        lines.append(f"{r.name[:28]:<28} {r.op:<7} {r.target:<4} {d['out_shape']:>14} {r.macs:>12,} "
+                     f"{(f'{r.cycles:,}' if r.cycles is not None else '-'):>11} {d['gemm_util'] or '-':>6} "
+                     f"{(f'{r.dram_bytes:,}' if r.dram_bytes is not None else '-'):>11}")
+    t = totals(records)
+    lines.append("-" * len(head))
+    util = f"{t['gemm_util']:.3f}" if t["gemm_util"] is not None else "-"
+    lines.append(f"{'total (VTA regions)':<28} {'':<7} {'':<4} {'':>14} {t['vta_macs']:>12,} {t['cycles']:>11,} "
+                 f"{util:>6} {t['dram_bytes']:>11,}")
+    return "\n".join(lines)
+
+
+def write_report(records, out_dir, cfg, title: str = "network") -> list[Path]:
+    """``layers.csv`` and, with matplotlib, ``cycles.png``, ``utilisation.png``, ``roofline.png``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / "layers.csv"]
+    with open(paths[0], "w", newline="") as f:
+        w = csv.DictWriter(f, COLUMNS)
+        w.writeheader()
+        for r in records:
+            w.writerow(_row(r))
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return paths
+    vta = [r for r in records if r.target == "vta" and r.cycles]
+    if not vta:
+        return paths
+    names = [r.name[:18] for r in vta]
+    for fname, values, ylabel in (("cycles.png", [r.cycles for r in vta], "cycles"),
+                                  ("utilisation.png", [r.gemm_util for r in vta], "GEMM utilisation")):
+        fig, ax = plt.subplots(figsize=(max(6, 0.35 * len(vta)), 4))
+        ax.bar(range(len(vta)), values, color="tab:blue")
+        ax.set_xticks(range(len(vta)), names, rotation=70, fontsize=7)
+        ax.set_ylabel(ylabel)
+        ax.set_title(f"{title}: {ylabel} per VTA layer")
+        fig.tight_layout()
+        fig.savefig(out / fname, dpi=110)
+        plt.close(fig)
+        paths.append(out / fname)
+    peak = cfg.batch * cfg.block_in * cfg.block_out
+    bw = cfg.bus_bytes
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    xs = [r.macs / max(r.dram_bytes or 1, 1) for r in vta]
+    ys = [r.macs / r.cycles for r in vta]
+    lo, hi = min(xs + [0.1]) / 2, max(xs + [peak / bw]) * 4
+    grid = [lo * (hi / lo) ** (k / 200) for k in range(201)]
+    ax.plot(grid, [min(peak, bw * g) for g in grid], "k-", label=f"roof: {peak} MAC/cycle, {bw} B/cycle")
+    ax.scatter(xs, ys, c="tab:red", s=18, zorder=3, label="VTA layers")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("operational intensity (MACs per DRAM byte)")
+    ax.set_ylabel("MACs per cycle")
+    ax.set_title(f"{title}: roofline on {cfg.batch}x{cfg.block_in}x{cfg.block_out}")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "roofline.png", dpi=110)
+    plt.close(fig)
+    paths.append(out / "roofline.png")
+    return paths
