@@ -146,21 +146,24 @@ def _dequantize(node, q, scale, zp):
     return qnn.dequantize(q, _axis_shape(q, axis, scale), _axis_shape(q, axis, zp).astype(np.int64))
 
 
+def _requant_float(node, real):
+    """Real values -> the node's output type as onnxruntime's QLinear ops do: one float64 rounding
+    (half to even), zero point, activation, saturation."""
+    at = node.attrs
+    lo, hi = act_limits(at.get("act"), at["y_scale"], at["y_zp"], at["y_dtype"])
+    q = np.rint(real / at["y_scale"]) + at["y_zp"]
+    return np.clip(q, lo, hi).astype(at["y_dtype"])
+
+
 def _qadd(node, a, b):
     at = node.attrs
-    ya = qnn.requantize(a, at["a_scale"], at["a_zp"], at["y_scale"], 0, out_dtype="int32")
-    yb = qnn.requantize(b, at["b_scale"], at["b_zp"], at["y_scale"], 0, out_dtype="int32")
-    lo, hi = act_limits(at["act"], at["y_scale"], at["y_zp"], at["y_dtype"])
-    return np.clip(ya.astype(np.int64) + yb + at["y_zp"], lo, hi).astype(at["y_dtype"])
+    real = at["a_scale"] * (a.astype(np.float64) - at["a_zp"]) + at["b_scale"] * (b.astype(np.float64) - at["b_zp"])
+    return _requant_float(node, real)
 
 
 def _qgap(node, x):
     at = node.attrs
-    hw = x.shape[2] * x.shape[3]
-    acc = (x.astype(np.int64) - at["x_zp"]).sum(axis=(2, 3), keepdims=True)
-    y = qnn.requantize(acc, at["x_scale"] / hw, 0, at["y_scale"], at["y_zp"], out_dtype="int32")
-    info = np.iinfo(at["y_dtype"])
-    return np.clip(y, info.min, info.max).astype(at["y_dtype"])
+    return _requant_float(node, at["x_scale"] * (x.astype(np.float64) - at["x_zp"]).mean(axis=(2, 3), keepdims=True))
 
 
 def _conv_float(node, x, w, b):
