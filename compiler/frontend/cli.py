@@ -87,7 +87,7 @@ def cmd_onnx(args) -> int:
     cfg = load_config(args.config)
     t0 = time.perf_counter()
     net = Network.from_onnx(args.model, cfg, mode=args.partition, skip_first_conv=not args.all_convs,
-                            threshold=args.threshold, path=args.requant)
+                            threshold=args.threshold, requant=args.requant)
     xs, labels, source = _load_inputs(args, net)
     if args.limit is not None:
         xs = xs[:args.limit]

@@ -46,7 +46,7 @@ def _estimate_cycles(region: VtaRegion, shape, dtype) -> int:
 
 
 def partition(g: Graph, cfg, mode: str = "pattern", skip_first_conv: bool = True, threshold: float = 1.0,
-              vta_mhz: float = 100.0, host_gmacs: float = 1.0, path: str = "auto", knobs=None) -> dict:
+              vta_mhz: float = 100.0, host_gmacs: float = 1.0, requant: str = "auto", knobs=None) -> dict:
     """Set ``node.target`` and return {node name: VtaRegion} of the offloaded nodes."""
     from compiler.errors import CompileError
     if mode not in PARTITION_MODES:
@@ -67,12 +67,14 @@ def partition(g: Graph, cfg, mode: str = "pattern", skip_first_conv: bool = True
         if why:
             g.notes.append(f"partition: {n.where}: on the host: {why}")
             continue
-        region = VtaRegion(n, cfg, knobs=knobs, path=path)
+        region = VtaRegion(n, cfg, knobs=knobs, path=requant)
         x_shape = g.shapes.get(n.inputs[0])
         x_dtype = n.attrs["x_dtype"]
         try:
             region.check(x_dtype)
         except CompileError as e:
+            if requant != "auto":        # the user asked for this path: its limit is the answer
+                raise
             g.notes.append(f"partition: {n.where}: on the host: {e}")
             continue
         if mode == "cost":

@@ -1,0 +1,27 @@
+"""Shared fixtures of the front-end tests: the default config and small generated int8 models."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+
+
+@pytest.fixture(scope="session")
+def cfg():
+    from hw.config import load_config
+    return load_config(None)
+
+
+@pytest.fixture(scope="session")
+def resnet_small(tmp_path_factory):
+    """A ResNet-18-shaped int8 QDQ model at 32x32 (every conv shape class, residual adds, head)."""
+    from compiler.frontend.models.resnet18 import make_resnet18
+    return make_resnet18(tmp_path_factory.mktemp("resnet") / "resnet18_32.onnx", image=32, classes=16)
+
+
+@pytest.fixture(scope="session")
+def digits_split():
+    from compiler.frontend.models.digits import load_split
+    return load_split()
