@@ -1,5 +1,9 @@
 """``vtasim diff`` and ``vtasim fuzz``: run the RTL and a model on the same images, report divergences.
 
+``vtasim fuzz --workers N | --scheduler ADDR`` runs the campaign on Dask (:mod:`sim.scale.fuzz`:
+seeds split across workers, coverage merged, every divergence shrunk); without them it runs here,
+batch after batch.
+
 :func:`diff_image` runs both sides of one image (and writes the waveforms of a ``--waves`` run);
 :func:`sim.diff.compare` does the comparing.  Engines are imported when a command runs.
 """
@@ -12,10 +16,12 @@ from pathlib import Path
 from hw.config import load_config
 from sim.diff import WINDOW_CYCLES, compare
 from sim.engines import run_engine
-from sim.errors import RtlStopped, SimError, SimulatorError, ToolError
+from sim.errors import RtlStopped, SimError
 from sim.image import MemoryImage
 from sim.result import RunResult
 from sim.rtl.runner import DUMP_UNIT_NS, WAVE_FORMATS, wave_format
+from sim.scale.cluster import add_cluster_options, wants_cluster
+from sim.scale.fuzz import fuzz_batch, print_coverage, program_bins
 
 __all__ = ["add_commands", "diff_image", "cmd_diff", "cmd_fuzz"]
 
@@ -70,50 +76,25 @@ def diff_image(image, against: str = "cycle", sim: str = "verilator", waves=Fals
     return d
 
 
+def _rtl_dir(path):
+    """``--rtl-dir``: a directory holding the design's ``*.v`` files, else a one-line error."""
+    if path is None:
+        return None
+    if not Path(path).is_dir() or not any(Path(path).glob("*.v")):
+        raise SimError(f"--rtl-dir {path}: not a directory of Verilog files (*.v)")
+    return Path(path).resolve()
+
+
 def cmd_diff(args) -> int:
     image = MemoryImage.load(args.image_dir)
     repro = (f"vtasim diff {shlex.quote(str(args.image_dir))} --against {args.against} --sim {args.sim}"
              + (f" --waves {args.waves}" if args.waves else "")
-             + (f" --max-cycles {args.max_cycles}" if args.max_cycles is not None else ""))
-    d = diff_image(image, args.against, args.sim, args.waves, reproduce=repro, max_cycles=args.max_cycles)
+             + (f" --max-cycles {args.max_cycles}" if args.max_cycles is not None else "")
+             + (f" --rtl-dir {shlex.quote(str(args.rtl_dir))}" if args.rtl_dir else ""))
+    d = diff_image(image, args.against, args.sim, args.waves, reproduce=repro, max_cycles=args.max_cycles,
+                   rtl_dir=_rtl_dir(args.rtl_dir))
     print(d.report())
     return 0 if d.ok else 1
-
-
-def _bins(image) -> set:
-    from sim.programs.randprog import coverage_bins
-    return {k for k, v in coverage_bins(image).items() if v}
-
-
-def _fuzz_batch(cfg, seeds, args, run_images) -> list:
-    """Generate, model and run one batch of seeds; one ``(seed, image, expected, actual-or-error)`` per
-    seed, where a seed the generator or the cycle engine failed on has image/expected None and its
-    exception as the last item (reported, the campaign goes on)."""
-    from sim.programs.randprog import generate
-    from sim.rtl import watchdog_for
-    out, ready = [], []
-    for seed in seeds:
-        try:
-            image = generate(cfg, seed, imm_src_ne_dst=args.imm_src_ne_dst)
-            expected = run_engine("cycle", image)
-            limit = args.max_cycles if args.max_cycles is not None else watchdog_for(expected.cycles)
-        except Exception as exc:          # noqa: BLE001 - one bad seed does not end the campaign
-            out.append((seed, None, None, exc))
-            continue
-        ready.append(len(out))
-        out.append((seed, image, expected, limit))
-    if ready:
-        images = [out[k][1] for k in ready]
-        try:
-            actual = run_images(images, sim=args.sim, errors="return", max_cycles=[out[k][3] for k in ready])
-        except SimulatorError as exc:      # the simulator crashed on this batch: its seeds fail, go on
-            actual = [exc] * len(ready)
-        except ToolError:
-            raise                          # no simulator or no build: every batch would fail the same way
-        for k, act in zip(ready, actual):
-            seed, image, expected, _ = out[k]
-            out[k] = (seed, image, expected, act)
-    return out
 
 
 def cmd_fuzz(args) -> int:
@@ -129,20 +110,31 @@ def cmd_fuzz(args) -> int:
         raise SimError(f"fuzz --batch {args.batch}: the batch size must be at least 1")
     if args.max_cycles is not None and not 1 <= args.max_cycles < 1 << 32:
         raise SimError(f"fuzz --max-cycles {args.max_cycles} is outside 1 .. 2^32 - 1 (the RTL's 32-bit watchdog)")
+    rtl_dir = _rtl_dir(args.rtl_dir)
     cfg = load_config(args.config)
     cfg_opt = f" --config {shlex.quote(str(args.config))}" if args.config else ""
     cfg_opt += " --imm-src-ne-dst" if args.imm_src_ne_dst else ""
+    if wants_cluster(args):
+        from sim.scale.fuzz import run_distributed
+        print(f"vtasim fuzz: {args.n} random programs, seeds {args.seed}..{args.seed + args.n - 1}, config "
+              f"{cfg.model}, cycle engine vs rtl/{args.sim}, on Dask", flush=True)
+        return run_distributed(args, cfg, cfg_opt)
+    if rtl_dir is not None:
+        from functools import partial
+        run_images = partial(run_images, rtl_dir=rtl_dir)
+    rtl_opt = f" --rtl-dir {shlex.quote(str(args.rtl_dir))}" if args.rtl_dir else ""
     first, last = args.seed, args.seed + args.n - 1
     print(f"vtasim fuzz: {args.n} random programs, seeds {first}..{last}, config {cfg.model}, "
           f"cycle engine vs rtl/{args.sim}" + (f", in batches of {args.batch}" if args.n > args.batch else ""),
           flush=True)
-    st = _Campaign(args, Path(args.out or "."), cfg_opt)
+    st = _Campaign(args, Path(args.out or "."), cfg_opt, rtl_opt)
     for lo in range(first, last + 1, args.batch):
-        batch = _fuzz_batch(cfg, range(lo, min(lo + args.batch, last + 1)), args, run_images)
+        batch = fuzz_batch(cfg, range(lo, min(lo + args.batch, last + 1)), args.sim, args.max_cycles,
+                           args.imm_src_ne_dst, run_images)
         for k in range(len(batch)):
             st.take(*batch[k])
         del batch                          # this batch's images and results go before the next is built
-    _print_coverage(st.hit, st.n_run)
+    print_coverage(st.hit, st.n_run)
     more = " ..." if st.n_diverged + st.n_errors > len(st.bad_seeds) else ""
     tail = f"; failing seeds {', '.join(map(str, st.bad_seeds))}{more}" if st.bad_seeds else ""
     print(f"seed {args.seed}: {st.n_run - st.n_diverged} programs identical, {st.n_diverged} diverged"
@@ -154,8 +146,8 @@ def cmd_fuzz(args) -> int:
 class _Campaign:
     """What a fuzz campaign keeps across batches: counts, coverage, the first failing seeds (bounded)."""
 
-    def __init__(self, args, out_root: Path, cfg_opt: str):
-        self.args, self.out_root, self.cfg_opt = args, out_root, cfg_opt
+    def __init__(self, args, out_root: Path, cfg_opt: str, rtl_opt: str = ""):
+        self.args, self.out_root, self.cfg_opt, self.rtl_opt = args, out_root, cfg_opt + rtl_opt, rtl_opt
         self.hit, self.matched, self.reported = {}, 0, 0
         self.n_diverged, self.n_errors, self.n_run, self.bad_seeds = 0, 0, 0, []
 
@@ -172,7 +164,7 @@ class _Campaign:
                   f"  (reproduce: vtasim fuzz --n 1 --seed {seed}{self.cfg_opt} --sim {args.sim})", flush=True)
             return
         self.n_run += 1
-        for b in _bins(image):
+        for b in program_bins(image):
             self.hit[b] = self.hit.get(b, 0) + 1
         d, err = None, None
         if isinstance(act, BaseException):
@@ -191,28 +183,13 @@ class _Campaign:
         image.save(where)
         print(f"--- seed {seed}: MISMATCH (image saved to {where})")
         print(f"reproduce: vtasim fuzz --n 1 --seed {seed}{self.cfg_opt} --sim {args.sim}   or   "
-              f"vtasim diff {where} --against cycle --sim {args.sim}")
+              f"vtasim diff {where} --against cycle --sim {args.sim}{self.rtl_opt}")
         if d is not None:
-            d.reproduce = f"vtasim diff {where} --against cycle --sim {args.sim}"
+            d.reproduce = f"vtasim diff {where} --against cycle --sim {args.sim}{self.rtl_opt}"
             print(d.report())
         else:
             print(err)
         print(flush=True)
-
-
-def _print_coverage(hit: dict, n: int):
-    """Bins hit out of :data:`sim.programs.randprog.ALL_BINS`, each with the number of programs that hit it,
-    grouped by the bin's first word; then the bins no program hit."""
-    from sim.programs.randprog import ALL_BINS
-    print(f"coverage: {len(hit)} of {len(ALL_BINS)} bins hit by {n} programs (bin: programs hitting it)")
-    groups = {}
-    for b in ALL_BINS:
-        if b in hit:
-            groups.setdefault(b.split(":")[0], []).append(f"{b} {hit[b]}")
-    for g, items in groups.items():
-        print(f"  {g:<6} " + ", ".join(items))
-    missed = [b for b in ALL_BINS if b not in hit]
-    print("  not hit: " + (", ".join(missed) if missed else "none"))
 
 
 def add_commands(sub) -> None:
@@ -225,6 +202,7 @@ def add_commands(sub) -> None:
                    help="write rtl.<fst|vcd> (default fst), model.vcd and divergence.gtkw in the current directory")
     p.add_argument("--max-cycles", type=int, default=None,
                    help="RTL watchdog, 1 .. 2^32-1 (default: the cycle engine's count + 1/8 + 10,000)")
+    p.add_argument("--rtl-dir", type=Path, default=None, help="another copy of hw/rtl (e.g. a modified design)")
     p.set_defaults(func=cmd_diff)
     p = sub.add_parser("fuzz", help="random legal programs: cycle engine vs RTL, with coverage")
     p.add_argument("--n", type=int, default=100)
@@ -239,4 +217,7 @@ def add_commands(sub) -> None:
                    help="RTL watchdog per program, 1 .. 2^32-1 (default: its cycle-engine count + 1/8 + 10,000)")
     p.add_argument("--imm-src-ne-dst", action="store_true",
                    help="also emit immediate ALU ops with src != dst (the Chisel VTA reads src, fsim dst)")
+    p.add_argument("--rtl-dir", type=Path, default=None, help="another copy of hw/rtl (e.g. a modified design)")
+    p.add_argument("--no-shrink", action="store_true", help="on Dask: report divergences without shrinking them")
+    add_cluster_options(p, default_workers=None)    # --workers N / --scheduler ADDR: the campaign on Dask
     p.set_defaults(func=cmd_fuzz)

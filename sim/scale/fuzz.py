@@ -1,0 +1,210 @@
+"""Fuzz campaigns: one batch of seeds (serial ``vtasim fuzz`` runs them one after another), and the
+distributed campaign of ``vtasim fuzz --workers N | --scheduler ADDR``.
+
+Distributed: the seeds are cut into chunks (at most ``--batch``, and small enough that every worker
+gets several); each chunk is one Dask task that makes sure its worker has the RTL build (from the
+build cache, :func:`sim.rtl.runner.get_build`: compiled once per cache, reused by every later task
+of the process), generates the programs, runs them on the cycle engine and the RTL (one simulator
+process per chunk), compares, counts the coverage bins of :func:`sim.programs.randprog.coverage_bins`
+and shrinks every divergence (:mod:`sim.scale.shrink`) on the worker.  The client merges the bins
+and counts, and prints chunk results in seed order, so the report of a campaign does not depend on
+which worker finished first; every diverging seed is named, the first ``--max-reports`` with the
+saved original and minimal images and the ``vtasim diff`` command that reproduces each.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from sim.engines import run_engine
+from sim.errors import SimulatorError, ToolError
+
+__all__ = ["fuzz_batch", "program_bins", "print_coverage", "fuzz_chunk", "run_distributed", "chunks"]
+
+
+def program_bins(image) -> set:
+    from sim.programs.randprog import coverage_bins
+    return {k for k, v in coverage_bins(image).items() if v}
+
+
+def fuzz_batch(cfg, seeds, sim: str, max_cycles, imm_src_ne_dst: bool, run_images) -> list:
+    """Generate, model and run one batch of seeds; one ``(seed, image, expected, actual-or-error)`` per
+    seed, where a seed the generator or the cycle engine failed on has image/expected None and its
+    exception as the last item (reported, the campaign goes on)."""
+    from sim.programs.randprog import generate
+    from sim.rtl import watchdog_for
+    out, ready = [], []
+    for seed in seeds:
+        try:
+            image = generate(cfg, seed, imm_src_ne_dst=imm_src_ne_dst)
+            expected = run_engine("cycle", image)
+            limit = max_cycles if max_cycles is not None else watchdog_for(expected.cycles)
+        except Exception as exc:          # noqa: BLE001 - one bad seed does not end the campaign
+            out.append((seed, None, None, exc))
+            continue
+        ready.append(len(out))
+        out.append((seed, image, expected, limit))
+    if ready:
+        images = [out[k][1] for k in ready]
+        try:
+            actual = run_images(images, sim=sim, errors="return", max_cycles=[out[k][3] for k in ready])
+        except SimulatorError as exc:      # the simulator crashed on this batch: its seeds fail, go on
+            actual = [exc] * len(ready)
+        except ToolError:
+            raise                          # no simulator or no build: every batch would fail the same way
+        for k, act in zip(ready, actual):
+            seed, image, expected, _ = out[k]
+            out[k] = (seed, image, expected, act)
+    return out
+
+
+def print_coverage(hit: dict, n: int):
+    """Bins hit out of :data:`sim.programs.randprog.ALL_BINS`, each with the number of programs that hit it,
+    grouped by the bin's first word; then the bins no program hit."""
+    from sim.programs.randprog import ALL_BINS
+    print(f"coverage: {len(hit)} of {len(ALL_BINS)} bins hit by {n} programs (bin: programs hitting it)")
+    groups = {}
+    for b in ALL_BINS:
+        if b in hit:
+            groups.setdefault(b.split(":")[0], []).append(f"{b} {hit[b]}")
+    for g, items in groups.items():
+        print(f"  {g:<6} " + ", ".join(items))
+    missed = [b for b in ALL_BINS if b not in hit]
+    print("  not hit: " + (", ".join(missed) if missed else "none"))
+
+
+def chunks(first: int, n: int, batch: int, workers: int) -> list:
+    """Seed ranges ``(lo, hi)`` (hi exclusive) covering ``first .. first + n - 1``: at most ``batch``
+    seeds each and about four chunks per worker, so a slow chunk does not leave the others idle."""
+    size = max(1, min(batch, -(-n // (4 * max(1, workers)))))
+    return [(lo, min(lo + size, first + n)) for lo in range(first, first + n, size)]
+
+
+def fuzz_chunk(cfg_dict: dict, lo: int, hi: int, opts: dict) -> dict:
+    """One chunk of seeds on a Dask worker (plain data in, plain data and images out)."""
+    from functools import partial
+
+    from hw.config import VTAConfig
+    from sim.diff import compare
+    from sim.rtl import run_images
+    from sim.rtl.runner import get_build
+    from sim.scale.shrink import rtl_still_fails, shrink, signature
+    cfg = VTAConfig.from_dict(cfg_dict)
+    sim, rtl_dir = opts["sim"], opts.get("rtl_dir")
+    get_build(cfg, sim, rtl_dir=rtl_dir)          # built once per cache; memoised in this worker process
+    batch = fuzz_batch(cfg, range(lo, hi), sim, opts.get("max_cycles"), opts.get("imm_src_ne_dst", False),
+                       partial(run_images, rtl_dir=rtl_dir))
+    res = {"lo": lo, "hi": hi, "n_run": 0, "matched": 0, "hit": {}, "errors": [], "divergences": []}
+    for seed, image, exp, act in batch:
+        if image is None:
+            res["errors"].append((seed, f"{type(act).__name__}: {str(act).splitlines()[0] if str(act) else ''}"))
+            continue
+        res["n_run"] += 1
+        for b in program_bins(image):
+            res["hit"][b] = res["hit"].get(b, 0) + 1
+        if isinstance(act, BaseException):
+            report = f"RTL error: {str(act).splitlines()[0] if str(act) else type(act).__name__}"
+        else:
+            d = compare(exp, act, image)
+            res["matched"] += d.matched
+            if d.ok:
+                continue
+            report = d.report()
+        sig = signature(image, exp, act)
+        div = {"seed": seed, "signature": sig, "image": image, "report": report, "minimal": None}
+        if opts.get("shrink", True):
+            s = shrink(image, rtl_still_fails(sig, sim=sim, rtl_dir=rtl_dir))
+            div["minimal"] = s.image
+            div["shrink"] = (s.insns_before, s.insns_after, s.uops_before, s.uops_after, s.tried, s.calls)
+        res["divergences"].append(div)
+    return res
+
+
+def run_distributed(args, cfg, cfg_opt: str) -> int:
+    """``vtasim fuzz`` on Dask (``args`` of the fuzz command); the exit status (1 when a seed diverged or
+    failed)."""
+    from sim.scale.cluster import Progress, client_from_args, import_distributed
+    distributed = import_distributed("vtasim fuzz")
+    out_root = Path(args.out or ".")
+    rtl_opt = f" --rtl-dir {shlex.quote(str(args.rtl_dir))}" if args.rtl_dir else ""
+    opts = {"sim": args.sim, "rtl_dir": str(Path(args.rtl_dir).resolve()) if args.rtl_dir else None,
+            "max_cycles": args.max_cycles, "imm_src_ne_dst": args.imm_src_ne_dst, "shrink": not args.no_shrink}
+    hit, n_run, matched, errors, diverged, reported = {}, 0, 0, [], [], 0
+    with client_from_args(args, log=lambda s: print(s, flush=True), what="fuzz") as client:
+        nworkers = max(1, len(client.scheduler_info()["workers"]))
+        parts = chunks(args.seed, args.n, args.batch, nworkers)
+        futs = [client.submit(fuzz_chunk, cfg.to_dict(), lo, hi, opts, key=f"vtasim-fuzz-{lo}-{hi}", pure=False,
+                              retries=2) for lo, hi in parts]
+        index = {f.key: k for k, f in enumerate(futs)}
+        ready, nxt = {}, 0
+        bar = Progress(args.n, "programs")
+        for fut in distributed.as_completed(futs):
+            ready[index[fut.key]] = fut.result()
+            fut.release()
+            while nxt in ready:                  # in seed order, whatever finished first
+                r = ready.pop(nxt)
+                nxt += 1
+                bar.step(r["hi"] - r["lo"])
+                n_run += r["n_run"]
+                matched += r["matched"]
+                for b, c in r["hit"].items():
+                    hit[b] = hit.get(b, 0) + c
+                for seed, msg in r["errors"]:
+                    errors.append(seed)
+                    print(f"--- seed {seed}: ERROR {msg}  (reproduce: vtasim fuzz --n 1 --seed {seed}{cfg_opt} "
+                          f"--sim {args.sim}{rtl_opt})", flush=True)
+                for div in r["divergences"]:
+                    diverged.append(div["seed"])
+                    reported += _report(div, out_root, args, cfg_opt + rtl_opt, full=reported < args.max_reports)
+        bar.close()
+    print_coverage(hit, n_run)
+    bad = sorted(diverged + errors)
+    more = " ..." if len(bad) > 20 else ""
+    tail = f"; failing seeds {', '.join(map(str, bad[:20]))}{more}" if bad else ""
+    print(f"seed {args.seed}: {n_run - len(diverged)} programs identical, {len(diverged)} diverged"
+          + (f", {len(errors)} could not be generated or modelled" if errors else "")
+          + f" ({matched} retire records and outputs matched) on {nworkers} Dask workers{tail}")
+    return 1 if diverged or errors else 0
+
+
+def _report(div: dict, out_root: Path, args, opts: str, full: bool) -> int:
+    """Print one divergence (saving its images when ``full``); 1 when it was reported in full."""
+    seed = div["seed"]
+    size = ""
+    if div["minimal"] is not None:
+        ib, ia, ub, ua, tried, calls = div["shrink"]
+        size = (f"; shrunk from {ib} instructions ({ub} uops) to {ia} ({ua} uops), {tried} candidates in "
+                f"{calls} RTL runs")
+    if not full:
+        print(f"--- seed {seed}: MISMATCH ({_sig_text(div['signature'])}){size}  (reproduce: vtasim fuzz --n 1 --seed {seed} "
+              f"--workers 1 --sim {args.sim}{opts})", flush=True)
+        return 0
+    where = out_root / f"fuzz_seed{seed}"
+    div["image"].save(where)
+    print(f"--- seed {seed}: MISMATCH (image saved to {where}){size}")
+    print(div["report"])
+    if div["minimal"] is not None:
+        small = out_root / f"fuzz_seed{seed}_min"
+        div["minimal"].save(small)
+        print(f"minimal program saved to {small}; reproduce: vtasim diff {small} --against cycle "
+              f"--sim {args.sim}{_rtl_only(opts)}")
+    else:
+        print(f"reproduce: vtasim diff {where} --against cycle --sim {args.sim}{_rtl_only(opts)}")
+    print(flush=True)
+    return 1
+
+
+def _rtl_only(opts: str) -> str:
+    """The ``--rtl-dir`` part of the fuzz options (``vtasim diff`` reads the config from the image)."""
+    words = shlex.split(opts)
+    return f" --rtl-dir {shlex.quote(words[words.index('--rtl-dir') + 1])}" if "--rtl-dir" in words else ""
+
+
+def _sig_text(sig) -> str:
+    """A divergence signature (:func:`sim.scale.shrink.signature`) in words."""
+    from hw.isa import OPCODE_NAMES
+    if sig[0] == "error":
+        return f"the RTL stopped: {sig[1]}"
+    what = "/".join(sig[1])
+    return f"{what} of a {OPCODE_NAMES.get(sig[2], '?')}" if sig[2] is not None else f"{what} differs"
