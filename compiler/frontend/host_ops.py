@@ -174,17 +174,34 @@ def _conv_float(node, x, w, b):
     return y + b.reshape(1, -1, 1, 1) if b is not None else y
 
 
+def _int_zp(node, z, what):
+    """A zero point input as int (scalar or one-element) or int64 array (per channel)."""
+    if z is None:
+        return 0
+    z = np.asarray(z).astype(np.int64)
+    if z.size == 1:
+        return int(z.reshape(-1)[0])
+    if z.ndim != 1:
+        raise FrontendError(f"{node.where}: {what} of shape {z.shape} (a scalar or a 1-D per-channel vector)")
+    return z
+
+
 def _conv_integer(node, x, w, xz, wz):
     at = node.attrs
-    xz = 0 if xz is None else int(np.asarray(xz).reshape(-1)[0])
-    wz = 0 if wz is None else np.asarray(wz).astype(np.int64)
-    return qnn.qconv2d(x, w, xz, wz, at.get("strides", [1, 1]), _attr_pads(at)).astype(np.int32)
+    xz = _int_zp(node, xz, "x_zero_point")
+    if np.ndim(xz):
+        raise FrontendError(f"{node.where}: x_zero_point of shape {np.shape(xz)} (ConvInteger takes one per tensor)")
+    return qnn.qconv2d(x, w, xz, _int_zp(node, wz, "w_zero_point"), at.get("strides", [1, 1]),
+                       _attr_pads(at)).astype(np.int32)
 
 
 def _matmul_integer(node, a, b, az, bz):
-    az = 0 if az is None else int(np.asarray(az).reshape(-1)[0])
-    bz = 0 if bz is None else np.asarray(bz).astype(np.int64)
-    return qnn.qdense(a, np.ascontiguousarray(b.T), az, bz).astype(np.int32)
+    """Exact in int64: a_zero_point per tensor or per row of A, b_zero_point per tensor or per column of B;
+    the int32 result wraps as the accumulator does."""
+    az, bz = _int_zp(node, az, "a_zero_point"), _int_zp(node, bz, "b_zero_point")
+    if np.ndim(az):
+        az = np.reshape(az, (-1, 1))
+    return ((a.astype(np.int64) - az) @ (b.astype(np.int64) - bz)).astype(np.int32)
 
 
 def _softmax(x, axis):
