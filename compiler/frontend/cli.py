@@ -87,7 +87,7 @@ def cmd_onnx(args) -> int:
     cfg = load_config(args.config)
     t0 = time.perf_counter()
     net = Network.from_onnx(args.model, cfg, mode=args.partition, skip_first_conv=not args.all_convs,
-                            threshold=args.threshold, requant=args.requant)
+                            threshold=args.threshold, requant=args.requant, strict=args.strict)
     xs, labels, source = _load_inputs(args, net)
     if args.limit is not None:
         xs = xs[:args.limit]
@@ -103,7 +103,7 @@ def cmd_onnx(args) -> int:
     ours, refs, first = [], [], None
     prog = _Progress(len(xs), "inputs")
     for k, x in enumerate(xs):
-        layer_prog = _Progress(len(net.graph.nodes), "  layers") if len(xs) == 1 else None
+        layer_prog = _Progress(len(net.graph.nodes), "  layers") if len(xs) == 1 and sys.stderr.isatty() else None
         y, records = net.run(x, engine=args.engine,
                              on_node=(lambda i, t, n, lp=layer_prog: lp(i, n.name if n else "")) if layer_prog else None,
                              save_images=args.save_images if k == 0 else None)
@@ -160,6 +160,8 @@ def add_commands(sub) -> None:
     p.add_argument("--requant", choices=("auto", "shift", "fixed"), default="auto",
                    help="requantisation on VTA: power-of-two shift or fixed-point multiply")
     p.add_argument("--all-convs", action="store_true", help="offload the first convolution too")
+    p.add_argument("--strict", action="store_true",
+                   help="fail (one error listing each) if any conv/dense layer cannot run on VTA")
     p.add_argument("--report", type=Path, default=None, help="write layers.csv and PNG plots here")
     p.add_argument("--save-images", type=Path, default=None, help="write each VTA region's memory image here")
     p.set_defaults(func=cmd_onnx)

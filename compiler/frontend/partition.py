@@ -46,8 +46,14 @@ def _estimate_cycles(region: VtaRegion, shape, dtype) -> int:
 
 
 def partition(g: Graph, cfg, mode: str = "pattern", skip_first_conv: bool = True, threshold: float = 1.0,
-              vta_mhz: float = 100.0, host_gmacs: float = 1.0, requant: str = "auto", knobs=None) -> dict:
-    """Set ``node.target`` and return {node name: VtaRegion} of the offloaded nodes."""
+              vta_mhz: float = 100.0, host_gmacs: float = 1.0, requant: str = "auto", knobs=None,
+              strict: bool = False) -> dict:
+    """Set ``node.target`` and return {node name: VtaRegion} of the offloaded nodes.
+
+    ``strict``: every ``qconv``/``qdense`` (but a skipped first conv) must go to VTA; one error lists
+    each that cannot and why."""
+    from compiler.frontend.errors import FrontendError
+    refused = []
     from compiler.errors import CompileError
     if mode not in PARTITION_MODES:
         raise ValueError(f"partition mode {mode!r} is not one of {', '.join(PARTITION_MODES)}")
@@ -65,6 +71,7 @@ def partition(g: Graph, cfg, mode: str = "pattern", skip_first_conv: bool = True
                 continue
         why = region_problem(n)
         if why:
+            refused.append(f"{n.where}: {why}")
             g.notes.append(f"partition: {n.where}: on the host: {why}")
             continue
         region = VtaRegion(n, cfg, knobs=knobs, path=requant)
@@ -75,6 +82,7 @@ def partition(g: Graph, cfg, mode: str = "pattern", skip_first_conv: bool = True
         except CompileError as e:
             if requant != "auto":        # the user asked for this path: its limit is the answer
                 raise
+            refused.append(f"{n.where}: {e}")
             g.notes.append(f"partition: {n.where}: on the host: {e}")
             continue
         if mode == "cost":
@@ -92,6 +100,8 @@ def partition(g: Graph, cfg, mode: str = "pattern", skip_first_conv: bool = True
                 continue
         n.target = "vta"
         regions[n.name] = region
+    if strict and refused:
+        raise FrontendError(f"--strict: {len(refused)} layer(s) cannot run on VTA: " + "; ".join(refused))
     g.notes.append(f"partition ({mode}): {len(regions)} region(s) on VTA, "
                    f"{sum(1 for n in g.nodes if n.target == 'host')} op(s) on the host")
     return regions

@@ -25,6 +25,12 @@ def region_problem(node) -> str | None:
         return f"weights are {a['weight'].dtype.name} (VTA needs int8)"
     if np.any(np.asarray(a["w_zp"]) != 0):
         return "weight zero point is not 0 (VTA needs symmetric weights)"
+    if node.op == "qconv":
+        o, i, kh, kw = a["weight"].shape
+        if kh != kw:
+            return f"kernel {kh}x{kw} cannot be packed (conv2d_packed takes square kernels)"
+        if a["strides"][0] != a["strides"][1]:
+            return f"strides {a['strides']} cannot be packed (equal strides needed)"
     return None
 
 

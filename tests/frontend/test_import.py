@@ -4,7 +4,6 @@ onnxruntime, and every way a model file can be bad (one clear error, nothing lar
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 

@@ -1,0 +1,83 @@
+"""``vtasim onnx``: bad models, inputs and options end in one line on stderr and exit 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from compiler.frontend.models import DIGITS_QDQ
+
+
+def _vtasim(*args, cwd=None):
+    r = subprocess.run([sys.executable, "-m", "sim.cli", "onnx", *map(str, args)], capture_output=True, text=True,
+                       cwd=cwd, timeout=600)
+    return r.returncode, r.stdout, r.stderr
+
+
+def _one_line_error(rc, err, *fragments):
+    assert rc == 2, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    for f in fragments:
+        assert f in lines[0], lines[0]
+
+
+def test_not_onnx_and_truncated(tmp_path):
+    bad = tmp_path / "bad.onnx"
+    bad.write_text("hello, I am a text file\n" * 10)
+    _one_line_error(*_vtasim(bad)[::2], "not an ONNX model")
+    cut = tmp_path / "cut.onnx"
+    cut.write_bytes(DIGITS_QDQ.read_bytes()[:3000])
+    _one_line_error(*_vtasim(cut)[::2], "cut.onnx")
+    _one_line_error(*_vtasim(tmp_path / "missing.onnx")[::2], "missing.onnx")
+
+
+def test_unsupported_model_lists_ops(tmp_path):
+    from onnx import TensorProto, helper
+    nodes = [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("LSTM", ["a", "w", "r"], ["y"], name="rnn"),
+             helper.make_node("TopK", ["y", "k"], ["z", "i"], name="tk")]
+    g = helper.make_graph(nodes, "t", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                          [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)])
+    p = tmp_path / "u.onnx"
+    p.write_bytes(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+    _one_line_error(*_vtasim(p)[::2], "node 1 'rnn' (LSTM)", "node 2 'tk' (TopK)")
+
+
+def test_bad_inputs(tmp_path):
+    wrong = tmp_path / "wrong.npy"
+    np.save(wrong, np.zeros((3, 5), np.float32))
+    _one_line_error(*_vtasim(DIGITS_QDQ, "--input", wrong, "--engine", "reference")[::2], "shape (3, 5)")
+    pickled = tmp_path / "obj.npy"
+    np.save(pickled, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    _one_line_error(*_vtasim(DIGITS_QDQ, "--input", pickled, "--engine", "reference")[::2], "obj.npy")
+    _one_line_error(*_vtasim(DIGITS_QDQ, "--input", tmp_path)[::2], "directory")
+
+
+@pytest.mark.parametrize("fmt", ["qdq"])
+def test_requant_shift_path_refuses_non_power_of_two_scales(fmt):
+    # onnxruntime's calibrated scales are not powers of two: the shift path cannot represent them
+    rc, out, err = _vtasim(DIGITS_QDQ, "--requant", "shift", "--engine", "reference", "--limit", "1")
+    _one_line_error(rc, err, "power of two")
+
+
+def _nonsquare_model(tmp_path):
+    """conv 3x3 (packable) then conv 3x1 (not: conv2d_packed takes square kernels), int8 QDQ."""
+    from compiler.frontend.models._onnx import GraphBuilder, quantize
+    rng = np.random.default_rng(0)
+    g = GraphBuilder()
+    t = g.op("Relu", [g.conv("x", rng.normal(0, 0.2, (16, 16, 3, 3)), np.zeros(16), pad=1)])
+    t = g.conv(t, rng.normal(0, 0.2, (16, 16, 3, 1)), np.zeros(16))
+    model = g.model("nonsquare", "x", (16, 8, 8), t, (16, 6, 8))
+    return quantize(model, tmp_path / "ns.onnx", rng.random((8, 16, 8, 8), np.float32))
+
+
+def test_strict_lists_layers_that_cannot_run_on_vta(tmp_path):
+    path = _nonsquare_model(tmp_path)
+    _one_line_error(*_vtasim(path, "--strict", "--all-convs", "--engine", "reference")[::2],
+                    "1 layer(s) cannot run on VTA", "kernel 3x1 cannot be packed")
+    rc, out, err = _vtasim(path, "--all-convs", "--engine", "reference")     # without --strict: on the host
+    assert rc == 0, err
+    assert "kernel 3x1 cannot be packed" in out and "1 VTA region(s)" in out
