@@ -9,6 +9,7 @@ Metrics of a point (columns of the results file):
 * ``sram_bytes``      2^LOG_UOP_BUFF_SIZE + 2^LOG_INP_BUFF_SIZE + 2^LOG_WGT_BUFF_SIZE + 2^LOG_ACC_BUFF_SIZE
 * ``area_proxy``      see :func:`area_proxy`
 * ``seconds``         wall time of compile + run on the worker
+* ``counters``        every counter of the cycle engine's run, as a JSON object
 
 A config that ``VTAConfig.from_dict`` rejects (e.g. the buffers overflow the ISA) is ``status =
 skipped`` with the rule in ``reason``; a compile or simulation error is ``status = error`` with the
@@ -118,5 +119,6 @@ def evaluate_point(point: dict) -> dict:
                macs=macs, macs_per_cycle=macs / cycles if cycles else 0.0,
                insns=compiled.image.insn_count, knob_detail=detail,
                knob_values=json.dumps(compiled.knobs, sort_keys=True),
+               counters=json.dumps({k: int(v) for k, v in c.items()}, sort_keys=True),
                seconds=round(time.perf_counter() - t0, 3))
     return row

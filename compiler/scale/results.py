@@ -16,7 +16,7 @@ __all__ = ["COLUMNS", "CONFIG_COLUMNS", "read_rows", "finished_keys", "ResultsWr
 CONFIG_COLUMNS = [k[0] for k in _ALL_KEYS]
 COLUMNS = (["key", "status", "reason", "workload", "reduce", "knobs"] + CONFIG_COLUMNS +
            ["bitstream", "cycles", "gemm_uops", "alu_uops", "gemm_util", "dram_bytes", "sram_bytes", "macs",
-            "macs_per_cycle", "area_proxy", "insns", "seconds", "knob_detail", "knob_values"])
+            "macs_per_cycle", "area_proxy", "insns", "seconds", "knob_detail", "knob_values", "counters"])
 
 
 def _cut_torn_tail(path: Path) -> None:
