@@ -6,9 +6,10 @@ Two kinds of step, repeated until neither finds anything (a fixpoint, bounded by
 2. **drop loop iterations**: per GEMM/ALU ``iter_out -> 1``, ``iter_in -> 1``, ``uop_end -> uop_bgn + 1``;
    per LOAD/STORE ``y_size -> 1``, ``x_size -> 1`` (its stride kept) and each pad -> 0.
 
-Every candidate must stay a LEGAL program (the static checks of :func:`sim.program.load_program`
-pass and the cycle engine runs it to FINISH: no index out of range, no deadlock from a dropped
-token push) before it is tried; the legal candidates of a step are tried together in one call of
+Every candidate must stay a LEGAL program (:func:`legal_run`: the static checks of
+:func:`sim.program.load_program` pass, the functional model and the cycle engine run it to FINISH and
+agree: no index out of range, no deadlock from a dropped token push, no FINISH overtaking work)
+before it is tried; the legal candidates of a step are tried together in one call of
 ``still_fails`` (one simulator process for a batch of RTL runs).  When several candidates of a step
 still fail, all of their edits together are tried next (accepted if that still fails, else the
 first alone).  The result is the last candidate ``still_fails`` accepted, so it diverges by
@@ -52,16 +53,19 @@ def with_insns(image: MemoryImage, insns: list) -> MemoryImage:
 
 
 def legal_run(image: MemoryImage):
-    """The cycle engine's run of ``image`` when it is a legal program (static checks pass, it runs to
-    FINISH), else None."""
+    """The cycle engine's run of ``image`` when it is a legal program, else None: the static checks
+    pass, and the functional model and the cycle engine both run it to FINISH (no deadlock, no FINISH
+    ahead of unexecuted work) with the same DRAM bytes."""
     from sim.engines import run_engine
     from sim.errors import SimError
     from sim.program import load_program
     try:
         load_program(image)
-        return run_engine("cycle", image)
+        ref = run_engine("functional", image)
+        run = run_engine("cycle", image)
     except (SimError, ValueError):
         return None
+    return run if run.outputs == ref.outputs and bytes(run.dram) == bytes(ref.dram) else None
 
 
 @dataclass
