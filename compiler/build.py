@@ -38,6 +38,7 @@ class Built:
     func: LoweredFunc
     stats: dict = field(default_factory=dict)
     expected: dict = field(default_factory=dict)
+    buffers: dict = field(default_factory=dict)     # tensor name -> its DramBuffer (address, size)
 
 
 def build(sch, args, inputs: dict, cfg=None, name: str = "main", dump_ir=None, expected: bool = True,
@@ -72,4 +73,5 @@ def build(sch, args, inputs: dict, cfg=None, name: str = "main", dump_ir=None, e
             want[t.name] = v
             q.expect(t.name, v)
     emit(final, q, bufs)
-    return Built(q.build(), final, dict(q.stats), want)
+    named = {tensor.name: bufs[buf] for tensor, buf in zip(args, func.args)}
+    return Built(q.build(), final, dict(q.stats), want, named)

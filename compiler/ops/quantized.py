@@ -1,0 +1,362 @@
+"""Quantised conv2d and dense layers on VTA: int8 in, int32 accumulate, requantise on the ALU, int8 out.
+
+::
+
+    plan = qnn.plan_requant(s_x * s_w / s_y, qnn.conv_acc_bound(w, b, za), zy, -128, 127, cfg)
+    layer = build_qconv(cfg, (1, 32, 14, 14), w, b, strides=1, pads=1, za=za, plan=plan)
+    y, result = layer.run(x, engine="cycle")          # int8 NCHW, un-padded
+    assert (y == layer.reference(x)).all()           # numpy: qnn.qconv2d + plan.apply
+
+What the compiled program computes, per output channel ``o`` (weights symmetric, ``zw = 0``)::
+
+    acc = sum_{c,r,s} QW[o,c,r,s] * QX_pad[c, y*sh + r, x*sw + s]       GEMM (the padding holds za)
+        + (bias[o] - za * sum_{c,r,s} QW[o,c,r,s])                       one int32 vector, T3 folded in
+    y   = plan.steps(acc)                                                ALU, in the accumulator
+    store int8
+
+* Channels are padded to the blocks and the batch to ``cfg.batch`` (graph_pack's rule); the padding
+  is removed from the output.  Padded weights are 0, so padded input channels contribute nothing.
+* Spatial padding: the DMA pads with 0, so it does it only when ``za == 0`` and the padding is
+  symmetric and fits the 4-bit pad fields; otherwise the input is padded with ``za`` on the host and
+  the VTA convolution has pad 0.
+* Dense is a 1x1 convolution on a 1x1 image (``(N, K) -> (N, K, 1, 1)``), so it shares the
+  convolution's schedule, which loads per-channel vectors into the accumulator.
+* Knobs: TopHub when the layer is a ResNet-18 shape with a record for the config, else the fallback;
+  when the TopHub tiles do not fit the extra accumulator vectors the fallback is used
+  (``layer.knob_source`` says which).
+* The program is compiled once; each input only replaces the input segment of the image (the
+  address is recorded by ``build``), and the expected output of ``layer.image(x)`` is the tensor
+  expressions evaluated in numpy on that input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from compiler import qnn, te
+from compiler.build import build
+from compiler.environment import Environment
+from compiler.errors import CompileError
+from compiler.knobs import check_knobs, fallback_knobs, tophub_knobs
+from compiler.ops.conv2d import conv2d_packed, schedule_conv2d_packed
+from compiler.ops.layout import pack_channel_const, pack_nchw, pack_oihw, unpack_nchw
+from compiler.qnn.conv import norm_pads, norm_pair
+from compiler.qnn.errors import check_zero_point
+from compiler.reference import evaluate
+from compiler.workloads import RESNET18, Conv2d
+from sim.engines import run_engine
+from sim.image import MemoryImage, Segment
+
+__all__ = ["build_qconv", "build_qdense", "QLayer"]
+
+_STEP_KINDS = ("add", "mul", "min", "max", "shr", "shl")
+_DMA_PAD_MAX = 15            # the 4-bit pad fields of a LOAD
+
+
+@dataclass
+class _Geometry:
+    n: int                   # real batch, channels, spatial sizes
+    c: int
+    h: int
+    w: int
+    o: int
+    kh: int
+    kw: int
+    strides: tuple
+    pads: tuple              # (top, left, bottom, right)
+    oh: int
+    ow: int
+    n_pad: int               # padded to the blocks
+    c_pad: int
+    o_pad: int
+    host_pad: bool           # the host pads with za; the VTA conv has pad 0
+    dense: bool = False
+
+
+@dataclass
+class QLayer:
+    """One compiled quantised layer; see the module docstring."""
+
+    name: str
+    cfg: object
+    geom: _Geometry
+    weight: np.ndarray       # int8, OIHW (dense: O, K, 1, 1), un-padded
+    bias: np.ndarray         # int32 (O,), the caller's bias
+    za: int
+    plan: qnn.RequantPlan
+    knobs: dict
+    knob_source: str
+    built: object = field(repr=False)
+    output: object = field(repr=False)        # the output te.Tensor
+    consts: dict = field(repr=False)          # packed constant inputs (kernel, bias, vectors)
+    _counters: dict | None = field(default=None, repr=False)
+
+    # ---- shapes ------------------------------------------------------------------------------------
+    @property
+    def in_shape(self) -> tuple:
+        g = self.geom
+        return (g.n, g.c) if g.dense else (g.n, g.c, g.h, g.w)
+
+    @property
+    def out_shape(self) -> tuple:
+        g = self.geom
+        return (g.n, g.o) if g.dense else (g.n, g.o, g.oh, g.ow)
+
+    @property
+    def macs(self) -> int:
+        g = self.geom
+        return g.n * g.o * g.oh * g.ow * g.c * g.kh * g.kw
+
+    # ---- data --------------------------------------------------------------------------------------
+    def _check_input(self, x) -> np.ndarray:
+        x = np.asarray(x)
+        if x.shape != self.in_shape:
+            raise qnn.QnnError(f"{self.name}: input shape {x.shape} is not the layer's {self.in_shape}")
+        if x.dtype != np.int8:
+            raise qnn.QnnError(f"{self.name}: input dtype {x.dtype} must be int8 (uint8 data: subtract 128 "
+                               f"from the data and the zero point)")
+        return x
+
+    def pack_input(self, x) -> np.ndarray:
+        """``x`` in the VTA layout of the placeholder ``data`` (batch/channels padded, host padding)."""
+        g = self.geom
+        x = self._check_input(x)
+        if g.dense:
+            x = x.reshape(g.n, g.c, 1, 1)
+        full = np.zeros((g.n_pad, g.c_pad, g.h, g.w), dtype=np.int8)
+        full[:g.n, :g.c] = x
+        if g.host_pad:
+            full = qnn.pad_q(full, g.pads, self.za)
+        return pack_nchw(full, self.cfg.batch, self.cfg.block_in)
+
+    def _unpack_output(self, packed: np.ndarray) -> np.ndarray:
+        g = self.geom
+        y = unpack_nchw(packed)[:g.n, :g.o]
+        return y.reshape(g.n, g.o) if g.dense else y
+
+    def image(self, x) -> MemoryImage:
+        """The compiled program with input ``x`` and its expected output (the tensor expressions in numpy)."""
+        packed = self.pack_input(x)
+        base = self.built.image
+        buf = self.built.buffers["data"]
+        raw = packed.tobytes()
+        if len(raw) != buf.nbytes:            # cannot happen: same placeholder shape
+            raise CompileError(f"{self.name}: input is {len(raw)} bytes, the segment {buf.nbytes}")
+        segments = [Segment(s.addr, raw) if s.addr == buf.addr else s for s in base.segments]
+        want = evaluate(self.output, {**self.consts, "data": packed})
+        return MemoryImage(base.cfg, base.insn_addr, base.insn_count, segments, base.outputs,
+                           {self.output.name: want.tobytes()}, expected_counters=base.expected_counters)
+
+    def run(self, x, engine: str = "cycle", **opts):
+        """``(y int8 in the un-padded output shape, RunResult)`` of ``x`` on ``engine``."""
+        img = self.image(x)
+        result = run_engine(engine, img, **opts)
+        if result.dram is None:
+            raise CompileError(f"{self.name}: the {engine} run stopped early (no final DRAM)")
+        self._counters = dict(result.counters)
+        raw = np.frombuffer(result.outputs[self.output.name], dtype=np.int8)
+        return self._unpack_output(raw.reshape(self.output.shape)), result
+
+    def reference(self, x) -> np.ndarray:
+        """The same arithmetic in numpy through :mod:`compiler.qnn` (four-term conv + ``plan.apply``)."""
+        x = self._check_input(x)
+        g = self.geom
+        if g.dense:
+            acc = qnn.qdense(x, self.weight[:, :, 0, 0], self.za, 0)
+        else:
+            acc = qnn.qconv2d(x, self.weight, self.za, 0, g.strides, g.pads)
+        acc = acc.astype(np.int64) + self.bias.reshape((1, -1) + (1,) * (acc.ndim - 2))
+        return self.plan.apply(acc, axis=1).astype(np.int8)
+
+    @property
+    def dram_bytes(self) -> int:
+        """Bytes the layer loads (instructions' inputs, weights, accumulator vectors, uops) and stores,
+        from the counters of the last run (a functional run on a zero input if there was none)."""
+        if self._counters is None:
+            self.run(np.zeros(self.in_shape, np.int8), engine="functional")
+        c = self._counters
+        return sum(c[k] for k in ("inp_load_nbytes", "wgt_load_nbytes", "acc_load_nbytes", "uop_load_nbytes",
+                                  "out_store_nbytes"))
+
+
+# ---- construction ---------------------------------------------------------------------------------
+def _round_up(v: int, b: int) -> int:
+    return -(-v // b) * b
+
+
+def _int_array(a, dtype, what, shape=None):
+    a = np.asarray(a)
+    if a.dtype.kind not in "iu":
+        raise qnn.QnnError(f"{what} has dtype {a.dtype}; it must be {dtype}")
+    lo, hi = qnn.dtype_range(dtype)
+    if a.size and (a.min() < lo or a.max() > hi):
+        raise qnn.QnnError(f"{what} holds values outside the {dtype} range [{lo}, {hi}]")
+    if shape is not None and a.shape != shape:
+        raise qnn.QnnError(f"{what} has shape {a.shape}, expected {shape}")
+    return a.astype(dtype)
+
+
+def _check_plan(plan, o, name):
+    if not isinstance(plan, qnn.RequantPlan):
+        raise qnn.QnnError(f"{name}: plan must be a RequantPlan (qnn.plan_requant), got {type(plan).__name__}")
+    if plan.channels not in (None, o):
+        raise qnn.QnnError(f"{name}: the plan has {plan.channels} per-channel multipliers, the layer {o} "
+                           f"output channels")
+    for kind, operand in plan.steps:
+        if kind not in _STEP_KINDS:
+            raise qnn.QnnError(f"{name}: plan step {kind!r} is not one of {', '.join(_STEP_KINDS)}")
+        if isinstance(operand, str) and (kind not in ("add", "mul", "min", "max") or operand not in plan.vectors):
+            raise qnn.QnnError(f"{name}: plan step ({kind!r}, {operand!r}) names no vector of the plan")
+
+
+def _knob_workload(name, g: _Geometry):
+    """The catalogue's ResNet-18 layer of this shape (for TopHub), else a workload with its extents."""
+    square = g.kh == g.kw and g.strides[0] == g.strides[1] and len(set(g.pads)) == 1
+    for wl in RESNET18.values():
+        if square and (wl.h, wl.w, wl.cin, wl.cout, wl.k, wl.pad, wl.stride) == \
+                (g.h, g.w, g.c_pad, g.o_pad, g.kh, g.pads[0], g.strides[0]):
+            return replace(wl, batch=g.n_pad)
+    return Conv2d(name, g.oh, g.ow, g.c_pad, g.o_pad, 1, 0, 1, batch=g.n_pad)
+
+
+_BINARY = {"add": lambda a, b: a + b, "mul": lambda a, b: a * b, "min": te.min_, "max": te.max_,
+           "shr": lambda a, b: a >> b, "shl": lambda a, b: a << b}
+
+
+def _stage(prev, kind, operand, vecs, n):
+    """One elementwise stage ``prev <kind> operand`` (an immediate, or a per-channel vector)."""
+    op = _BINARY[kind]
+    if isinstance(operand, str):
+        v = vecs[operand]
+        return te.compute(prev.shape, lambda b, c, y, x, bi, ci: op(prev[b, c, y, x, bi, ci], v[0, c, 0, 0, bi, ci]),
+                          name=f"q_s{n}_{kind}")
+    imm = int(operand)
+    return te.compute(prev.shape, lambda *i: op(prev(*i), imm), name=f"q_s{n}_{kind}")
+
+
+def _epilogue(acc, bias, vecs, steps):
+    """``acc + bias`` then each plan step as one elementwise stage (one ALU instruction each)."""
+    x = _stage(acc, "add", "bias", {"bias": bias}, "b")
+    for n, (kind, operand) in enumerate(steps):
+        x = _stage(x, kind, operand, vecs, n)
+    return x
+
+
+def _compile(cfg, g: _Geometry, name, weight, folded_bias, plan, knobs, za):
+    bo, bi, bb = cfg.block_out, cfg.block_in, cfg.batch
+    w_full = np.zeros((g.o_pad, g.c_pad, g.kh, g.kw), dtype=np.int8)
+    w_full[:g.o, :g.c] = weight
+    b_full = np.zeros(g.o_pad, dtype=np.int32)
+    b_full[:g.o] = folded_bias
+    consts = {"kernel": pack_oihw(w_full, bo, bi), "bias": pack_channel_const(b_full, bb, bo)}
+    for vname, vec in plan.vectors.items():
+        v_full = np.ones(g.o_pad, dtype=np.int32)
+        v_full[:g.o] = vec
+        consts[f"vec_{vname}"] = pack_channel_const(v_full, bb, bo)
+    hp = g.h + (g.pads[0] + g.pads[2] if g.host_pad else 0)
+    wp = g.w + (g.pads[1] + g.pads[3] if g.host_pad else 0)
+    vta_pad = (0, 0) if g.host_pad else (g.pads[0], g.pads[1])
+    wl = _knob_workload(name, g)
+    user = knobs is not None
+    record = None if user else tophub_knobs(wl, cfg)
+    tries = [("user", knobs)] if user else ([("tophub", record)] if record else []) + \
+        [("fallback", fallback_knobs(wl, cfg))]
+    for source, ks in tries:
+        ks = check_knobs(wl, cfg, ks)
+        try:
+            built, out = _program(cfg, g, consts, plan, ks, name, (hp, wp), vta_pad)
+        except CompileError:
+            if source != "tophub":
+                raise
+            continue
+        return built, out, consts, ks, source
+    raise CompileError(f"{name}: no knob set compiled")      # unreachable: the fallback raises itself
+
+
+def _program(cfg, g, consts, plan, knobs, name, hw, vta_pad):
+    """Tensor expressions, schedule and build of the layer (input all zeros: ``image`` swaps it)."""
+    bb, bi = cfg.batch, cfg.block_in
+    with Environment(cfg) as env:
+        data = te.placeholder((g.n_pad // bb, g.c_pad // bi, hw[0], hw[1], bb, bi), env.inp_dtype, "data")
+        kernel = te.placeholder(consts["kernel"].shape, env.wgt_dtype, "kernel")
+        bias = te.placeholder(consts["bias"].shape, env.acc_dtype, "bias")
+        vecs = {v: te.placeholder(consts[f"vec_{v}"].shape, env.acc_dtype, f"vec_{v}") for v in plan.vectors}
+        conv = conv2d_packed(env, data, kernel, vta_pad, g.strides)
+        last = _epilogue(conv, bias, vecs, plan.steps)
+        out = te.compute(last.shape, lambda *i: last(*i).astype(env.out_dtype), name="q_out")
+        sch = schedule_conv2d_packed(env, out, knobs)
+        inputs = {**consts, "data": np.zeros(data.shape, np.int8)}
+        built = build(sch, [data, kernel, bias, *vecs.values(), out], inputs, cfg, name=name, expected=False)
+    return built, out
+
+
+def _geometry(cfg, x_shape, weight, strides, pads, name, dense=False):
+    x_shape = tuple(int(v) for v in x_shape)
+    if dense:
+        if len(x_shape) != 2 or weight.ndim != 2:
+            raise qnn.QnnError(f"{name}: dense input {x_shape} and weight {weight.shape} must be (N, K) and (O, K)")
+        x_shape = x_shape + (1, 1)
+        weight = weight.reshape(weight.shape + (1, 1))
+    if len(x_shape) != 4 or weight.ndim != 4:
+        raise qnn.QnnError(f"{name}: input {x_shape} and weight {weight.shape} must be NCHW and OIHW")
+    n, c, h, w = x_shape
+    o, wc, kh, kw = weight.shape
+    if min(x_shape) < 1 or min(weight.shape) < 1:
+        raise qnn.QnnError(f"{name}: empty shape (input {x_shape}, weight {weight.shape})")
+    if wc != c:
+        raise qnn.QnnError(f"{name}: input has {c} channels, the weight expects {wc} (groups = 1 only)")
+    sh, sw = norm_pair(strides, "strides")
+    p = norm_pads(pads)
+    oh, ow = qnn.conv_out_hw(h, w, kh, kw, (sh, sw), p)
+    return _Geometry(n, c, h, w, o, kh, kw, (sh, sw), p, oh, ow, _round_up(n, cfg.batch),
+                     _round_up(c, cfg.block_in), _round_up(o, cfg.block_out), False, dense), weight
+
+
+def _build(cfg, g, weight, bias, za, plan, knobs, name):
+    za = int(check_zero_point(za, "int8", f"{name}: input zero point"))
+    weight = _int_array(weight, "int8", f"{name}: weight")
+    if bias is None:
+        bias = np.zeros(g.o, dtype=np.int32)
+    bias = _int_array(bias, "int32", f"{name}: bias", (g.o,))
+    _check_plan(plan, g.o, name)
+    need = qnn.conv_acc_bound(weight, bias, za)
+    if need > plan.acc_bound:
+        raise qnn.RequantError(f"{name}: the accumulator reaches {need} but the plan was made for acc_bound = "
+                               f"{plan.acc_bound} (rule: plan_requant with at least qnn.conv_acc_bound)")
+    pads = g.pads
+    g.host_pad = bool(za != 0 and any(pads)) or pads[0] != pads[2] or pads[1] != pads[3] or \
+        max(pads) > _DMA_PAD_MAX
+    folded = bias.astype(np.int64) - za * weight.astype(np.int64).sum(axis=(1, 2, 3))      # T3 into the bias
+    if np.abs(folded).max(initial=0) > (1 << 31) - 1:
+        raise qnn.RequantError(f"{name}: bias - za * sum(w) does not fit int32")
+    built, out, consts, ks, source = _compile(cfg, g, name, weight, folded.astype(np.int32), plan, knobs, za)
+    return QLayer(name, cfg, g, weight, bias, za, plan, ks, source, built, out, consts)
+
+
+def _symmetric(zw, name):
+    if np.any(np.asarray(zw) != 0):
+        raise qnn.QnnError(f"{name}: weight zero point {np.asarray(zw).tolist()} is not 0 (rule: VTA layers take "
+                           f"symmetric int8 weights; the T2 term of a non-zero zw is not folded)")
+
+
+def build_qconv(cfg, x_shape, weight, bias, strides, pads, za, plan, knobs=None, name: str = "qconv",
+                zw=0) -> QLayer:
+    """A quantised conv2d: ``x_shape`` NCHW int8 activations with zero point ``za``, ``weight`` int8 OIHW
+    (symmetric, zero point 0), ``bias`` int32 (O,) or None, ``pads`` an int, (h, w) or (top, left,
+    bottom, right), ``plan`` from :func:`compiler.qnn.plan_requant` (made for an ``acc_bound`` of at
+    least :func:`compiler.qnn.conv_acc_bound`); ``zw`` must be 0."""
+    _symmetric(zw, name)
+    weight = np.asarray(weight)
+    g, weight = _geometry(cfg, x_shape, weight, strides, pads, name)
+    return _build(cfg, g, weight, bias, za, plan, knobs, name)
+
+
+def build_qdense(cfg, x_shape, weight, bias, za, plan, knobs=None, name: str = "qdense", zw=0) -> QLayer:
+    """A quantised dense layer: ``x_shape`` (N, K) int8 with zero point ``za``, ``weight`` int8 (O, K),
+    ``bias`` int32 (O,) or None; compiled as a 1x1 convolution on a 1x1 image (``knobs`` are conv knobs)."""
+    _symmetric(zw, name)
+    weight = np.asarray(weight)
+    g, weight = _geometry(cfg, x_shape, weight, 1, 0, name, dense=True)
+    return _build(cfg, g, weight, bias, za, plan, knobs, name)
