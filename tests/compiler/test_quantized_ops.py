@@ -85,6 +85,36 @@ def test_qconv_one_program_many_inputs(default_cfg):
         assert np.array_equal(layer.run(x, engine="functional")[0], layer.reference(x))
 
 
+def test_qconv_resnet_shape_uses_tophub(default_cfg):
+    """ResNet-18 C10 (14x14, 256 -> 512, 1x1, stride 2) has a TopHub record; the extra accumulator vector
+    of a per-channel plan still fits its tiles."""
+    rng = np.random.default_rng(10)
+    w = rng.integers(-128, 128, (512, 256, 1, 1)).astype(np.int8)
+    bias = rng.integers(-5000, 5000, 512).astype(np.int32)
+    plan = qnn.plan_requant(rng.uniform(1e-5, 5e-5, 512), qnn.conv_acc_bound(w, bias, 6), -2, -128, 127,
+                            default_cfg, relu=True)
+    layer = build_qconv(default_cfg, (1, 256, 14, 14), w, bias, 2, 0, 6, plan)
+    assert layer.knob_source == "tophub" and layer.knobs["tile_co"] == [2, 16]
+    x = rng.integers(-128, 128, (1, 256, 14, 14)).astype(np.int8)
+    y, result = layer.run(x, engine="cycle")
+    assert np.array_equal(y, layer.reference(x))
+    assert result.counters["gemm_counter"] == 7 * 7 * (256 // 16) * (512 // 16)
+
+
+@pytest.mark.parametrize("preset", ["1x8x8", "2x16x16", "1x32x32"])
+def test_qconv_other_configs(preset):
+    from hw.config import load_preset
+    cfg = load_preset(preset)
+    rng = np.random.default_rng(11)
+    w = rng.integers(-128, 128, (12, 10, 3, 3)).astype(np.int8)
+    plan = qnn.plan_requant(rng.uniform(3e-4, 9e-4, 12), qnn.conv_acc_bound(w, None, 3), 0, -128, 127, cfg)
+    layer = build_qconv(cfg, (3, 10, 5, 6), w, None, 1, 1, 3, plan)
+    assert layer.geom.n_pad % cfg.batch == 0 and layer.geom.c_pad % cfg.block_in == 0
+    x = rng.integers(-128, 128, (3, 10, 5, 6)).astype(np.int8)
+    for engine in ("functional", "cycle"):
+        assert np.array_equal(layer.run(x, engine=engine)[0], layer.reference(x)), engine
+
+
 @pytest.mark.parametrize("n, k, o, za, path, per_channel", [
     (1, 64, 10, 0, "shift", False), (3, 40, 24, -9, "fixed", False), (2, 100, 33, 17, "fixed", True)])
 def test_qdense_engines_equal_reference(default_cfg, n, k, o, za, path, per_channel):
