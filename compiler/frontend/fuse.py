@@ -29,6 +29,17 @@ __all__ = ["fuse_ops"]
 _LUT = {"Sigmoid": "sigmoid", "Tanh": "tanh", "HardSwish": "hardswish", "HardSigmoid": "hardsigmoid"}
 
 
+def _lut_fn(node: Node, fn: str):
+    """The float function a table samples: :mod:`compiler.qnn`'s by name (sigmoid, tanh, silu); the hard
+    activations, which qnn does not name, here - HardSigmoid with the node's alpha and beta."""
+    if fn == "hardswish":
+        return lambda x: x * np.clip(x / 6 + 0.5, 0, 1)
+    if fn == "hardsigmoid":
+        alpha, beta = float(node.attrs.get("alpha", 0.2)), float(node.attrs.get("beta", 0.5))
+        return lambda x: np.clip(alpha * x + beta, 0, 1)
+    return fn
+
+
 class _Ctx:
     def __init__(self, g: Graph):
         self.g, self.prod, self.use = g, g.producers(), g.consumers()
@@ -170,7 +181,9 @@ def _match_unary(ctx: _Ctx, q: Node, ys, yz, ydt):
     xq, xs, xz, xdt = x
     if silu is not None or p.op in _LUT:
         fn = "silu" if silu is not None else _LUT[p.op]
-        table = qnn.lut_table(fn, xs, xz, ys, yz, xdt, ydt)
+        # the QuantizeLinear the table replaces rounds half to even
+        table = qnn.lut_table(_lut_fn(p, fn), xs, xz, ys, yz, np.dtype(xdt).name, np.dtype(ydt).name,
+                              rounding="half_even")
         node = Node("qlut", [xq], [q.outputs[0]], dict(table=table, fn=fn, x_dtype=xdt), p.name, p.where)
         return node, [p] + ([silu] if silu is not None else [])
     if p.op == "GlobalAveragePool":

@@ -28,7 +28,7 @@ SUPPORTED_OPS = frozenset({
     "ConvInteger", "MatMulInteger", "Conv", "Gemm", "MatMul", "Relu", "Clip", "Add", "Mul", "Sub",
     "MaxPool", "AveragePool", "GlobalAveragePool", "Flatten", "Reshape", "Concat", "BatchNormalization",
     "Identity", "Dropout", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Softmax", "Cast",
-    "QLinearGlobalAveragePool",
+    "QLinearGlobalAveragePool", "QLinearSigmoid",
 })
 
 _DTYPES = {1: np.float32, 2: np.uint8, 3: np.int8, 4: np.uint16, 5: np.int16, 6: np.int32, 7: np.int64,

@@ -1,4 +1,4 @@
-"""QOperator-format ops (QLinearConv, QGemm, QLinearMatMul, QLinearAdd, QLinearGlobalAveragePool) ->
+"""QOperator-format ops (QLinearConv, QGemm, QLinearMatMul, QLinearAdd, QLinearGlobalAveragePool, QLinearSigmoid) ->
 the composite ops of :mod:`compiler.frontend.composite`, so both ONNX quantisation formats share one
 path after import."""
 
@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from compiler import qnn
 from compiler.frontend.composite import qadd_node, qconv_node, qdense_node, qparam
 from compiler.frontend.errors import UnsupportedModel
 from compiler.frontend.graph import Graph, Node
@@ -14,7 +15,8 @@ __all__ = ["canonicalise_qoperator"]
 
 
 def _c(g: Graph, name: str, where: str, problems: list, what: str, per_channel=False):
-    if not name:
+    if not name:          # an optional zero point left out: listed, never a silently dropped node
+        problems.append(f"{where}: {what} is absent (give it explicitly)")
         return None
     v = g.const(name)
     if v is None:
@@ -97,6 +99,15 @@ def canonicalise_qoperator(g: Graph) -> Graph:
             xs, xz, ys, yz = vals
             nodes.append(Node("qgap", [ins[0]], list(n.outputs),
                               dict(x_scale=xs, x_zp=xz, y_scale=ys, y_zp=yz, y_dtype=g.consts[ins[4]].dtype),
+                              n.name, w))
+        elif n.op == "QLinearSigmoid":     # com.microsoft: a per-tensor activation -> the same table as QDQ
+            vals = [_c(g, _arg(ins, k), w, problems, what) for k, what in
+                    ((1, "X_scale"), (2, "X_zero_point"), (3, "Y_scale"), (4, "Y_zero_point"))]
+            if any(v is None for v in vals):
+                continue
+            xdt, ydt = g.consts[ins[2]].dtype, g.consts[ins[4]].dtype
+            table = qnn.lut_table("sigmoid", *vals, xdt.name, ydt.name, rounding="half_even")
+            nodes.append(Node("qlut", [ins[0]], list(n.outputs), dict(table=table, fn="sigmoid", x_dtype=xdt),
                               n.name, w))
         else:
             nodes.append(n)
