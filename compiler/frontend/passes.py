@@ -95,8 +95,12 @@ def simplify_inference(g: Graph) -> Graph:
             rename_uses(g, n.outputs[0], x)
             folded += 1
             continue
+        rank = len(g.shapes[x]) if x in g.shapes else len(g.inputs[x][0]) if x in g.inputs else None
+        if rank is None or rank < 2:
+            nodes.append(n)          # rank unknown: the channel axis cannot be placed; runs on the host
+            continue
         kname, bname = g.fresh(n.name + "_scale"), g.fresh(n.name + "_shift")
-        shape = (-1, 1, 1)
+        shape = (-1,) + (1,) * (rank - 2)        # channels on axis 1 of an (N, C, ...) input
         g.consts[kname] = k.astype(np.float32).reshape(shape)
         g.consts[bname] = shift.astype(np.float32).reshape(shape)
         mid = g.fresh(n.outputs[0] + "_scaled")

@@ -78,6 +78,21 @@ def test_simplify_inference_folds_bn_into_conv_and_rewrites_a_lone_bn(tmp_path):
     np.testing.assert_allclose(_ours(out, x), run(model, x), rtol=1e-4, atol=1e-4)
 
 
+def test_simplify_inference_rewrites_a_bn_on_2d_features():
+    """BatchNorm1d after a Gemm: the scale and shift broadcast along axis 1 of (N, C), not as (C, 1, 1)."""
+    rng = np.random.default_rng(20)
+    g = GraphBuilder()
+    h = g.gemm("x", rng.standard_normal((6, 5)), rng.standard_normal(6))
+    y = g.batchnorm(h, rng.uniform(0.5, 2, 6), rng.standard_normal(6), rng.standard_normal(6), rng.uniform(0.3, 3, 6))
+    model = g.model("bn1d", "x", (5,), y, (6,))
+    graph = passes.simplify_inference(from_onnx(model, batch=3))
+    assert graph.counts() == {"Gemm": 1, "Mul": 1, "Add": 1}
+    x = rng.standard_normal((3, 5)).astype(np.float32)
+    ours, ref = _ours(graph, x), run(model, x)
+    assert ours.shape == ref.shape == (3, 6)
+    np.testing.assert_allclose(ours, ref, rtol=1e-5, atol=1e-5)
+
+
 def test_simplify_inference_leaves_a_shared_conv_output_unfolded():
     """A conv whose output is also used elsewhere keeps its weights; its BN becomes Mul + Add."""
     rng = np.random.default_rng(1)
