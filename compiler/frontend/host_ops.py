@@ -204,7 +204,10 @@ def _matmul_integer(node, a, b, az, bz):
     return ((a.astype(np.int64) - az) @ (b.astype(np.int64) - bz)).astype(np.int32)
 
 
-def _softmax(x, axis):
+def _softmax(x, axis, coerce_2d=0):
+    if coerce_2d:                # opset < 13: over every axis from `axis` on, as one row per leading index
+        axis = axis % max(x.ndim, 1)
+        return _softmax(x.reshape(int(np.prod(x.shape[:axis])), -1), 1).reshape(x.shape)
     e = np.exp(x - x.max(axis=axis, keepdims=True))
     return (e / e.sum(axis=axis, keepdims=True)).astype(np.float32)
 
@@ -220,7 +223,7 @@ _HOST = {
     "HardSigmoid": lambda n, x: np.clip(n.attrs.get("alpha", 0.2) * x + n.attrs.get("beta", 0.5), 0, 1).astype(
         np.float32),
     "HardSwish": lambda n, x: (x * np.clip(x / 6 + 0.5, 0, 1)).astype(np.float32),
-    "Softmax": lambda n, x: _softmax(x, n.attrs.get("axis", -1)),
+    "Softmax": lambda n, x: _softmax(x, n.attrs.get("axis", -1), n.attrs.get("coerce_2d", 0)),
     "Identity": lambda n, x: x,
     "Dropout": lambda n, x, *r: x,
     "Cast": lambda n, x: x.astype(_cast_type(n)),

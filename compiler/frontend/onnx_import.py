@@ -150,10 +150,14 @@ def from_onnx(model, source: str = "model", batch: int = 1) -> Graph:
         if shape is None:
             raise ModelFileError(f"{source}: input {vi.name!r} declares no shape")
         inputs[vi.name] = (shape, dtype)
+    opset = next((imp.version for imp in model.opset_import if imp.domain in ("", "ai.onnx")), 1)
     problems, nodes = [], []
     for k, n in enumerate(g.node):
         where = f"node {k} {n.name or '(unnamed)'!r} ({n.op_type})"
         attrs = _attrs(n)
+        if n.op_type == "Softmax" and n.domain in ("", "ai.onnx") and opset < 13:
+            # before opset 13 Softmax flattens to 2-D at `axis` (default 1) and normalises over the rest
+            attrs = {"axis": attrs.get("axis", 1), "coerce_2d": 1}
         if n.domain not in ("", "ai.onnx", "com.microsoft") or n.op_type not in SUPPORTED_OPS:
             problems.append(f"{where}: op {n.domain + '.' if n.domain else ''}{n.op_type} is not supported")
             continue

@@ -21,14 +21,14 @@ F32, U8, I8, I32 = TensorProto.FLOAT, TensorProto.UINT8, TensorProto.INT8, Tenso
 _ONNX_TYPE = {np.dtype(np.float32): F32, np.dtype(np.uint8): U8, np.dtype(np.int8): I8, np.dtype(np.int32): I32}
 
 
-def _model(nodes, feeds: dict, inits: dict, n_out: int = 1):
+def _model(nodes, feeds: dict, inits: dict, n_out: int = 1, opset: int = 17):
     """An opset-17 model: ``feeds`` name -> array (graph inputs), ``inits`` name -> array (initialisers);
     the outputs are the first output of the last ``n_out`` nodes (types left to inference)."""
     ins = [helper.make_tensor_value_info(k, _ONNX_TYPE[v.dtype], list(v.shape)) for k, v in feeds.items()]
     names = [n.output[0] for n in nodes[-n_out:]]
     g = helper.make_graph(nodes, "t", ins, [helper.make_empty_tensor_value_info(k) for k in names],
                           [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
     m.ir_version = 8
     inferred = {vi.name: vi for vi in onnx.shape_inference.infer_shapes(m, strict_mode=True).graph.value_info}
     del m.graph.output[:]
@@ -115,6 +115,17 @@ def test_unary(op, attrs):
     x = 4 * _f(_rng(4), 2, 3, 5)
     feeds = {"x": x}
     _check_float(_model([helper.make_node(op, ["x"], ["y"], **attrs)], feeds, {}), feeds)
+
+
+@pytest.mark.parametrize("opset", [11, 12])
+@pytest.mark.parametrize("attrs", [{}, {"axis": 2}, {"axis": -1}, {"axis": 0}])
+def test_softmax_before_opset_13_flattens_to_2d(opset, attrs):
+    x = 3 * _f(_rng(25), 2, 3, 4, 5)
+    feeds = {"x": x}
+    ref, ours = _check_float(_model([helper.make_node("Softmax", ["x"], ["y"], **attrs)], feeds, {}, opset=opset),
+                             feeds)
+    axis = attrs.get("axis", 1) % 4
+    np.testing.assert_allclose(ref[0].reshape(int(np.prod(x.shape[:axis])), -1).sum(1), 1, rtol=1e-5)
 
 
 def test_dropout_is_identity_in_inference():
