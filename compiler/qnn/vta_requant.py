@@ -300,7 +300,8 @@ def _vectors(cand):
 
 
 def _fixed_into(plan, m, uniform, bound, zp, lo, hi, acc_max, what):
-    """Fill ``plan`` with the fixed-point candidate of smallest proved error (then fewest steps)."""
+    """Fill ``plan`` with the fixed-point candidate of smallest proved error (``ceil(E)``, then ``E`` to
+    1/64 LSB, then the fewest ALU steps, then ``E``)."""
     per_channel = m.ndim == 1 and not uniform
     sigs = [int(v) for v in np.atleast_1d(plan.sig)]
     shifts = [int(v) for v in np.atleast_1d(plan.shift)]
@@ -310,7 +311,8 @@ def _fixed_into(plan, m, uniform, bound, zp, lo, hi, acc_max, what):
     best = None
     for cand, b_eff in _fixed_candidates(sigs, shifts, float(np.min(m)), bound, zp, lo, hi, m_max, acc_max,
                                          per_channel):
-        key = (math.ceil(cand.err), cand.err, len(cand.steps))
+        # the worst case in LSB, then E to 1/64 LSB (ties with TVM flip less), then the fewest ALU steps
+        key = (math.ceil(cand.err), math.ceil(cand.err * 64), len(cand.steps), cand.err)
         if best is not None and key >= best[0]:
             continue
         if cand.clamp is not None and not _saturates(plan, cand, acc_max):

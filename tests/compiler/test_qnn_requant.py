@@ -105,11 +105,14 @@ def test_fixed_path_bound_holds_and_is_attained(default_cfg, m, bound, zp, relu)
     assert worst == plan.max_error_lsb
 
 
-def test_fixed_path_bound_tracks_acc_bound(default_cfg):
-    """A larger accumulator bound leaves fewer mantissa bits: E grows, never shrinks."""
-    errs = [qnn.plan_requant(0.000731, b, 0, -128, 127, default_cfg, path="fixed").error_bound
-            for b in (1 << 12, 1 << 20, 1 << 28)]
-    assert errs[0] <= errs[1] <= errs[2] and errs[2] > 0
+@pytest.mark.parametrize("m, bound", [(0.000731, 1 << 12), (0.000731, 1 << 20), (0.0123, 1 << 28), (3.3e-6, 5 << 27)])
+def test_fixed_path_mantissa_is_as_large_as_the_bound_allows(default_cfg, m, bound):
+    """One more mantissa bit would overflow the 16-bit immediate or the int32 product."""
+    plan = qnn.plan_requant(m, bound, 0, -128, 127, default_cfg, path="fixed")
+    k = next(i for i, (kind, _) in enumerate(plan.steps) if kind == "mul")
+    mant = plan.steps[k][1]
+    a = int(np.abs(alu_steps_int32(plan.steps[:k], np.array([-bound, bound]), wrap=False)).max())
+    assert 2 * mant > 32767 or a * 2 * mant > (1 << 31) - 1, (plan.steps, a)
 
 
 def test_large_multiplier_clamps_the_accumulator(default_cfg):
