@@ -144,3 +144,13 @@ def test_unrepresentable_requantisations_raise(default_cfg, args, kwargs, match)
     with pytest.raises(qnn.RequantError, match=match):
         qnn.plan_requant(*args, cfg=default_cfg, **kwargs)
     assert issubclass(qnn.RequantError, qnn.QnnError)
+
+
+def test_plan_command(capsys):
+    from compiler.qnn.__main__ import main
+    assert main(["0.00390625", "--acc-bound", "1048576", "--relu"]) == 0
+    out = capsys.readouterr().out
+    assert "path shift, 4 ALU steps, max_error_lsb 0" in out and "add 128 | shr 8 | min 127 | max 0" in out
+    assert main(["0.3", "--acc-bound", "100", "--path", "shift"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: multiplier 0.3 is not a power of two") and err.count("\n") == 1
