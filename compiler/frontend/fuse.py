@@ -117,6 +117,8 @@ def _match_gemm_like(ctx: _Ctx, q: Node, ys, yz, ydt):
     w = ctx.const_dq(p.inputs[1])
     if x is None or w is None:
         return None
+    if p.op == "MatMul" and len(ctx.g.shapes.get(p.inputs[0], (0, 0))) != 2:
+        return None               # a batched MatMul stays a float op on the host (qdense takes (N, K))
     xq, xs, xz, xdt = x
     wq, ws, wz, _ = w
     acc_scale = np.asarray(xs, np.float64) * np.asarray(ws, np.float64)

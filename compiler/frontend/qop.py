@@ -57,6 +57,11 @@ def canonicalise_qoperator(g: Graph) -> Graph:
                                     x_dtype=g.consts[ins[2]].dtype))
         elif n.op in ("QGemm", "QLinearMatMul"):
             gemm = n.op == "QGemm"
+            shape = g.shapes.get(ins[0]) or g.inputs.get(ins[0], ((0, 0), None))[0]
+            if len(shape) != 2:
+                problems.append(f"{w}: input `{ins[0]}` of shape {tuple(shape)} ({n.op} is supported on 2-D "
+                                f"(N, K) inputs only)")
+                continue
             xs, xz = _c(g, ins[1], w, problems, "a_scale"), _c(g, ins[2], w, problems, "a_zero_point")
             wt = _weight(g, ins[3], w, problems)
             ws, wz = _c(g, ins[4], w, problems, "b_scale", True), _c(g, ins[5], w, problems, "b_zero_point", True)

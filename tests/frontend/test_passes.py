@@ -18,6 +18,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from compiler.frontend import fuse, passes
+from compiler.frontend.errors import UnsupportedModel
 from compiler.frontend.execute import execute
 from compiler.frontend.models._onnx import GraphBuilder, quantize, run
 from compiler.frontend.network import Network
@@ -269,6 +270,23 @@ def test_fuse_gemm_and_matmul(cfg, tmp_path):
     assert net.graph.counts() == {"QuantizeLinear": 1, "qdense": 2, "DequantizeLinear": 1}
     worst, same, _ = _lsb_vs_ort(net, path)
     assert worst <= 1 and same > 0.9
+
+
+def test_batched_matmul_stays_float_in_qdq_and_is_refused_in_qoperator(cfg, tmp_path):
+    """qdense takes (N, K): a 3-D MatMul runs on the host in float (QDQ) or is listed as unsupported (QOperator)."""
+    rng = np.random.default_rng(21)
+    g = GraphBuilder()
+    y = g.op("MatMul", ["x", g.const("w", (rng.standard_normal((16, 8)) * 0.3).astype(np.float32))])
+    model = g.model("bmm", "x", (3, 16), y, (3, 8))
+    path = _qdq(model, tmp_path / "bmm.onnx")
+    net = _net(path, cfg)
+    assert net.graph.counts().get("MatMul") == 1 and "qdense" not in net.graph.counts()
+    worst, _, _ = _lsb_vs_ort(net, path)
+    assert worst <= 1
+    cal = np.random.default_rng(22).standard_normal((16, 3, 16)).astype(np.float32)
+    qop = quantize(model, tmp_path / "bmm_qop.onnx", cal, "qop", batch=8)
+    with pytest.raises(UnsupportedModel, match=r"QLinearMatMul is supported on 2-D \(N, K\) inputs only"):
+        load_onnx(qop)
 
 
 def test_fuse_residual_add(cfg, tmp_path):
