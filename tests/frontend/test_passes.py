@@ -161,19 +161,19 @@ def test_dead_code_elimination_removes_an_unused_branch_and_its_constants():
 
 # --- fuse_ops on onnxruntime-quantised QDQ models -----------------------------------------------------
 
-def _qdq(model, path, seed=0, **kw):
-    """``quantize_static`` (QDQ, int8 activations and weights, per tensor, MinMax) with options passed through;
-    without options the models' own :func:`quantize`."""
+def _qdq(model, path, seed=0, fmt="qdq", **kw):
+    """``quantize_static`` (QDQ unless ``fmt="qop"``, int8 activations and weights, per tensor unless
+    ``per_channel=True``, MinMax) with options passed through; without options the models' own :func:`quantize`."""
     shape = tuple(d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim[1:])
     cal = np.random.default_rng(seed + 100).standard_normal((32, *shape)).astype(np.float32)
     if not kw:
-        return quantize(model, path, cal, "qdq", batch=8)
+        return quantize(model, path, cal, fmt, batch=8)
     from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
 
     from compiler.frontend.models._onnx import _reader
     raw = path.with_suffix(".float.onnx")
     onnx.save(model, raw)
-    quantize_static(str(raw), str(path), _reader("x", cal, 8), quant_format=QuantFormat.QDQ,
+    quantize_static(str(raw), str(path), _reader("x", cal, 8), quant_format=QuantFormat.QDQ if fmt == "qdq" else QuantFormat.QOperator,
                     activation_type=QuantType.QInt8, weight_type=QuantType.QInt8, **kw)
     return path
 
@@ -396,10 +396,11 @@ def _mixed_float():
     return g.model("mixed", "x", (4, 8, 8), y, (10,))
 
 
-def test_qoperator_and_qdq_give_the_same_composites_and_outputs(cfg, tmp_path):
+@pytest.mark.parametrize("per_channel", [False, True], ids=["per_tensor", "per_channel"])
+def test_qoperator_and_qdq_give_the_same_composites_and_outputs(per_channel, cfg, tmp_path):
     model = _mixed_float()
-    cal = np.random.default_rng(15).standard_normal((32, 4, 8, 8)).astype(np.float32)
-    paths = {fmt: quantize(model, tmp_path / f"{fmt}.onnx", cal, fmt, batch=8) for fmt in ("qdq", "qop")}
+    opts = {"per_channel": True} if per_channel else {}
+    paths = {fmt: _qdq(model, tmp_path / f"{fmt}.onnx", seed=15, fmt=fmt, **opts) for fmt in ("qdq", "qop")}
     raw = {fmt: {n.op_type for n in onnx.load(p).graph.node} for fmt, p in paths.items()}
     assert "QLinearConv" in raw["qop"] and "QLinearConv" not in raw["qdq"] and "Conv" in raw["qdq"]
     nets = {fmt: _net(p, cfg) for fmt, p in paths.items()}
@@ -410,6 +411,9 @@ def test_qoperator_and_qdq_give_the_same_composites_and_outputs(cfg, tmp_path):
     x = np.random.default_rng(16).standard_normal((BATCH, 4, 8, 8)).astype(np.float32)
     ys = {fmt: n.run(x, engine="reference")[0] for fmt, n in nets.items()}
     np.testing.assert_array_equal(ys["qdq"], ys["qop"])
+    for net in nets.values():
+        w_scales = [n.attrs["w_scale"] for n in net.graph.nodes if n.op in ("qconv", "qdense")]
+        assert all(np.ndim(s) == (1 if per_channel else 0) for s in w_scales)
     for fmt, path in paths.items():
         worst, _, _ = _lsb_vs_ort(nets[fmt], path, seed=16)
         assert worst <= 1, fmt
