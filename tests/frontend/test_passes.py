@@ -173,8 +173,9 @@ def _qdq(model, path, seed=0, fmt="qdq", **kw):
     from compiler.frontend.models._onnx import _reader
     raw = path.with_suffix(".float.onnx")
     onnx.save(model, raw)
-    quantize_static(str(raw), str(path), _reader("x", cal, 8), quant_format=QuantFormat.QDQ if fmt == "qdq" else QuantFormat.QOperator,
-                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8, **kw)
+    kw = {"activation_type": QuantType.QInt8, "weight_type": QuantType.QInt8, **kw}
+    quantize_static(str(raw), str(path), _reader("x", cal, 8),
+                    quant_format=QuantFormat.QDQ if fmt == "qdq" else QuantFormat.QOperator, **kw)
     return path
 
 
@@ -396,10 +397,14 @@ def _mixed_float():
     return g.model("mixed", "x", (4, 8, 8), y, (10,))
 
 
-@pytest.mark.parametrize("per_channel", [False, True], ids=["per_tensor", "per_channel"])
-def test_qoperator_and_qdq_give_the_same_composites_and_outputs(per_channel, cfg, tmp_path):
+@pytest.mark.parametrize("case", ["per_tensor", "per_channel", "uint8"])
+def test_qoperator_and_qdq_give_the_same_composites_and_outputs(case, cfg, tmp_path):
+    from onnxruntime.quantization import QuantType
     model = _mixed_float()
+    per_channel = case == "per_channel"
     opts = {"per_channel": True} if per_channel else {}
+    if case == "uint8":                   # uint8 activations and weights (weights with a zero point)
+        opts = {"activation_type": QuantType.QUInt8, "weight_type": QuantType.QUInt8}
     paths = {fmt: _qdq(model, tmp_path / f"{fmt}.onnx", seed=15, fmt=fmt, **opts) for fmt in ("qdq", "qop")}
     raw = {fmt: {n.op_type for n in onnx.load(p).graph.node} for fmt, p in paths.items()}
     assert "QLinearConv" in raw["qop"] and "QLinearConv" not in raw["qdq"] and "Conv" in raw["qdq"]
@@ -414,6 +419,9 @@ def test_qoperator_and_qdq_give_the_same_composites_and_outputs(per_channel, cfg
     for net in nets.values():
         w_scales = [n.attrs["w_scale"] for n in net.graph.nodes if n.op in ("qconv", "qdense")]
         assert all(np.ndim(s) == (1 if per_channel else 0) for s in w_scales)
+        out_types = [n.attrs["table"].dtype if n.op == "qlut" else n.attrs["y_dtype"]
+                     for n in net.graph.nodes if n.op in ("qconv", "qdense", "qadd", "qgap", "qlut")]
+        assert len(out_types) == 8 and set(out_types) == {np.dtype(np.uint8 if case == "uint8" else np.int8)}
     for fmt, path in paths.items():
         worst, _, _ = _lsb_vs_ort(nets[fmt], path, seed=16)
         assert worst <= 1, fmt
