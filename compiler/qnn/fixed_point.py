@@ -88,7 +88,11 @@ def multiply_shift(x, sig, shift, rounding: str = "UPWARD", axis: int | None = N
     else:
         bias = np.where(prod >= 0, half, half - 1)
     out = (prod + bias) >> right
-    return out.astype(np.int64) if out.dtype != object else np.array(out.tolist(), dtype=object)
+    if out.dtype != object:
+        return out.astype(np.int64)
+    if out.size == 0 or max(abs(int(v)) for v in out.reshape(-1)) < 1 << 63:
+        return out.astype(np.int64)
+    return out                          # beyond int64 (a huge multiplier): exact Python integers
 
 
 def requantize(x, in_scale, in_zp, out_scale, out_zp, out_dtype: str = "int8", axis: int = 1,
@@ -105,6 +109,10 @@ def requantize(x, in_scale, in_zp, out_scale, out_zp, out_dtype: str = "int8", a
     per_channel = s_in.ndim > 0 or s_out.ndim > 0 or z_in.ndim > 0 or z_out.ndim > 0
     if per_channel and not -x.ndim <= axis < x.ndim:
         raise QnnError(f"requantize: axis = {axis} is not an axis of a {x.ndim}-d tensor")
+    for v, what in ((s_in, "input scale"), (s_out, "output scale"), (z_in, "input zero point"),
+                    (z_out, "output zero point")):
+        if v.ndim > 1 or (v.ndim == 1 and v.size != x.shape[axis]):
+            raise QnnError(f"requantize: {v.size} {what}s for axis {axis} of extent {x.shape[axis]}")
     sig, shift = fixed_point_multiplier(s_in / s_out)
     centred = x.astype(np.int64) - _along(z_in, x.ndim, axis)
     y = multiply_shift(centred, sig, shift, rounding, axis=axis) + _along(z_out, x.ndim, axis)

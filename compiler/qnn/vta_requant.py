@@ -225,7 +225,7 @@ def _error(b_eff, sigs, shifts, ms, p, s, exact=False):
 
 def _largest_post_shift(sigs, shifts, top, p, a, limit, acc_max):
     """The largest s with every mantissa in [1, limit] and a feasible rounding shift, or None."""
-    s = min(62 - p, max(0, math.floor(math.log2(limit / top)) - p + 1))
+    s = min(62 - p, max(0, math.floor(math.log2(limit) - math.log2(top)) - p + 1))
     while s >= 0:
         ms = [_mantissa(g, h, p + s) for g, h in zip(sigs, shifts)]
         if max(ms) <= limit:
@@ -247,9 +247,11 @@ class _Candidate:
 
 def _clamp_after(p, m_min, zp, lo, hi):
     """(Lp, Hp) on ``a = round(acc / 2^p)`` beyond which the output saturates (a margin of one LSB and
-    one step each side; checked on the finished plan)."""
-    h_acc = math.ceil((hi - zp + 1) / m_min) + 1
-    l_acc = math.floor((lo - zp - 1) / m_min) - 1
+    one step each side; checked on the finished plan), or None when they are not finite numbers."""
+    top, bottom = (hi - zp + 1) / m_min, (lo - zp - 1) / m_min
+    if not (math.isfinite(top) and math.isfinite(bottom)):
+        return None
+    h_acc, l_acc = math.ceil(top) + 1, math.floor(bottom) - 1
     return (l_acc >> p) - 1, -((-h_acc) >> p) + 1
 
 
@@ -262,7 +264,7 @@ def _fixed_candidates(sigs, shifts, m_min, bound, zp, lo, hi, m_max, acc_max, pe
             continue
         a_full = bound if p == 0 else (bound + (1 << (p - 1))) >> p
         variants = [(None, a_full, bound)]
-        lp, hp = _clamp_after(p, m_min, zp, lo, hi)
+        lp, hp = _clamp_after(p, m_min, zp, lo, hi) or (-imm - 2, imm + 1)     # None: no clamp
         a_clamped = max(-lp, hp)
         if a_clamped < a_full and -imm - 1 <= lp and hp <= imm:
             reach = a_clamped << p if p == 0 else (a_clamped << p) + (1 << (p - 1))
@@ -320,8 +322,11 @@ def _fixed_into(plan, m, uniform, bound, zp, lo, hi, acc_max, what):
         best = (key, cand, b_eff)
     if best is None:
         kind = "int32 vector" if per_channel else f"{ALU_IMM_WIDTH}-bit immediate"
-        raise RequantError(f"multiplier {what} with acc_bound = {bound}: no split (pre-shift, {kind} mantissa, "
-                           f"post-shift) keeps the int32 product in range with a mantissa >= 1")
+        if float(np.max(m)) * 2.0 ** 93 < 0.5:
+            raise RequantError(f"multiplier {what} is too small for the fixed path: its mantissa M = m 2^(p+s) "
+                               f"rounds to 0 for every pre-shift p <= 31 and post-shift s <= 62")
+        raise RequantError(f"multiplier {what} with acc_bound = {bound} is too large for a {kind} mantissa: "
+                           f"no split (pre-shift, mantissa, post-shift) keeps the int32 product in range")
     _, cand, b_eff = best
     err = _error(b_eff, sigs, shifts, cand.ms, cand.p, cand.s, exact=True)
     plan.steps, plan.vectors = cand.steps, _vectors(cand)

@@ -95,9 +95,10 @@ def test_requantize_ties_saturation_and_per_channel():
     ({"in_scale": 0.0}, "input scale = 0.0 must be a finite number > 0"),
     ({"out_scale": float("nan")}, "output scale = nan"),
     ({"out_zp": 300}, "zero point = 300 is outside the int8 range"),
+    ({"in_scale": [0.1, 0.2]}, "2 input scales for axis 1 of extent 3"),
 ])
 def test_requantize_rejects(kwargs, match):
-    args = {"x": np.zeros(3, np.int32), "in_scale": 0.1, "in_zp": 0, "out_scale": 0.2, "out_zp": 0}
+    args = {"x": np.zeros((2, 3), np.int32), "in_scale": 0.1, "in_zp": 0, "out_scale": 0.2, "out_zp": 0}
     args.update(kwargs)
     with pytest.raises(qnn.QnnError, match=match):
         qnn.requantize(**args)
