@@ -90,7 +90,7 @@ def main(argv=None) -> int:
     n = len(points)
     print(f"sweep_scaling: {n} points = {len(spec.configs)} configs x {len(LAYERS)} ResNet-18 layers "
           f"(reduce {args.reduce}, TopHub knobs), {os.cpu_count()} CPUs (shared machine: figures hold for its "
-          f"load during this run)")
+          f"load during this run; 1-minute load average at start {os.getloadavg()[0]:.2f})")
     _warm(None)
     per_layer: dict = {w: [] for w in LAYERS}
     t = time.perf_counter()
@@ -117,7 +117,8 @@ def main(argv=None) -> int:
     print(f"parallel efficiency (2 workers): {eff:.2f}   speed-up {pps[2] / pps[1]:.2f}x")
     print(f"scheduler overhead per point (1 worker): {over * 1e3:.1f} ms of {res[1]['wall'] / n * 1e3:.1f} ms; "
           f"empty-task round trip {res[1]['noop'] * 1e3:.2f} ms (1 worker), {res[2]['noop'] * 1e3:.2f} ms (2)")
-    print("all Dask points equal the serial run (cycles, point for point)")
+    print(f"all Dask points equal the serial run (cycles, point for point); load average now "
+          f"{os.getloadavg()[0]:.2f}")
     print()
     print(f"per-point cost, serial, by layer (median of {len(spec.configs)} configs, reduce {args.reduce}):")
     med = {w: statistics.median(v) for w, v in per_layer.items()}
