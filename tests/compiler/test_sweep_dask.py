@@ -197,3 +197,70 @@ def test_sweep_tuned_points_use_the_tuners_best(tmp_path):
         assert json.loads(r["knob_values"]) == best["knobs"]
         assert int(r["cycles"]) == best["cycles"]
         assert "|tuned:t6:s2|" in r["key"] and r["knob_detail"].startswith("tuned (6 trials")
+
+
+def _self_signed(tmp_path):
+    """A self-signed certificate (its own CA) and key for 127.0.0.1, as PEM files."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "vtasim-test")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
+                                                        x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                           critical=False)
+            .sign(key, hashes.SHA256()))
+    (tmp_path / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (tmp_path / "key.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                                         serialization.PrivateFormat.PKCS8,
+                                                         serialization.NoEncryption()))
+    return tmp_path / "cert.pem", tmp_path / "cert.pem", tmp_path / "key.pem"
+
+
+def test_tls_options_reach_dask(serial, tmp_path, capsys):
+    """vtasim sweep --tls-ca/--tls-cert/--tls-key: the local cluster's scheduler listens on tls:// and the
+    points equal the serial run; a client without the certificates cannot talk to it."""
+    import distributed
+
+    from sim.cli import main
+    from sim.scale.cluster import dask_client, security_from
+    ca, cert, key = _self_signed(tmp_path)
+    sec = security_from(ca, cert, key)
+    with dask_client(workers=1, security=sec, log=_quiet) as client:
+        addr = client.scheduler.address
+        assert addr.startswith("tls://") and client.submit(abs, -3).result() == 3
+        with pytest.raises((OSError, TimeoutError)):
+            distributed.Client(addr.replace("tls://", "tcp://"), timeout="3s")    # plain TCP: no handshake
+    spec_file = tmp_path / "s.json"
+    spec_file.write_text(json.dumps({**RAW, "grid": {"LOG_BLOCK": [3], "DRAM_LATENCY": [16]}}))
+    out = tmp_path / "r.csv"
+    assert main(["sweep", str(spec_file), "--out", str(out), "--workers", "1", "--tls-ca", str(ca),
+                 "--tls-cert", str(cert), "--tls-key", str(key)]) == 0
+    assert "local cluster of 1 worker processes (TLS)" in capsys.readouterr().out
+    rows = read_rows(out)
+    assert len(rows) == 4 and all(_stable(r) == _stable(serial[1][r["key"]]) for r in rows)
+
+
+def test_bad_cluster_options_are_one_line_errors(tmp_path, capsys):
+    """Half the TLS files, or a missing scheduler file: exit 2 with one line naming the option, no results file."""
+    from sim.cli import main
+    spec_file = tmp_path / "s.json"
+    spec_file.write_text(json.dumps({**RAW, "grid": {"LOG_BLOCK": [3]}}))
+    out = tmp_path / "r.csv"
+    cert = tmp_path / "c.pem"
+    cert.write_text("x")
+    for extra, word in ((["--tls-cert", str(cert)], "--tls-ca"),
+                        (["--scheduler-file", str(tmp_path / "nope.json")], "--scheduler-file")):
+        assert main(["sweep", str(spec_file), "--out", str(out), *extra]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and word in err[0]
+    assert not out.exists()
