@@ -27,7 +27,7 @@ from hw.files import parse_json, read_regular
 from compiler.errors import CompileError
 from compiler.workloads import Conv2d, Dense, VAdd
 
-__all__ = ["knob_space", "fallback_knobs", "tophub_knobs", "check_knobs", "best_from_log",
+__all__ = ["knob_space", "fallback_knobs", "tophub_knobs", "fitting_knobs", "check_knobs", "best_from_log",
            "read_log", "append_log", "split_extents", "MAX_LOG_BYTES"]
 
 MAX_LOG_BYTES = 128 << 20      # a tuning log of about 400k trials; read whole (a regular file, hw.files)
@@ -79,6 +79,54 @@ def knob_space(wl, cfg) -> dict:
 def fallback_knobs(wl, cfg) -> dict:
     """AutoTVM's fallback: element 0 of every knob (inner factor 1, one thread)."""
     return {k: v[0] for k, v in knob_space(wl, cfg).items()}
+
+
+def _divisors_desc(n: int) -> list:
+    return [d for d in range(n, 0, -1) if n % d == 0]
+
+
+def _fits(wl, cfg, b, h, w, ci, co, acc_tensors) -> bool:
+    """Whether one tile (inner factors ``b, h, w, ci, co``) fits the scratchpads, single-buffered:
+    the input window with its halo, the weights, and the accumulator tile plus ``acc_tensors``
+    per-channel vectors (a bias, requantisation multipliers)."""
+    if isinstance(wl, Conv2d):
+        ih, iw = (h - 1) * wl.stride + wl.k, (w - 1) * wl.stride + wl.k
+        inp, wgt = b * ci * ih * iw, co * ci * wl.k * wl.k
+        acc = b * co * h * w + co * acc_tensors
+    else:
+        inp, wgt, acc = b * ci, co * ci, b * co * (1 + acc_tensors)
+    return inp <= cfg.inp_depth and wgt <= cfg.wgt_depth and acc <= cfg.acc_depth
+
+
+def fitting_knobs(wl, cfg, acc_tensors: int = 1) -> dict:
+    """The largest output tiles that fit the scratchpads (no virtual threads), for a layer without a
+    TopHub record: fewest tiles first, then the most output channels per tile (weight reuse).  The
+    reduction stays split one input-channel block per step (``tile_ci`` inner 1), as in every TopHub
+    record: a wider input tile is a 3-D DMA, which the load instruction cannot express.  Far fewer
+    instructions than the fallback's unit tiles; whether the lowered program fits (uop kernels,
+    instruction fields) is still the compiler's to say."""
+    ext = split_extents(wl, cfg)
+    conv = isinstance(wl, Conv2d)
+    hs = _divisors_desc(ext["tile_h"]) if conv else [1]
+    ws = _divisors_desc(ext["tile_w"]) if conv else [1]
+    best, best_key = None, None
+    for co in _divisors_desc(ext["tile_co"]):
+        for h in hs:
+            for w in ws:
+                if not _fits(wl, cfg, 1, h, w, 1, co, acc_tensors):
+                    continue
+                tiles = (ext["tile_co"] // co) * (ext["tile_h"] // h if conv else 1) * (ext["tile_w"] // w if conv else 1)
+                key = (-tiles, co)
+                if best_key is None or key > best_key:
+                    best, best_key = (co, h, w), key
+    knobs = fallback_knobs(wl, cfg)
+    if best is None:
+        return knobs
+    co, h, w = best
+    knobs["tile_co"] = [ext["tile_co"] // co, co]
+    if conv:
+        knobs.update(tile_h=[ext["tile_h"] // h, h], tile_w=[ext["tile_w"] // w, w])
+    return knobs
 
 
 def tophub_knobs(wl, cfg, any_config: bool = False) -> dict | None:

@@ -21,7 +21,8 @@ What the compiled program computes, per output channel ``o`` (weights symmetric,
   the VTA convolution has pad 0.
 * Dense is a 1x1 convolution on a 1x1 image (``(N, K) -> (N, K, 1, 1)``), so it shares the
   convolution's schedule, which loads per-channel vectors into the accumulator.
-* Knobs: TopHub when the layer is a ResNet-18 shape with a record for the config, else the fallback;
+* Knobs: TopHub when the layer is a ResNet-18 shape with a record for the config, else the largest
+  tiles that fit the scratchpads (``compiler.knobs.fitting_knobs``), else the fallback;
   when the TopHub tiles do not fit the extra accumulator vectors the fallback is used
   (``layer.knob_source`` says which).
 * The program is compiled once; each input only replaces the input segment of the image (the
@@ -39,7 +40,7 @@ from compiler import qnn, te
 from compiler.build import build
 from compiler.environment import Environment
 from compiler.errors import CompileError
-from compiler.knobs import check_knobs, fallback_knobs, tophub_knobs
+from compiler.knobs import check_knobs, fallback_knobs, fitting_knobs, tophub_knobs
 from compiler.ops.conv2d import conv2d_packed, schedule_conv2d_packed
 from compiler.ops.layout import pack_channel_const, pack_nchw, pack_oihw, unpack_nchw
 from compiler.qnn.conv import norm_pads, norm_pair
@@ -136,8 +137,9 @@ class QLayer:
         y = unpack_nchw(packed)[:g.n, :g.o]
         return y.reshape(g.n, g.o) if g.dense else y
 
-    def image(self, x) -> MemoryImage:
-        """The compiled program with input ``x`` and its expected output (the tensor expressions in numpy)."""
+    def image(self, x, expected: bool = True) -> MemoryImage:
+        """The compiled program with input ``x`` and (``expected``) its expected output: the tensor
+        expressions evaluated in numpy, an oracle independent of the lowering."""
         packed = self.pack_input(x)
         base = self.built.image
         buf = self.built.buffers["data"]
@@ -145,13 +147,14 @@ class QLayer:
         if len(raw) != buf.nbytes:            # cannot happen: same placeholder shape
             raise CompileError(f"{self.name}: input is {len(raw)} bytes, the segment {buf.nbytes}")
         segments = [Segment(s.addr, raw) if s.addr == buf.addr else s for s in base.segments]
-        want = evaluate(self.output, {**self.consts, "data": packed})
+        want = {self.output.name: evaluate(self.output, {**self.consts, "data": packed}).tobytes()} if expected else {}
         return MemoryImage(base.cfg, base.insn_addr, base.insn_count, segments, base.outputs,
-                           {self.output.name: want.tobytes()}, expected_counters=base.expected_counters)
+                           want, expected_counters=base.expected_counters)
 
     def run(self, x, engine: str = "cycle", **opts):
-        """``(y int8 in the un-padded output shape, RunResult)`` of ``x`` on ``engine``."""
-        img = self.image(x)
+        """``(y int8 in the un-padded output shape, RunResult)`` of ``x`` on ``engine`` (the image
+        carries no expected output: compare with :meth:`reference`, or check :meth:`image`)."""
+        img = self.image(x, expected=False)
         result = run_engine(engine, img, **opts)
         if result.dram is None:
             raise CompileError(f"{self.name}: the {engine} run stopped early (no final DRAM)")
@@ -262,13 +265,13 @@ def _compile(cfg, g: _Geometry, name, weight, folded_bias, plan, knobs, za):
     user = knobs is not None
     record = None if user else tophub_knobs(wl, cfg)
     tries = [("user", knobs)] if user else ([("tophub", record)] if record else []) + \
-        [("fallback", fallback_knobs(wl, cfg))]
+        [("fitting", fitting_knobs(wl, cfg, acc_tensors=1 + len(plan.vectors))), ("fallback", fallback_knobs(wl, cfg))]
     for source, ks in tries:
         ks = check_knobs(wl, cfg, ks)
         try:
             built, out = _program(cfg, g, consts, plan, ks, name, (hp, wp), vta_pad)
         except CompileError:
-            if source != "tophub":
+            if source in ("user", "fallback"):
                 raise
             continue
         return built, out, consts, ks, source

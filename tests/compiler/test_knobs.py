@@ -81,3 +81,24 @@ def test_tophub_adapted_to_a_reduced_layer(default_cfg):
     assert tophub_knobs(c5, default_cfg)["h_nthread"] == 1
     check_knobs(c5, default_cfg, tophub_knobs(c5, default_cfg))
     assert tophub_knobs(parse_workload("dense.16x64x64", default_cfg), default_cfg) is None
+
+
+@pytest.mark.parametrize("name", ["conv2d.8.8.16.32.3.1.1", "conv2d.14.14.32.64.1.0.2", "dense.1x256x160"])
+def test_fitting_knobs_beat_the_fallback_with_the_same_outputs(name, default_cfg):
+    """Largest fitting tiles: the same expected outputs (numpy TE evaluation) as the fallback's unit
+    tiles, far fewer cycles, and every tile within the scratchpads."""
+    from compiler.knobs import fitting_knobs
+    from compiler.ops import compile_workload
+    from compiler.workloads import parse_workload
+    from sim.engines import check_result, run_engine
+    wl = parse_workload(name, default_cfg)
+    fit = fitting_knobs(wl, default_cfg)
+    assert fit != fallback_knobs(wl, default_cfg)
+    runs = {}
+    for src, k in (("fit", fit), ("fallback", fallback_knobs(wl, default_cfg))):
+        c = compile_workload(name, default_cfg, knobs=k)
+        r = run_engine("cycle", c.image)
+        assert check_result(c.image, r) == []
+        runs[src] = (c.image.expected, r.cycles)
+    assert runs["fit"][0] == runs["fallback"][0]
+    assert runs["fit"][1] * 3 < runs["fallback"][1]
