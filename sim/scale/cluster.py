@@ -82,8 +82,15 @@ def dask_client(workers: int = 2, scheduler: str | None = None, scheduler_file=N
         if scheduler_file is not None and not Path(scheduler_file).is_file():
             raise ClusterError(f"--scheduler-file {scheduler_file}: not a file (dask scheduler --scheduler-file F "
                                "writes it)")
-        client = distributed.Client(scheduler, security=security) if scheduler else \
-            distributed.Client(scheduler_file=str(scheduler_file), security=security)
+        where = scheduler or f"in {scheduler_file}"
+        try:
+            client = distributed.Client(scheduler, security=security) if scheduler else \
+                distributed.Client(scheduler_file=str(scheduler_file), security=security)
+        except (OSError, TimeoutError, TypeError, ValueError) as exc:
+            hint = (" (a tls:// scheduler needs --tls-ca/--tls-cert/--tls-key or Dask's distributed.comm.tls "
+                    "config)") if "TLS" in str(exc) or "ssl" in str(exc).lower() else ""
+            raise ClusterError(f"cannot connect to the Dask scheduler {where}: "
+                               f"{(str(exc).splitlines() or [type(exc).__name__])[0]}{hint}") from None
         log(f"{what}: scheduler {client.scheduler.address}, {len(client.scheduler_info()['workers'])} workers")
     else:
         kw = {"security": security, "protocol": "tls://"} if security is not None else {}
