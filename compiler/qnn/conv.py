@@ -65,14 +65,17 @@ def conv2d_int32(a, w, strides=1, pads=0, pad_value: int = 0) -> np.ndarray:
     _check_conv(a, w)
     sh, sw = norm_pair(strides, "strides")
     oh, ow = conv_out_hw(a.shape[2], a.shape[3], w.shape[2], w.shape[3], strides, pads)
-    ap = _pad_nchw(a.astype(np.int64), pads, pad_value)
-    w64 = w.astype(np.int64)
-    out = np.zeros((a.shape[0], w.shape[0], oh, ow), dtype=np.int64)
-    for r in range(w.shape[2]):
-        for s in range(w.shape[3]):
-            win = ap[:, :, r:r + sh * (oh - 1) + 1:sh, s:s + sw * (ow - 1) + 1:sw]
-            out += np.einsum("nchw,oc->nohw", win, w64[:, :, r, s])
-    return out.astype(np.int32)
+    # float64 (BLAS) is exact while every partial sum is an integer below 2^53; else int64
+    big = max(int(np.abs(a).max(initial=0)), abs(int(pad_value))) * int(np.abs(w).max(initial=0)) * w[0].size
+    dtype = np.float64 if big < (1 << 53) else np.int64
+    ap = _pad_nchw(a.astype(dtype), pads, pad_value)
+    n, c = ap.shape[:2]
+    o, _, kh, kw = w.shape
+    st = ap.strides          # im2col: one matrix product over every window
+    win = np.lib.stride_tricks.as_strided(ap, (n, oh, ow, c, kh, kw),
+                                          (st[0], st[2] * sh, st[3] * sw, st[1], st[2], st[3]), writeable=False)
+    out = win.reshape(n * oh * ow, c * kh * kw) @ w.astype(dtype).reshape(o, -1).T
+    return np.ascontiguousarray(out.reshape(n, oh, ow, o).transpose(0, 3, 1, 2)).astype(np.int64).astype(np.int32)
 
 
 def _per_out(z, o, what):
@@ -107,7 +110,9 @@ def dense_int32(a, w) -> np.ndarray:
     a, w = np.asarray(a), np.asarray(w)
     if a.ndim != 2 or w.ndim != 2 or a.shape[1] != w.shape[1]:
         raise QnnError(f"dense: input {a.shape} and weight {w.shape} must be (N, K) and (O, K)")
-    return (a.astype(np.int64) @ w.astype(np.int64).T).astype(np.int32)
+    big = int(np.abs(a).max(initial=0)) * int(np.abs(w).max(initial=0)) * a.shape[1]
+    dtype = np.float64 if big < (1 << 53) else np.int64     # float64 BLAS while exact
+    return (a.astype(dtype) @ w.astype(dtype).T).astype(np.int64).astype(np.int32)
 
 
 def qdense(qa, qw, za, zw) -> np.ndarray:
