@@ -32,25 +32,27 @@ from sim.cycle import jitcache  # noqa: F401  (cache stamp covers every source c
 
 from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_UOP, MEM_WGT
 from hw.isa import OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE
+from sim.cycle.gemm_fast import fast_gemm_fits, gemm_fast, refresh_inputs, refresh_weights
 from sim.cycle.kernels import alu_kernel, gemm_kernel, load_kernel, pair_weights, store_kernel
 from sim.cycle.layout import (B_BUSY, B_IDLE, B_MEM_WAIT, B_QUEUE_STALL, B_TOKEN_WAIT, C_ACC, C_FETCH,
                               C_INP, C_OUT, C_UOP, C_WGT, CNT_ACC, CNT_ALU, CNT_GEMM, CNT_INP, CNT_OUT,
                               CNT_UOP, CNT_WGT, ERR_DECODE, ERR_TOKEN_OVERFLOW, ERR_UNFINISHED,
                               FLD_NONE, FLD_TOKEN, FPHASE_DISPATCH, FPHASE_DONE, FPHASE_XFER, F_ITER_IN,
-                              F_ITER_OUT, F_MEMORY_TYPE, F_OPCODE, F_POP_NEXT, F_POP_PREV, F_PUSH_NEXT,
-                              F_PUSH_PREV, F_UOP_BGN, F_UOP_END, F_USE_IMM, F_RESET_REG, F_X_PAD_0,
+                              F_ITER_OUT, F_MEMORY_TYPE, F_OPCODE, F_UOP_BGN, F_UOP_END, F_USE_IMM, F_RESET_REG, F_X_PAD_0,
                               F_X_PAD_1, F_X_SIZE, F_X_STRIDE, F_Y_PAD_0, F_Y_PAD_1, F_Y_SIZE, F_DRAM_BASE, F_SRAM_BASE,
                               P_ALU_PIPE, P_BURST, P_BUS_BYTES, P_CMDQ, P_EB_UOP, P_FETCH_INSNS,
-                              P_BLOCK, P_GEMM_PIPE, P_INSN_ADDR, P_INSN_COUNT, P_LATENCY, P_EB_OUT, P_TOKQ,
+                              P_BATCH, P_BLOCK, P_GEMM_F32, P_GEMM_PIPE, P_INSN_ADDR, P_INSN_COUNT, P_LATENCY, P_EB_OUT, P_TOKQ,
                               S_CHUNK, S_ERR_CODE, S_ERR_FIELD, S_ERR_INSN, S_ERR_LIMIT, S_ERR_VALUE,
                               S_EVENTS, S_FINISH_E, S_NRET, N_FIELDS, P_LAY, S_FLASTD, S_FNEXT, S_FPHASE, S_PORT_UNIT,
                               S_PORT_UNTIL, S_STATUS, S_T, S_TOK0, ST_DEADLOCK, ST_DONE, ST_ERROR,
-                              TOK_G2L, TOK_G2S, TOK_L2G, TOK_S2G, U_COMPUTE, U_FETCH, U_LOAD, U_STORE, US_ADDR0, US_BEATS,
+                              TOK_G2L, TOK_G2S, TOK_L2G, TOK_S2G, U_COMPUTE, U_FETCH, U_LOAD, US_ADDR0, US_BEATS,
                               US_BUSY, US_CLIENT, US_E, US_GRANTED, US_NBYTES,
                               US_NDISP, US_NROWS, US_NSTART, US_NTOTAL, US_PIDX, US_QOFF, US_REQ, US_ROW,
                               US_S, US_STRIDE, US_W, US_W1, US_XFER)
 
 NO_TIME = np.int64(1) << np.int64(62)
+# control bits of an instruction word, at the same place in every format (sim.cycle.engine.params checks)
+CTL_POP_PREV, CTL_POP_NEXT, CTL_PUSH_PREV, CTL_PUSH_NEXT = np.uint64(3), np.uint64(4), np.uint64(5), np.uint64(6)
 
 
 @njit(cache=True, inline="always")
@@ -76,19 +78,23 @@ def decode_row(F, P, j, row):
 
 
 @njit(cache=True, inline="always")
-def _set_row(US, u, P):
-    a = US[u, US_ADDR0] + US[u, US_ROW] * US[u, US_STRIDE]
-    B = P[P_BUS_BYTES]
-    US[u, US_W] = a // B
-    US[u, US_W1] = (a + US[u, US_NBYTES] + B - 1) // B
-    _set_beats(US, u, P)
+def _row_words(addr0, row, stride, nbytes, bus_bytes):
+    """First and end bus words of row ``row`` of a transfer."""
+    a = addr0 + row * stride
+    return a // bus_bytes, (a + nbytes + bus_bytes - 1) // bus_bytes
 
 
 @njit(cache=True, inline="always")
-def _set_beats(US, u, P):
+def _beats(w, w1, burst):
     # a burst never crosses a BURST_BEATS-word aligned boundary (timing.md 4.1)
-    w, K = US[u, US_W], P[P_BURST]
-    US[u, US_BEATS] = min(US[u, US_W1], (w // K + 1) * K) - w
+    return min(w1, (w // burst + 1) * burst) - w
+
+
+@njit(cache=True)
+def _set_row(US, u, P):
+    US[u, US_W], US[u, US_W1] = _row_words(US[u, US_ADDR0], US[u, US_ROW], US[u, US_STRIDE], US[u, US_NBYTES],
+                                           P[P_BUS_BYTES])
+    US[u, US_BEATS] = _beats(US[u, US_W], US[u, US_W1], P[P_BURST])
 
 
 @njit(cache=True, inline="always")
@@ -116,20 +122,7 @@ def _fetch_begin(S, US, P, chunk_req, req_t):
 
 
 @njit(cache=True, inline="always")
-def _unit(F, P, j):
-    """Unit executing instruction j (hardware spec 4.1): LOAD INP/WGT load, STORE store, else compute."""
-    op = fld(F, P, j, F_OPCODE)
-    if op == OP_STORE:
-        return U_STORE
-    if op == OP_LOAD:
-        mt = fld(F, P, j, F_MEMORY_TYPE)
-        if mt == MEM_INP or mt == MEM_WGT:
-            return U_LOAD
-    return U_COMPUTE
-
-
-@njit(cache=True, inline="always")
-def _token_slots(u, F, j):
+def _token_slots(u):
     """(slot popped by pop_prev, by pop_next, pushed by push_prev, by push_next); -1 = flag unused."""
     if u == U_LOAD:
         return -1, TOK_G2L, -1, TOK_L2G
@@ -149,7 +142,8 @@ def _fail(S, code, j, field, value, limit):
 
 
 @njit(cache=True)
-def _execute(u, j, t, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp2, wgt_b, wgt2, wgt_pairs, acc_b, acc2):
+def _execute(u, j, t, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp2, wgt_b, wgt2, wgt_pairs, acc_b, acc2,
+             xf, wt, ab, pb):
     """Apply instruction j's data effect and schedule its end (or its first DMA request).
 
     The instruction's fields are decoded once into ``row`` (``row[0, F_*]``), which the kernels take
@@ -179,12 +173,16 @@ def _execute(u, j, t, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp
                 client = C_UOP
             elif mt == MEM_INP:
                 dig = load_kernel(row, 0, inp_b, inp2.shape[0], inp2.shape[1], eb, False, dram, err)
+                if err[0] == 0 and P[P_GEMM_F32] != 0:
+                    refresh_inputs(inp2, xf, row[0, F_SRAM_BASE], n_sram, P[P_BATCH])
                 CNT[CNT_INP] += x * y * eb
                 client = C_INP
             elif mt == MEM_WGT:
                 dig = load_kernel(row, 0, wgt_b, wgt2.shape[0], wgt2.shape[1], eb, False, dram, err)
                 if err[0] == 0:
                     pair_weights(wgt2, wgt_pairs, row[0, F_SRAM_BASE], n_sram, P[P_BLOCK])
+                    if P[P_GEMM_F32] != 0:
+                        refresh_weights(wgt2, wt, row[0, F_SRAM_BASE], n_sram)
                 CNT[CNT_WGT] += x * y * eb
                 client = C_WGT
             elif mt == MEM_ACC or mt == MEM_ACC_8BIT:
@@ -205,7 +203,10 @@ def _execute(u, j, t, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp
         n = (row[0, F_ITER_OUT] * row[0, F_ITER_IN]
              * max(0, row[0, F_UOP_END] - row[0, F_UOP_BGN]))
         if op == OP_GEMM:
-            dig = gemm_kernel(row, 0, uop32, P, inp2, wgt_pairs, acc2, err)
+            if row[0, F_RESET_REG] == 0 and P[P_GEMM_F32] != 0 and fast_gemm_fits(row, 0, P, pb):
+                dig = gemm_fast(row, 0, uop32, P, xf, wt, ab, pb, acc2, err)
+            else:
+                dig = gemm_kernel(row, 0, uop32, P, inp2, wgt_pairs, acc2, err)
             if row[0, F_RESET_REG] == 0:
                 CNT[CNT_GEMM] += n
             dur = n + P[P_GEMM_PIPE]
@@ -222,28 +223,14 @@ def _execute(u, j, t, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp
     return dig
 
 
-@njit(cache=True, inline="always")
-def _can_start(u, t, S, US, F, P, modq, disp):
-    """The queue head of idle module u is visible at t and its tokens are there: its index, else -1."""
-    if US[u, US_BUSY] or US[u, US_NSTART] >= US[u, US_NDISP]:
-        return -1
-    j = modq[US[u, US_QOFF] + US[u, US_NSTART]]
-    if disp[j] >= t:
-        return -1
-    pp, pn, _, _ = _token_slots(u, F, j)
-    if (fld(F, P, j, F_POP_PREV) != 0 and pp >= 0 and S[S_TOK0 + pp] == 0) or \
-            (fld(F, P, j, F_POP_NEXT) != 0 and pn >= 0 and S[S_TOK0 + pn] == 0):
-        return -1
-    return j
-
-
 @njit(cache=True)
 def _start(u, j, t, S, US, F, P, row, s_cyc, dig_out, CNT, err, dram, uop32, uop_b, inp_b, inp2,
-           wgt_b, wgt2, wgt_pairs, acc_b, acc2):
+           wgt_b, wgt2, wgt_pairs, acc_b, acc2, xf, wt, ab, pb):
     """Start instruction j on module u at t: pop its tokens, apply its data effect, schedule it."""
-    pp, pn, _, _ = _token_slots(u, F, j)
-    need_p = fld(F, P, j, F_POP_PREV) != 0 and pp >= 0
-    need_n = fld(F, P, j, F_POP_NEXT) != 0 and pn >= 0
+    pp, pn, _, _ = _token_slots(u)
+    ctl = F[j, 0]
+    need_p = (ctl >> CTL_POP_PREV) & np.uint64(1) != 0 and pp >= 0
+    need_n = (ctl >> CTL_POP_NEXT) & np.uint64(1) != 0 and pn >= 0
     if need_p:
         S[S_TOK0 + pp] -= 1
     if need_n:
@@ -254,18 +241,11 @@ def _start(u, j, t, S, US, F, P, row, s_cyc, dig_out, CNT, err, dram, uop32, uop
     US[u, US_S] = t
     US[u, US_E] = -1
     s_cyc[j] = t
-    d = _execute(u, j, t, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp2, wgt_b, wgt2, wgt_pairs, acc_b, acc2)
+    d = _execute(u, j, t, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp2, wgt_b, wgt2, wgt_pairs, acc_b, acc2,
+                 xf, wt, ab, pb)
     dig_out[j] = np.uint32(d)
     if err[0] != 0:
         _fail(S, err[0], j, err[1], err[2], err[3])
-
-
-@njit(cache=True, inline="always")
-def _head_waits_token(u, t, S, US, F, modq, disp):
-    if US[u, US_NSTART] >= US[u, US_NDISP]:
-        return False
-    j = modq[US[u, US_QOFF] + US[u, US_NSTART]]
-    return disp[j] < t
 
 
 @njit(cache=True)
@@ -283,15 +263,21 @@ def init_state(S, US, P, chunk_req):
 
 
 @njit(cache=True)
-def run_slice(S, US, F, P, modq, disp, s_cyc, e_cyc, dig, ret, chunk_req, chunk_done, BD, CNT, dram,
-              uop32, uop_b, inp_b, inp2, wgt_b, wgt2, wgt_pairs, acc_b, acc2, event_budget):
-    """Run at most ``event_budget`` loop iterations; state lives in S/US so the next call resumes."""
+def run_slice(S, US, F, P, module, modq, disp, s_cyc, e_cyc, dig, ret, chunk_req, chunk_done, BD, CNT, dram,
+              uop32, uop_b, inp_b, inp2, wgt_b, wgt2, wgt_pairs, acc_b, acc2, xf, wt, ab, pb, event_budget):
+    """Run at most ``event_budget`` loop iterations; state lives in S/US so the next call resumes.
+
+    The per-event code reads arrays directly rather than through helpers that take arrays: numba counts
+    references to an array passed into an inlined helper (two atomic operations per array per call), which
+    once cost more than the whole event logic.  Control bits come straight from the instruction word
+    (``CTL_*``: the same bits in every format, checked by ``sim.cycle.engine.params``) and the unit from
+    the program's module array."""
     err = np.zeros(4, np.int64)
     row = np.zeros((1, N_FIELDS), np.int64)
     ended = np.zeros(4, np.int64)
     bucket = np.zeros(4, np.int64)
     L, Q, TQ = P[P_LATENCY], P[P_CMDQ], P[P_TOKQ]
-    count = P[P_INSN_COUNT]
+    count, bus, burst, fetch_insns = P[P_INSN_COUNT], P[P_BUS_BYTES], P[P_BURST], P[P_FETCH_INSNS]
     for _ in range(event_budget):
         t = S[S_T]
         active = False
@@ -306,9 +292,11 @@ def run_slice(S, US, F, P, modq, disp, s_cyc, e_cyc, dig, ret, chunk_req, chunk_
             if US[u, US_W] == US[u, US_W1]:
                 US[u, US_ROW] += 1
                 if US[u, US_ROW] < US[u, US_NROWS]:
-                    _set_row(US, u, P)
+                    US[u, US_W], US[u, US_W1] = _row_words(US[u, US_ADDR0], US[u, US_ROW], US[u, US_STRIDE],
+                                                           US[u, US_NBYTES], bus)
+                    US[u, US_BEATS] = _beats(US[u, US_W], US[u, US_W1], burst)
             else:
-                _set_beats(US, u, P)
+                US[u, US_BEATS] = _beats(US[u, US_W], US[u, US_W1], burst)
             if US[u, US_ROW] == US[u, US_NROWS]:
                 US[u, US_XFER] = 0
                 US[u, US_REQ] = -1
@@ -330,13 +318,13 @@ def run_slice(S, US, F, P, modq, disp, s_cyc, e_cyc, dig, ret, chunk_req, chunk_
                 US[u, US_BUSY] = 0
                 ended[u] = 1
                 active = True
-                if fld(F, P, j, F_OPCODE) == OP_FINISH:
+                if F[j, 0] & np.uint64(7) == OP_FINISH:
                     S[S_FINISH_E] = t
         # C. dispatch
         dispatched = False
         if S[S_FPHASE] == FPHASE_DISPATCH:
             j = S[S_FNEXT]
-            u = _unit(F, P, j)
+            u = module[j] + 1
             if US[u, US_NDISP] - US[u, US_NSTART] < Q:
                 disp[j] = t
                 US[u, US_NDISP] += 1
@@ -346,19 +334,28 @@ def run_slice(S, US, F, P, modq, disp, s_cyc, e_cyc, dig, ret, chunk_req, chunk_
                 active = True
                 if S[S_FNEXT] == count:
                     S[S_FPHASE] = FPHASE_DONE
-                elif S[S_FNEXT] % P[P_FETCH_INSNS] == 0:
+                elif S[S_FNEXT] % fetch_insns == 0:
                     S[S_CHUNK] += 1
                     _fetch_begin(S, US, P, chunk_req, t + 1)
         # D. starts
         for u in range(1, 4):
-            j = -1 if ended[u] else _can_start(u, t, S, US, F, P, modq, disp)
-            if j >= 0:
-                _start(u, j, t, S, US, F, P, row, s_cyc, dig, CNT, err, dram, uop32, uop_b, inp_b, inp2, wgt_b, wgt2,
-                       wgt_pairs, acc_b, acc2)
-                active = True
-                if S[S_STATUS] == ST_ERROR:
-                    S[S_T] = t
-                    return
+            # the queue head of an idle module starts if it is visible at t and its tokens are there
+            if ended[u] or US[u, US_BUSY] or US[u, US_NSTART] >= US[u, US_NDISP]:
+                continue
+            j = modq[US[u, US_QOFF] + US[u, US_NSTART]]
+            if disp[j] >= t:
+                continue
+            pp, pn, _, _ = _token_slots(u)
+            ctl = F[j, 0]
+            if ((ctl >> CTL_POP_PREV) & np.uint64(1) != 0 and pp >= 0 and S[S_TOK0 + pp] == 0) or \
+                    ((ctl >> CTL_POP_NEXT) & np.uint64(1) != 0 and pn >= 0 and S[S_TOK0 + pn] == 0):
+                continue
+            _start(u, j, t, S, US, F, P, row, s_cyc, dig, CNT, err, dram, uop32, uop_b, inp_b, inp2, wgt_b, wgt2,
+                   wgt_pairs, acc_b, acc2, xf, wt, ab, pb)
+            active = True
+            if S[S_STATUS] == ST_ERROR:
+                S[S_T] = t
+                return
         # E. arbitration
         if S[S_PORT_UNTIL] < 0:
             best, best_c = -1, 99
@@ -375,8 +372,9 @@ def run_slice(S, US, F, P, modq, disp, s_cyc, e_cyc, dig, ret, chunk_req, chunk_
         for u in range(1, 4):
             if ended[u]:
                 j = US[u, US_PIDX]
-                _, _, sp, sn = _token_slots(u, F, j)
-                for slot, flag in ((sp, fld(F, P, j, F_PUSH_PREV)), (sn, fld(F, P, j, F_PUSH_NEXT))):
+                _, _, sp, sn = _token_slots(u)
+                ctl = F[j, 0]
+                for slot, flag in ((sp, (ctl >> CTL_PUSH_PREV) & np.uint64(1)), (sn, (ctl >> CTL_PUSH_NEXT) & np.uint64(1))):
                     if slot >= 0 and flag != 0:
                         S[S_TOK0 + slot] += 1
                         if S[S_TOK0 + slot] > TQ:
@@ -396,7 +394,7 @@ def run_slice(S, US, F, P, modq, disp, s_cyc, e_cyc, dig, ret, chunk_req, chunk_
             if US[u, US_BUSY] or ended[u]:
                 pending = US[u, US_XFER] and US[u, US_REQ] >= 0 and US[u, US_REQ] <= t and not US[u, US_GRANTED]
                 bucket[u] = B_MEM_WAIT if pending else B_BUSY
-            elif _head_waits_token(u, t, S, US, F, modq, disp):
+            elif US[u, US_NSTART] < US[u, US_NDISP] and disp[modq[US[u, US_QOFF] + US[u, US_NSTART]]] < t:
                 bucket[u] = B_TOKEN_WAIT
             else:
                 bucket[u] = B_IDLE
@@ -432,3 +430,20 @@ def run_slice(S, US, F, P, modq, disp, s_cyc, e_cyc, dig, ret, chunk_req, chunk_
         for u in range(4):
             BD[u, bucket[u]] += tn - t
         S[S_T] = tn
+
+
+@njit(cache=True)
+def replay_data(order, kinds, S, US, F, P, module, CNT, dram, uop32, uop_b, inp_b, inp2, wgt_b, wgt2, wgt_pairs, acc_b, acc2,
+                xf, wt, ab, pb):
+    """The data effects alone: instructions ``order`` in that order through the same kernels as a run, no
+    event loop, skipping opcodes whose ``kinds[opcode]`` is 0 (what the engine-speed bench times as the data
+    work of a run).  Returns the sum of the digests."""
+    err = np.zeros(4, np.int64)
+    row = np.zeros((1, N_FIELDS), np.int64)
+    d = np.uint64(0)
+    for k in range(order.size):
+        j = order[k]
+        if kinds[F[j, 0] & np.uint64(7)] != 0:
+            d += _execute(module[j] + 1, j, 0, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp2, wgt_b,
+                          wgt2, wgt_pairs, acc_b, acc2, xf, wt, ab, pb)
+    return d

@@ -6,8 +6,11 @@ million loop iterations), so Python is touched a handful of times per run, only 
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import sys
 import time
+import weakref
 from collections.abc import Sequence
 
 import numpy as np
@@ -15,23 +18,39 @@ import numpy as np
 from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_OUT, MEM_UOP, MEM_WGT, VTAConfig
 from hw.isa import INSN_FIELDS, OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, SIGNED_FIELDS, layout
 from sim.cycle import core
+from sim.cycle.gemm_fast import float32_exact, scratch
 from sim.cycle.layout import (BUCKET_NAMES, ERR_TOKEN_OVERFLOW, ERR_UNFINISHED, FIELD_NAMES, N_FIELDS, N_PARAMS,
                               N_S, N_UNITS, N_US, P_ALU_PIPE, P_BATCH, P_BLOCK, P_BURST, P_BUS_BYTES,
-                              P_CMDQ, P_EB_UOP, P_FETCH_INSNS, P_GEMM_PIPE, P_INSN_ADDR, P_INSN_COUNT,
+                              P_CMDQ, P_EB_UOP, P_FETCH_INSNS, P_GEMM_F32, P_GEMM_PIPE, P_INSN_ADDR, P_INSN_COUNT,
                               P_LATENCY, P_LAY, P_TOKQ, P_UOP_DST_LO, P_UOP_DST_MASK, P_UOP_SRC_LO,
                               P_UOP_SRC_MASK, P_UOP_WGT_LO, P_UOP_WGT_MASK, S_ERR_CODE, S_ERR_FIELD,
                               S_ERR_INSN, S_ERR_LIMIT, S_ERR_VALUE, S_NRET, S_STATUS, S_T, S_TOK0, ST_DEADLOCK,
                               ST_DONE, ST_ERROR, TOKEN_NAMES, UNIT_NAMES, US_NTOTAL, US_QOFF)
-from sim.errors import ProgramError, RunError, TokenOverflowError
+from sim.errors import ProgramError, RunError, SimError, TokenOverflowError
 from sim.program import Program, load_program
 from sim.result import COUNTER_NAMES, RetireRecord, RunResult
 
 SLICE_EVENTS = 1 << 20
+GEMM_PATHS = ("auto", "int")
 PROGRESS_AFTER_S = 2.0
 
 
-def params(cfg: VTAConfig, insn_addr: int, insn_count: int) -> np.ndarray:
+def params(cfg: VTAConfig, insn_addr: int, insn_count: int, gemm: str = "auto") -> np.ndarray:
+    """The core's parameter vector.  ``gemm``: "auto" = the float32 fast path where :func:`float32_exact`
+    proves it exact for the config's widths, "int" = the integer kernel for every GEMM."""
+    if gemm not in GEMM_PATHS:
+        raise SimError(f"gemm = {gemm!r} is not one of {', '.join(GEMM_PATHS)}")
+    P = _config_params(cfg, gemm).copy()
+    P[P_INSN_ADDR] = insn_addr
+    P[P_INSN_COUNT] = insn_count
+    return P
+
+
+@functools.lru_cache(maxsize=64)
+def _config_params(cfg: VTAConfig, gemm: str) -> np.ndarray:
+    """Everything in P that depends on the config only (built once per config: ~0.1 ms of Python)."""
     P = np.zeros(N_PARAMS, np.int64)
+    P[P_GEMM_F32] = int(gemm == "auto" and float32_exact(cfg.inp_width, cfg.wgt_width, cfg.block_in))
     P[P_LATENCY] = cfg.DRAM_LATENCY
     P[P_BUS_BYTES] = cfg.bus_bytes
     P[P_BURST] = cfg.BURST_BEATS
@@ -40,8 +59,6 @@ def params(cfg: VTAConfig, insn_addr: int, insn_count: int) -> np.ndarray:
     P[P_FETCH_INSNS] = cfg.FETCH_INSNS
     P[P_GEMM_PIPE] = cfg.GEMM_PIPE_DEPTH
     P[P_ALU_PIPE] = cfg.ALU_PIPE_DEPTH
-    P[P_INSN_ADDR] = insn_addr
-    P[P_INSN_COUNT] = insn_count
     P[P_BATCH] = cfg.batch
     P[P_BLOCK] = cfg.block_in
     uop = layout(cfg).uop
@@ -52,6 +69,9 @@ def params(cfg: VTAConfig, insn_addr: int, insn_count: int) -> np.ndarray:
     for mt in (MEM_UOP, MEM_WGT, MEM_INP, MEM_ACC, MEM_OUT, MEM_ACC_8BIT):
         P[P_EB_UOP + mt] = cfg.dram_elem_bytes(mt)
     lay = layout(cfg)
+    for fmt in (lay.mem, lay.gemm, lay.alu, lay.finish):   # the core reads these bits straight from the word
+        assert [fmt[name] for name in ("opcode", "pop_prev", "pop_next", "push_prev", "push_next")] == \
+            [(0, 3), (3, 1), (4, 1), (5, 1), (6, 1)], fmt
     for op in range(8):
         fmt = {OP_LOAD: lay.mem, OP_STORE: lay.mem, OP_GEMM: lay.gemm, OP_ALU: lay.alu,
                OP_FINISH: lay.finish}.get(op, {"opcode": lay.mem["opcode"]})
@@ -61,6 +81,7 @@ def params(cfg: VTAConfig, insn_addr: int, insn_count: int) -> np.ndarray:
                 assert lo // 64 == (lo + width - 1) // 64, name      # a field never straddles the halves
                 P[P_LAY + (op * N_FIELDS + k) * 3:P_LAY + (op * N_FIELDS + k) * 3 + 3] = \
                     (lo, width, int(name in SIGNED_FIELDS))
+    P.flags.writeable = False
     return P
 
 
@@ -111,7 +132,7 @@ class CycleMachine:
     own bytes), then dispatch/start/end cycles (int64), the digest (uint32), the module queues and the
     retire order (int32)."""
 
-    def __init__(self, prog: Program, dram: np.ndarray, insn_addr: int):
+    def __init__(self, prog: Program, dram: np.ndarray, insn_addr: int, gemm: str = "auto"):
         cfg = self.cfg = prog.cfg
         self.prog = prog
         n = prog.count
@@ -122,7 +143,8 @@ class CycleMachine:
             F = F.view()
             F.flags.writeable = False
         self.F = F
-        self.P = params(cfg, insn_addr, n)
+        self.module = np.ascontiguousarray(prog.module, dtype=np.int8)
+        self.P = params(cfg, insn_addr, n, gemm)
         self.S = np.zeros(N_S, np.int64)
         self.US = np.zeros((N_UNITS, N_US), np.int64)
         self.modq = np.empty(n, np.int32)     # the three module queues back to back, program indices
@@ -150,16 +172,17 @@ class CycleMachine:
         self.wgt2 = np.zeros((cfg.wgt_depth, cfg.wgt_elem_bytes), np.int8)
         self.wgt_pairs = np.zeros_like(self.wgt2)           # the GEMM's layout, see kernels.pair_weights
         self.acc2 = np.zeros((cfg.acc_depth, cfg.batch * cfg.block_out), np.int32)
+        self.xf, self.wt, self.ab, self.pb = scratch(cfg)       # the float32 GEMM path (sim.cycle.gemm_fast)
         core.init_state(self.S, self.US, self.P, self.chunk_req)
 
     def step(self, events: int | None = None) -> int:
         """Run one slice of at most ``events`` loop iterations; returns the status (0 = running)."""
-        core.run_slice(self.S, self.US, self.F, self.P, self.modq, self.disp, self.s_cyc,
+        core.run_slice(self.S, self.US, self.F, self.P, self.module, self.modq, self.disp, self.s_cyc,
                        self.e_cyc, self.dig, self.ret, self.chunk_req, self.chunk_done, self.BD, self.CNT, self.dram,
                        self.uop32, self.uop32.view(np.uint8), self.inp2.view(np.uint8).reshape(-1), self.inp2,
                        self.wgt2.view(np.uint8).reshape(-1), self.wgt2, self.wgt_pairs,
                        self.acc2.view(np.uint8).reshape(-1),
-                       self.acc2, SLICE_EVENTS if events is None else events)
+                       self.acc2, self.xf, self.wt, self.ab, self.pb, SLICE_EVENTS if events is None else events)
         return int(self.S[S_STATUS])
 
     def run(self, progress=None) -> None:
@@ -255,11 +278,27 @@ def warm_up(cfg: VTAConfig | None = None) -> None:
     _warmed.append(True)
 
 
-def run_image(image, trace=None, perfetto=None, progress=None, **ignored) -> RunResult:
-    warm_up(image.cfg)
+_programs = weakref.WeakKeyDictionary()     # image -> (what it was checked for, Program)
+
+
+def cached_program(image) -> Program:
+    """:func:`sim.program.load_program` of ``image``, kept with the image object and reused while its
+    config, DRAM size and instruction bytes are the same (the bytes are hashed on every call: a few
+    microseconds for a layer, where decoding and checking again costs ~0.4 ms)."""
+    key = (image.cfg, image.dram_size, image.insn_addr, hashlib.blake2b(image.insn_bytes(), digest_size=16).digest())
+    hit = _programs.get(image)
+    if hit is not None and hit[0] == key:
+        return hit[1]
     prog = load_program(image)
+    _programs[image] = (key, prog)
+    return prog
+
+
+def run_image(image, trace=None, perfetto=None, progress=None, gemm="auto", **ignored) -> RunResult:
+    warm_up(image.cfg)
+    prog = cached_program(image)
     t0, c0 = time.perf_counter(), time.process_time()
-    m = CycleMachine(prog, image.dram(), image.insn_addr)
+    m = CycleMachine(prog, image.dram(), image.insn_addr, gemm)
     m.run(progress)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     records = m.records()

@@ -277,27 +277,71 @@ def alu_op(op, x, y):
 
 
 @njit(cache=True)
+def lane_hashes(lanes):
+    """``(ln * 0x9E3779B1) mod 2^32`` per lane: with ``row_hash`` the word-index half of :func:`mix` in
+    32-bit lanes (``x = row * lanes + ln``, and the product is taken mod 2^32)."""
+    hx = np.empty(lanes, np.uint32)
+    for ln in range(lanes):
+        hx[ln] = np.uint32((np.uint64(ln) * MIX_X) & M32)
+    return hx
+
+
+@njit(cache=True, inline="always")
+def row_hash(first_word):
+    return np.uint32((first_word & M32) * MIX_X)
+
+
+@njit(cache=True, inline="always")
+def mix32(hb, h, v):
+    """:func:`mix` of word ``x`` with ``(x * 0x9E3779B1) mod 2^32 = hb + h`` and value v, all uint32."""
+    return np.uint32((np.uint32(v) ^ np.uint32(hb + h)) * np.uint32(MIX_V))
+
+
+@njit(cache=True)
+def lane_sum(dv):
+    d = np.uint64(0)
+    for ln in range(dv.size):
+        d += np.uint64(dv[ln])
+    return d & M32
+
+
+@njit(cache=True)
+def uop_arrays(uops, bgn, nu, P):
+    """The (dst, src, wgt) fields of uops ``[bgn, bgn + nu)`` as three int64 arrays."""
+    udst, usrc, uwgt = np.empty(nu, np.int64), np.empty(nu, np.int64), np.empty(nu, np.int64)
+    for u in range(nu):
+        udst[u], usrc[u], uwgt[u] = uop_fields(uops, bgn + u, P)
+    return udst, usrc, uwgt
+
+
+@njit(cache=True)
 def alu_kernel(F, j, uops, P, acc, err):
-    """ALU over the whole loop nest, in place and in uop order (a dst read later as src sees it)."""
+    """ALU over the whole loop nest, in place and in uop order (a dst read later as src sees it).
+
+    Rows are addressed by flat unsigned offsets (no row views, so no reference counting per uop) and each
+    uop's lanes are one vectorisable loop; the digest is summed per lane in 32-bit words."""
     if not check_loop_indices(F, j, uops, P, False, False, acc.shape[0], acc.shape[0], 1, err):
         return np.uint64(0)
     bgn, end = F[j, F_UOP_BGN], F[j, F_UOP_END]
+    nu = max(0, end - bgn)
     op, use_imm, imm = F[j, F_ALU_OPCODE], F[j, F_USE_IMM] != 0, np.int32(F[j, F_IMM])
     lanes = acc.shape[1]
-    d = np.uint64(0)
+    ul = np.uint64(lanes)
+    udst, usrc, _ = uop_arrays(uops, bgn, nu, P)
+    accf = acc.reshape(-1)
+    hx = lane_hashes(lanes)
+    dv = np.zeros(lanes, np.uint32)
     for io in range(F[j, F_ITER_OUT]):
         for ii in range(F[j, F_ITER_IN]):
             doff = io * F[j, F_DST_FACTOR_OUT] + ii * F[j, F_DST_FACTOR_IN]
             soff = io * F[j, F_SRC_FACTOR_OUT] + ii * F[j, F_SRC_FACTOR_IN]
-            for u in range(bgn, end):
-                dst, src, _ = uop_fields(uops, u, P)
-                a = dst + doff
-                ar = acc[a]
-                sr = acc[src + soff]
-                base = np.uint64(a * lanes)
+            for u in range(nu):
+                a = np.uint64(udst[u] + doff) * ul
+                sa = np.uint64(usrc[u] + soff) * ul
+                hb = row_hash(a)
                 for ln in range(lanes):
-                    y = imm if use_imm else sr[ln]
-                    v = alu_op(op, ar[ln], y)
-                    ar[ln] = v
-                    d += mix(base + np.uint64(ln), np.uint64(np.uint32(v)))
-    return d & M32
+                    y = imm if use_imm else accf[sa + np.uint64(ln)]
+                    v = alu_op(op, accf[a + np.uint64(ln)], y)
+                    accf[a + np.uint64(ln)] = v
+                    dv[ln] = np.uint32(dv[ln] + mix32(hb, hx[ln], v))
+    return lane_sum(dv)

@@ -22,11 +22,13 @@ assert INSN_FIELDS == ("opcode", "pop_prev", "pop_next", "push_prev", "push_next
 # ---- parameter vector P (filled from VTAConfig by sim.cycle.engine) ----
 (P_LATENCY, P_BUS_BYTES, P_BURST, P_CMDQ, P_TOKQ, P_FETCH_INSNS, P_GEMM_PIPE, P_ALU_PIPE, P_INSN_ADDR,
  P_INSN_COUNT, P_BATCH, P_BLOCK, P_UOP_DST_LO, P_UOP_DST_MASK, P_UOP_SRC_LO, P_UOP_SRC_MASK,
- P_UOP_WGT_LO, P_UOP_WGT_MASK, P_EB_UOP, P_EB_WGT, P_EB_INP, P_EB_ACC, P_EB_OUT, P_EB_ACC8) = range(24)
+ P_UOP_WGT_LO, P_UOP_WGT_MASK, P_EB_UOP, P_EB_WGT, P_EB_INP, P_EB_ACC, P_EB_OUT, P_EB_ACC8, P_GEMM_F32) = range(25)
 N_FIELDS = 29
-P_LAY = 24
+P_LAY = 25
 N_PARAMS = P_LAY + 8 * N_FIELDS * 3
 # P_EB_<mem> are DRAM element bytes indexed by memory type (P_EB_UOP + memory_type).
+# P_GEMM_F32: 1 = non-reset GEMMs take the grouped float32 path of sim.cycle.gemm_fast (the widths prove it
+# exact), 0 = the integer kernel for every GEMM.
 # P_LAY + (opcode * N_FIELDS + field) * 3 + (0, 1, 2) = (lsb, width, signed) of a field in an
 # instruction of that opcode (width 0: the opcode has no such field, it reads as 0).
 

@@ -1,0 +1,119 @@
+"""The cycle engine's GEMM fast path (grouped float32 products, sim.cycle.gemm_fast) is invisible: it gives
+the functional engine's bytes, and the integer kernel's retire records (digests included) and cycles.
+Each fallback to the integer kernel is forced here and checked against the functional engine."""
+
+import numpy as np
+import pytest
+
+from hw.config import MEM_INP, MEM_UOP, MEM_WGT, PRESETS, load_config, load_preset
+from sim import functional
+from sim.builder import ProgramBuilder
+from sim.cycle import gemm_fast, run_image
+from sim.errors import SimError
+from sim.programs.randprog import generate
+from sim.programs.synthetic import gemm_bound_image
+from engine_checks import same_run
+
+
+def both_paths(img):
+    """Functional run, fast-path cycle run, integer-kernel cycle run; asserts they agree and returns them."""
+    ref, fast, slow = functional.run_image(img), run_image(img), run_image(img, gemm="int")
+    same_run(img, ref, fast, timing=False)
+    same_run(img, slow, fast, timing=True)            # same records (digests), cycles and bytes
+    return ref, fast, slow
+
+
+def adversarial_sum_exact(inp_bits, wgt_bits, block_in):
+    """Is the worst-case tile lane exact when summed in float32?  block_in - 1 products at the largest
+    magnitude then a product of 1, added in order: every partial sum must be held exactly."""
+    big = float(1 << (inp_bits + wgt_bits - 2))
+    terms = np.array([big] * (block_in - 1) + [1.0], np.float64)
+    in_f32 = np.cumsum(terms.astype(np.float32), dtype=np.float32)
+    return bool(np.array_equal(in_f32.astype(np.float64), np.cumsum(terms)))
+
+
+@pytest.mark.parametrize("inp_bits,wgt_bits", [(8, 8), (8, 4), (4, 4), (16, 8), (16, 16)])
+@pytest.mark.parametrize("log_block", range(1, 14))
+def test_float32_bound_is_the_exactness_limit(inp_bits, wgt_bits, log_block):
+    """The bound admits a width/block combination exactly when float32 sums its worst tile lane exactly
+    (numpy's float32 cumulative sum is the independent judge)."""
+    blk = 1 << log_block
+    assert gemm_fast.float32_exact(inp_bits, wgt_bits, blk) == adversarial_sum_exact(inp_bits, wgt_bits, blk)
+
+
+@pytest.mark.parametrize("preset_name", PRESETS)
+def test_every_preset_takes_the_float32_path(preset_name):
+    cfg = load_preset(preset_name)
+    assert gemm_fast.float32_exact(cfg.inp_width, cfg.wgt_width, cfg.block_in)
+
+
+@pytest.mark.parametrize("preset_name", PRESETS)
+@pytest.mark.parametrize("seed", range(25))
+def test_random_programs_fast_equals_integer_kernel(preset_name, seed):
+    both_paths(generate(load_preset(preset_name), 50_000 + seed))
+
+
+@pytest.mark.parametrize("preset_name", ["1x16x16", "2x16x16"])
+def test_gemm_bound_stream_repeated_tiles(preset_name):
+    """Inner loop with src and wgt factors 0: the products are computed once and added 256 times."""
+    img = gemm_bound_image(load_preset(preset_name), gemms=2, repeat=64)
+    both_paths(img)
+
+
+def _gemm_program(cfg, seed, n_uops, iters, reset_between):
+    """LOAD inputs, weights and ``n_uops`` uops; GEMM accumulate; optionally a reset GEMM on half the rows
+    and a second accumulate; STORE every accumulator row the uops name."""
+    rng = np.random.default_rng(seed)
+    rows = min(cfg.acc_depth, cfg.inp_depth, 64)
+    nw = min(cfg.wgt_depth, 16)
+    x = rng.integers(-128, 128, (rows, cfg.batch, cfg.block_in)).astype(np.int8)
+    w = rng.integers(-128, 128, (nw, cfg.block_out, cfg.block_in)).astype(np.int8)
+    io, ii = iters
+    uops = [(int(rng.integers(0, rows - io)), int(rng.integers(0, rows - io - ii)), int(rng.integers(0, nw - ii)))
+            for _ in range(n_uops)]
+    b = ProgramBuilder(cfg)
+    xb, wb = b.data("x", x), b.data("w", w)
+    out = b.output("y", rows * cfg.out_elem_bytes)
+    b.load(memory_type=MEM_INP, dram_base=xb, x_size=rows)
+    b.load(memory_type=MEM_WGT, dram_base=wb, x_size=nw, push_next=1)
+    b.load(memory_type=MEM_UOP, dram_base=b.uops(uops), x_size=len(uops), pop_prev=1)
+    nest = dict(uop_bgn=0, uop_end=len(uops), iter_out=io, iter_in=ii, dst_factor_out=1, dst_factor_in=0,
+                src_factor_out=1, src_factor_in=1, wgt_factor_out=0, wgt_factor_in=1)
+    b.gemm(**nest)
+    if reset_between:
+        b.gemm(reset_reg=1, uop_bgn=0, uop_end=len(uops) // 2, iter_out=io, iter_in=1, dst_factor_out=1)
+        b.gemm(**nest)
+    b.nop("compute", push_next=1)
+    b.store(dram_base=out, x_size=rows, pop_prev=1, push_prev=1)
+    b.nop("compute", pop_next=1)
+    b.finish()
+    return b.build()
+
+
+@pytest.mark.parametrize("preset_name", PRESETS)
+def test_reset_gemm_between_accumulates(preset_name):
+    """A reset GEMM (integer kernel) between two fast-path accumulates over overlapping rows."""
+    both_paths(_gemm_program(load_preset(preset_name), 3, n_uops=12, iters=(5, 3), reset_between=True))
+
+
+def test_nest_larger_than_the_product_scratch_uses_the_integer_kernel():
+    """One outer iteration with more distinct products than the slab holds takes the integer kernel."""
+    cfg = load_config()
+    n_uops = cfg.uop_depth
+    ii = 3
+    assert n_uops * ii * cfg.batch > gemm_fast.SCRATCH_ELEMS // cfg.block_in   # the fallback condition
+    both_paths(_gemm_program(cfg, 4, n_uops=n_uops, iters=(2, ii), reset_between=False))
+
+
+def test_forced_integer_path_on_a_compiled_layer():
+    """``gemm="int"`` is the path a config failing the bound would take; on a real layer it matches."""
+    from compiler.ops import compile_workload
+    img = compile_workload("resnet18.C10", load_config(), reduce=7).image
+    ref, fast, slow = both_paths(img)
+    assert dict(fast.outputs) == img.expected
+
+
+def test_unknown_gemm_path_is_rejected():
+    img = generate(load_config(), 1)
+    with pytest.raises(SimError, match="gemm = 'blas' is not one of auto, int"):
+        run_image(img, gemm="blas")
