@@ -44,8 +44,9 @@ def _dram_bytes(counters: dict) -> int:
 
 
 def execute(g, regions: dict, feeds: dict, engine: str = "cycle", on_node=None, save_images=None,
-            stop_at_first_mismatch: bool = False):
-    """(outputs {name: array}, [LayerRecord]); ``on_node(k, total, node)`` reports progress."""
+            values_out: dict | None = None):
+    """(outputs {name: array}, [LayerRecord]); ``on_node(k, total, node)`` reports progress;
+    ``values_out`` (a dict) receives every value computed, by name."""
     from compiler.frontend.partition import node_macs
     if engine not in ENGINES:
         raise FrontendError(f"engine {engine!r} is not one of {', '.join(ENGINES)}")
@@ -84,4 +85,6 @@ def execute(g, regions: dict, feeds: dict, engine: str = "cycle", on_node=None, 
         records.append(rec)
     if on_node is not None:
         on_node(len(g.nodes), len(g.nodes), None)
+    if values_out is not None:
+        values_out.update(values)
     return {o: values[o] for o in g.outputs}, records
