@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from compiler.frontend.compare import OrtReference, agreement, output_lsb
+from compiler.frontend.execute import execute
 from compiler.frontend.models import DIGITS_QDQ, DIGITS_QOP
 from compiler.frontend.network import Network
 
@@ -18,6 +19,17 @@ from compiler.frontend.network import Network
 # per-layer bound is plan.max_error_lsb (<= 1 here); a one-LSB change before a max-pool and the
 # dense layer can move a logit by one more.  Measured 1; documented in docs/quantisation.md.
 NETWORK_LSB_BOUND = 2
+
+
+def _regions_within_their_plan_bound(net, vals):
+    """Each VTA region, on the input it got, differs from TVM's exact requantisation (UPWARD, the host
+    path) by at most its plan's proved ``max_error_lsb``."""
+    from compiler.frontend.host_ops import run_host
+    for n in net.graph.nodes:
+        if n.target == "vta":
+            exact = run_host(n, [vals[n.inputs[0]]])[0].astype(np.int64)
+            diff = np.abs(vals[n.outputs[0]].astype(np.int64) - exact).max()
+            assert diff <= net.regions[n.name].plan.max_error_lsb, (n.name, diff)
 
 
 def _run_all(net, xs, engine):
@@ -80,12 +92,12 @@ def test_resnet_shaped_every_conv_from_the_second_on_vta_bit_exact(resnet_small,
     assert convs[0].target == "host" and all(n.target == "vta" for n in convs[1:]) and len(convs) == 20
     x = np.random.default_rng(5).random(net.graph.inputs[net.input_name][0], np.float32)
     vals = {}
-    from compiler.frontend.execute import execute
     y, records = execute(net.graph, net.regions, {net.input_name: x}, engine="cycle", values_out=vals)
     for n in net.graph.nodes:                     # each region, on its own input, against numpy
         if n.target == "vta":
             ref, _ = net.regions[n.name].run(vals[n.inputs[0]], engine="reference")
             assert np.array_equal(vals[n.outputs[0]], ref), n.name
+    _regions_within_their_plan_bound(net, vals)
     total = sum(r.cycles for r in records if r.target == "vta")
     assert total == sum(r.cycles for r in records if r.cycles) > 0
     # 20 requantised layers of a random network: per-layer 1-LSB differences from onnxruntime's float
@@ -114,3 +126,49 @@ def test_digits_through_the_rtl_equal_the_cycle_engine(cfg, digits_split):
         assert np.array_equal(y_rtl, y_cyc)
         assert [r.cycles for r in rec_rtl if r.target == "vta"] == [r.cycles for r in rec_cyc if r.target == "vta"]
         assert y_rtl.argmax() == ort.run(x[None]).argmax()
+
+
+@pytest.mark.parametrize("block", ["residual", "downsample", "head"])
+@pytest.mark.parametrize("fmt", ["qdq", "qop"])
+def test_sub_network_set_regions_bit_exact(block, fmt, cfg, tmp_path):
+    """The layer-pattern stage of the validation ladder: one residual block, one stride-2
+    downsampling block, the dense head (small spatial sizes), both formats: every conv/dense on VTA,
+    bit-exact against its numpy execution, and close to onnxruntime."""
+    from compiler.frontend.models import blocks
+    make = {"residual": lambda p: blocks.residual_block(p, c=32, hw=8, format=fmt),
+            "downsample": lambda p: blocks.downsample_block(p, cin=32, cout=64, hw=8, format=fmt),
+            "head": lambda p: blocks.dense_head(p, c=64, classes=20, hw=4, format=fmt)}[block]
+    path = make(tmp_path / f"{block}.onnx")
+    net = Network.from_onnx(path, cfg, skip_first_conv=False)
+    want = {"residual": 2, "downsample": 3, "head": 1}[block]
+    assert len(net.regions) == want
+    x = np.random.default_rng(11).random(net.graph.inputs[net.input_name][0], np.float32)
+    vals = {}
+    y = execute(net.graph, net.regions, {net.input_name: x}, engine="cycle", values_out=vals)[0][net.graph.outputs[0]]
+    y_ref, _ = net.run(x, engine="reference")
+    assert np.array_equal(y, y_ref)
+    _regions_within_their_plan_bound(net, vals)
+    # the layers' 1-LSB differences from onnxruntime's float requantisation compound through the block
+    m = agreement(y, OrtReference(path).run(x), output_lsb(net.graph))
+    assert m["rel_err"] < 0.02, m
+
+
+def test_uint8_activations_shift_into_int8_exactly(cfg, digits_split, tmp_path):
+    """QUInt8 activations: each region runs q - 128 with zero point z - 128 on VTA and adds 128 back."""
+    import onnx
+    from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
+
+    from compiler.frontend.models import DIGITS_FLOAT
+    from compiler.frontend.models._onnx import _reader
+    x_tr, _, xt, _ = digits_split
+    out = tmp_path / "u8.onnx"
+    quantize_static(str(DIGITS_FLOAT), str(out), _reader(onnx.load(DIGITS_FLOAT).graph.input[0].name, x_tr[:200], 50),
+                    quant_format=QuantFormat.QDQ, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    net = Network.from_onnx(out, cfg, skip_first_conv=False)
+    assert len(net.regions) == 3
+    assert all(n.attrs["x_dtype"] == np.uint8 for n in net.graph.nodes if n.target == "vta")
+    ours = _run_all(net, xt[:40], "cycle")
+    assert ours.dtype == np.float32 and np.array_equal(ours, _run_all(net, xt[:40], "reference"))
+    ort = OrtReference(out)
+    m = agreement(ours, np.concatenate([ort.run(x[None]) for x in xt[:40]]), output_lsb(net.graph))
+    assert m["max_lsb"] <= NETWORK_LSB_BOUND and m["top1"] >= 0.97
