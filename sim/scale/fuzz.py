@@ -187,6 +187,12 @@ def _report(div: dict, out_root: Path, args, opts: str, full: bool) -> int:
     if div["minimal"] is not None:
         small = out_root / f"fuzz_seed{seed}_min"
         div["minimal"].save(small)
+        from hw.disasm import one_line
+        from hw.isa import decode_stream
+        insns = decode_stream(div["minimal"].cfg, div["minimal"].insn_bytes())
+        print(f"minimal program ({len(insns)} instructions):")
+        for k, insn in enumerate(insns):
+            print(f"  {k:3d}  {one_line(insn)}")
         print(f"minimal program saved to {small}; reproduce: vtasim diff {small} --against cycle "
               f"--sim {args.sim}{_rtl_only(opts)}")
     else:
@@ -207,4 +213,4 @@ def _sig_text(sig) -> str:
     if sig[0] == "error":
         return f"the RTL stopped: {sig[1]}"
     what = "/".join(sig[1])
-    return f"{what} of a {OPCODE_NAMES.get(sig[2], '?')}" if sig[2] is not None else f"{what} differs"
+    return f"{what} of an {OPCODE_NAMES.get(sig[2], '?')} instruction" if sig[2] is not None else f"{what} differs"
