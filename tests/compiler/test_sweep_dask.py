@@ -264,3 +264,18 @@ def test_bad_cluster_options_are_one_line_errors(tmp_path, capsys):
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and word in err[0]
     assert not out.exists()
+
+
+def test_tune_command_on_dask_equals_the_process_pool(tmp_path, capsys):
+    """vtasim tune --workers 2 (Dask) and --jobs 2 (process pool), same seed: the same trials in the log and
+    the same 'tuned' line."""
+    from sim.cli import main
+    outs, logs = [], []
+    for k, opts in enumerate((["--workers", "2"], ["--jobs", "2"])):
+        log = tmp_path / f"t{k}.jsonl"
+        assert main(["tune", "dense.16x64x64", "--trials", "8", "--seed", "1", "--skip-fallback", "--log", str(log),
+                     *opts]) == 0
+        outs.append(next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("tuned")))
+        logs.append(sorted((json.dumps(r["knobs"], sort_keys=True), r["cycles"])
+                           for r in map(json.loads, log.read_text().splitlines())))
+    assert outs[0] == outs[1] and logs[0] == logs[1] and len(logs[0]) == 8
