@@ -15,6 +15,7 @@ saved original and minimal images and the ``vtasim diff`` command that reproduce
 from __future__ import annotations
 
 import shlex
+import uuid
 from pathlib import Path
 
 from sim.engines import run_engine
@@ -134,8 +135,9 @@ def run_distributed(args, cfg, cfg_opt: str) -> int:
     with client_from_args(args, log=lambda s: print(s, flush=True), what="fuzz") as client:
         nworkers = max(1, len(client.scheduler_info()["workers"]))
         parts = chunks(args.seed, args.n, args.batch, nworkers)
-        futs = [client.submit(fuzz_chunk, cfg.to_dict(), lo, hi, opts, key=f"vtasim-fuzz-{lo}-{hi}", pure=False,
-                              retries=2) for lo, hi in parts]
+        run = uuid.uuid4().hex[:12]      # keys unique per campaign: another campaign's chunk is another task
+        futs = [client.submit(fuzz_chunk, cfg.to_dict(), lo, hi, opts, key=f"vtasim-fuzz-{run}-{lo}-{hi}",
+                              pure=False, retries=2) for lo, hi in parts]
         index = {f.key: k for k, f in enumerate(futs)}
         ready, nxt = {}, 0
         bar = Progress(args.n, "programs")
