@@ -20,6 +20,12 @@
 * ``cycles_per_s``: simulated cycles per second of ``wall_s``; ``cpu_s``: the process CPU time of
   the same span (on a shared machine the steadier figure).
 
+``run_images(images, workers=None, **opts)`` runs several images in threads (the compiled core
+releases the GIL: two cores run two images at once) and returns their results in order.
+
+``gemm``: "auto" (default) takes the exact float32 GEMM fast path of :mod:`sim.cycle.gemm_fast` where
+the config's widths prove it exact; "int" forces the integer kernel (same bytes, records and cycles).
+
 ``trace`` / ``perfetto`` name files to write (CSV of retire records; Chrome trace-event JSON that
 opens in Perfetto).  ``progress``: None = a progress line on stderr for runs longer than two seconds
 when stderr is a terminal; True = also when it is not; False = never.
@@ -29,6 +35,6 @@ and limit), :class:`~sim.errors.TokenOverflowError`, :class:`~sim.errors.RunErro
 with work left), :class:`~sim.errors.DeadlockError` (``.report`` holds the multi-line report).
 """
 
-from sim.cycle.engine import CycleMachine, run_image
+from sim.cycle.engine import CycleMachine, run_image, run_images
 
-__all__ = ["run_image", "CycleMachine"]
+__all__ = ["run_image", "run_images", "CycleMachine"]

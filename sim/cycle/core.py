@@ -262,7 +262,7 @@ def init_state(S, US, P, chunk_req):
     _fetch_begin(S, US, P, chunk_req, 0)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def run_slice(S, US, F, P, module, modq, disp, s_cyc, e_cyc, dig, ret, chunk_req, chunk_done, BD, CNT, dram,
               uop32, uop_b, inp_b, inp2, wgt_b, wgt2, wgt_pairs, acc_b, acc2, xf, wt, ab, pb, event_budget):
     """Run at most ``event_budget`` loop iterations; state lives in S/US so the next call resumes.
@@ -432,7 +432,7 @@ def run_slice(S, US, F, P, module, modq, disp, s_cyc, e_cyc, dig, ret, chunk_req
         S[S_T] = tn
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def replay_data(order, kinds, S, US, F, P, module, CNT, dram, uop32, uop_b, inp_b, inp2, wgt_b, wgt2, wgt_pairs, acc_b, acc2,
                 xf, wt, ab, pb):
     """The data effects alone: instructions ``order`` in that order through the same kernels as a run, no

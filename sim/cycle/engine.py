@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 import sys
 import time
 import weakref
@@ -170,7 +171,7 @@ class CycleMachine:
         self.uop32 = np.zeros(cfg.uop_depth, np.uint32)
         self.inp2 = np.zeros((cfg.inp_depth, cfg.inp_elem_bytes), np.int8)
         self.wgt2 = np.zeros((cfg.wgt_depth, cfg.wgt_elem_bytes), np.int8)
-        self.wgt_pairs = np.zeros_like(self.wgt2)           # the GEMM's layout, see kernels.pair_weights
+        self.wgt_pairs = np.zeros(self.wgt2.shape, np.int8)   # the GEMM's layout, see kernels.pair_weights
         self.acc2 = np.zeros((cfg.acc_depth, cfg.batch * cfg.block_out), np.int32)
         self.xf, self.wt, self.ab, self.pb = scratch(cfg)       # the float32 GEMM path (sim.cycle.gemm_fast)
         core.init_state(self.S, self.US, self.P, self.chunk_req)
@@ -184,6 +185,16 @@ class CycleMachine:
                        self.acc2.view(np.uint8).reshape(-1),
                        self.acc2, self.xf, self.wt, self.ab, self.pb, SLICE_EVENTS if events is None else events)
         return int(self.S[S_STATUS])
+
+    def replay(self, order: np.ndarray, kinds: np.ndarray) -> int:
+        """Apply the data effects of instructions ``order`` (opcodes with ``kinds[opcode] != 0``) through the
+        run's kernels with no event loop (:func:`sim.cycle.core.replay_data`); the data work of a run."""
+        return int(core.replay_data(np.ascontiguousarray(order, np.int64), np.ascontiguousarray(kinds, np.int64),
+                                    self.S, self.US, self.F, self.P, self.module, self.CNT, self.dram, self.uop32,
+                                    self.uop32.view(np.uint8), self.inp2.view(np.uint8).reshape(-1), self.inp2,
+                                    self.wgt2.view(np.uint8).reshape(-1), self.wgt2, self.wgt_pairs,
+                                    self.acc2.view(np.uint8).reshape(-1), self.acc2, self.xf, self.wt, self.ab,
+                                    self.pb))
 
     def run(self, progress=None) -> None:
         """Run to the end; raise the :mod:`sim.errors` exception the run ended with, if any."""
@@ -315,5 +326,25 @@ def run_image(image, trace=None, perfetto=None, progress=None, gemm="auto", **ig
         if perfetto is not None:
             trace_io.write_perfetto(perfetto, result)
     return result
+
+
+def run_images(images, workers: int | None = None, **opts) -> list:
+    """:func:`run_image` of each image (same options), ``workers`` runs at a time in threads; the results
+    in the order of ``images``.  The compiled core releases the GIL, so on a machine with two cores two
+    images run side by side (Python setup and result building still take turns).  ``workers``: None =
+    the number of CPUs, at most the number of images; 1 = one after the other in this thread.  The first
+    run that raises (in image order) raises here."""
+    images = list(images)
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise SimError(f"workers = {workers!r} must be a positive integer")
+    n = min(len(images), workers or os.cpu_count() or 1)
+    if n <= 1:
+        return [run_image(img, **opts) for img in images]
+    for img in images:
+        warm_up(img.cfg)                      # compile (or load) once, before any thread needs the core
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        futures = [pool.submit(run_image, img, **opts) for img in images]
+        return [f.result() for f in futures]
 
 

@@ -52,7 +52,8 @@ def scratch(cfg):
     xf = np.zeros((cfg.inp_depth * cfg.batch, blk), np.float32)
     wt = np.zeros((cfg.wgt_depth, blk, cfg.block_out), np.float32)
     rows = max(cfg.batch, SCRATCH_ELEMS // blk)
-    return xf, wt, np.zeros((rows, blk), np.float32), np.zeros((rows, cfg.block_out), np.float32)
+    # every slot of ab and pb is written before it is read: no zero fill (untouched pages cost nothing)
+    return xf, wt, np.empty((rows, blk), np.float32), np.empty((rows, cfg.block_out), np.float32)
 
 
 @njit(cache=True)
