@@ -279,3 +279,23 @@ def test_tune_command_on_dask_equals_the_process_pool(tmp_path, capsys):
         logs.append(sorted((json.dumps(r["knobs"], sort_keys=True), r["cycles"])
                            for r in map(json.loads, log.read_text().splitlines())))
     assert outs[0] == outs[1] and logs[0] == logs[1] and len(logs[0]) == 8
+
+
+def test_existing_scheduler_is_used_unchanged(serial, tmp_path, capsys):
+    """vtasim sweep --scheduler ADDR runs on that cluster's worker and leaves the cluster running."""
+    import logging
+
+    import distributed
+
+    from sim.cli import main
+    spec_file = tmp_path / "s.json"
+    spec_file.write_text(json.dumps({**RAW, "grid": {"LOG_BLOCK": [4], "DRAM_LATENCY": [64]}}))
+    out = tmp_path / "r.csv"
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  silence_logs=logging.ERROR) as cluster:
+        assert main(["sweep", str(spec_file), "--out", str(out), "--scheduler", cluster.scheduler_address]) == 0
+        assert f"sweep: scheduler {cluster.scheduler_address}, 1 workers" in capsys.readouterr().out
+        with distributed.Client(cluster) as c:
+            assert len(c.scheduler_info()["workers"]) == 1 and c.submit(abs, -2).result() == 2
+    rows = read_rows(out)
+    assert len(rows) == 4 and all(_stable(r) == _stable(serial[1][r["key"]]) for r in rows)
