@@ -128,7 +128,8 @@ def shrink(image: MemoryImage, still_fails, max_rounds: int = 20) -> Shrunk:
         raise SimError("shrink: the program does not end with FINISH (not a legal program)")
     best_img, best_exp = image, legal_run(image)
     if best_exp is None:
-        raise SimError("shrink: the program to shrink is not legal (static checks or the cycle engine fail)")
+        raise SimError("shrink: the program to shrink is not legal (static checks fail, or the functional model "
+                       "or the cycle engine fails on it or they disagree)")
     st = {"tried": 0, "calls": 0}
 
     def attempt(cands, kind):
