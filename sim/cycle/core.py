@@ -32,7 +32,7 @@ from sim.cycle import jitcache  # noqa: F401  (cache stamp covers every source c
 
 from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_UOP, MEM_WGT
 from hw.isa import OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE
-from sim.cycle.gemm_fast import fast_gemm_fits, gemm_fast, refresh_inputs, refresh_weights
+from sim.cycle.gemm_fast import fast_gemm_fits, gemm_fast, to_float
 from sim.cycle.kernels import alu_kernel, gemm_kernel, load_kernel, pair_weights, store_kernel
 from sim.cycle.layout import (B_BUSY, B_IDLE, B_MEM_WAIT, B_QUEUE_STALL, B_TOKEN_WAIT, C_ACC, C_FETCH,
                               C_INP, C_OUT, C_UOP, C_WGT, CNT_ACC, CNT_ALU, CNT_GEMM, CNT_INP, CNT_OUT,
@@ -41,9 +41,9 @@ from sim.cycle.layout import (B_BUSY, B_IDLE, B_MEM_WAIT, B_QUEUE_STALL, B_TOKEN
                               F_ITER_OUT, F_MEMORY_TYPE, F_OPCODE, F_UOP_BGN, F_UOP_END, F_USE_IMM, F_RESET_REG, F_X_PAD_0,
                               F_X_PAD_1, F_X_SIZE, F_X_STRIDE, F_Y_PAD_0, F_Y_PAD_1, F_Y_SIZE, F_DRAM_BASE, F_SRAM_BASE,
                               P_ALU_PIPE, P_BURST, P_BUS_BYTES, P_CMDQ, P_EB_UOP, P_FETCH_INSNS,
-                              P_BATCH, P_BLOCK, P_GEMM_F32, P_GEMM_PIPE, P_INSN_ADDR, P_INSN_COUNT, P_LATENCY, P_EB_OUT, P_TOKQ,
+                              P_BLOCK, P_GEMM_F32, P_GEMM_PIPE, P_INSN_ADDR, P_INSN_COUNT, P_LATENCY, P_EB_OUT, P_TOKQ,
                               S_CHUNK, S_ERR_CODE, S_ERR_FIELD, S_ERR_INSN, S_ERR_LIMIT, S_ERR_VALUE,
-                              S_EVENTS, S_FINISH_E, S_NRET, N_FIELDS, P_LAY, S_FLASTD, S_FNEXT, S_FPHASE, S_PORT_UNIT,
+                              S_EVENTS, S_FINISH_E, S_NRET, S_PAIRS_STALE, N_FIELDS, P_LAY, S_FLASTD, S_FNEXT, S_FPHASE, S_PORT_UNIT,
                               S_PORT_UNTIL, S_STATUS, S_T, S_TOK0, ST_DEADLOCK, ST_DONE, ST_ERROR,
                               TOK_G2L, TOK_G2S, TOK_L2G, TOK_S2G, U_COMPUTE, U_FETCH, U_LOAD, US_ADDR0, US_BEATS,
                               US_BUSY, US_CLIENT, US_E, US_GRANTED, US_NBYTES,
@@ -174,15 +174,17 @@ def _execute(u, j, t, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp
             elif mt == MEM_INP:
                 dig = load_kernel(row, 0, inp_b, inp2.shape[0], inp2.shape[1], eb, False, dram, err)
                 if err[0] == 0 and P[P_GEMM_F32] != 0:
-                    refresh_inputs(inp2, xf, row[0, F_SRAM_BASE], n_sram, P[P_BATCH])
+                    to_float(inp_b, xf.reshape(-1), row[0, F_SRAM_BASE] * inp2.shape[1], n_sram * inp2.shape[1])
                 CNT[CNT_INP] += x * y * eb
                 client = C_INP
             elif mt == MEM_WGT:
                 dig = load_kernel(row, 0, wgt_b, wgt2.shape[0], wgt2.shape[1], eb, False, dram, err)
                 if err[0] == 0:
-                    pair_weights(wgt2, wgt_pairs, row[0, F_SRAM_BASE], n_sram, P[P_BLOCK])
-                    if P[P_GEMM_F32] != 0:
-                        refresh_weights(wgt2, wt, row[0, F_SRAM_BASE], n_sram)
+                    if P[P_GEMM_F32] != 0:        # the integer kernel's copy is made when it runs
+                        to_float(wgt_b, wt.reshape(-1), row[0, F_SRAM_BASE] * wgt2.shape[1], n_sram * wgt2.shape[1])
+                        S[S_PAIRS_STALE] = 1
+                    else:
+                        pair_weights(wgt2, wgt_pairs, row[0, F_SRAM_BASE], n_sram, P[P_BLOCK])
                 CNT[CNT_WGT] += x * y * eb
                 client = C_WGT
             elif mt == MEM_ACC or mt == MEM_ACC_8BIT:
@@ -206,6 +208,9 @@ def _execute(u, j, t, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp
             if row[0, F_RESET_REG] == 0 and P[P_GEMM_F32] != 0 and fast_gemm_fits(row, 0, P, pb):
                 dig = gemm_fast(row, 0, uop32, P, xf, wt, ab, pb, acc2, err)
             else:
+                if S[S_PAIRS_STALE] != 0 and row[0, F_RESET_REG] == 0:
+                    pair_weights(wgt2, wgt_pairs, 0, wgt2.shape[0], P[P_BLOCK])
+                    S[S_PAIRS_STALE] = 0
                 dig = gemm_kernel(row, 0, uop32, P, inp2, wgt_pairs, acc2, err)
             if row[0, F_RESET_REG] == 0:
                 CNT[CNT_GEMM] += n

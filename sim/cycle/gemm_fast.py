@@ -45,35 +45,23 @@ def float32_exact(inp_bits: int, wgt_bits: int, block_in: int) -> bool:
 def scratch(cfg):
     """The float32 arrays the fast path keeps next to the SRAMs: ``(xf, wt, ab, pb)``.
 
-    ``xf[r * BATCH + b, k]`` = INP element r, batch row b, lane k; ``wt[e, k, o]`` = WGT element e's weight
-    of input lane k for output o (the transpose, so a product is ``rows @ wt[e]``); ``ab`` gathered input
+    ``xf[r * BATCH + b, k]`` = INP element r, batch row b, lane k; ``wt[e, o, k]`` = WGT element e's weight
+    of output o for input lane k (the SRAM layout, so a product is ``rows @ wt[e].T``); ``ab`` gathered input
     rows and ``pb`` products, both ``SCRATCH_ELEMS`` floats."""
     blk = cfg.block_in
     xf = np.zeros((cfg.inp_depth * cfg.batch, blk), np.float32)
-    wt = np.zeros((cfg.wgt_depth, blk, cfg.block_out), np.float32)
+    wt = np.zeros((cfg.wgt_depth, cfg.block_out, blk), np.float32)
     rows = max(cfg.batch, SCRATCH_ELEMS // blk)
     # every slot of ab and pb is written before it is read: no zero fill (untouched pages cost nothing)
     return xf, wt, np.empty((rows, blk), np.float32), np.empty((rows, cfg.block_out), np.float32)
 
 
 @njit(cache=True)
-def refresh_inputs(inp2, xf, first, count, batch):
-    """``xf`` rows of INP elements ``[first, first + count)`` from the int8 SRAM (after a LOAD INP)."""
-    blk = xf.shape[1]
-    for e in range(first, first + count):
-        for b in range(batch):
-            for k in range(blk):
-                xf[e * batch + b, k] = np.float32(inp2[e, b * blk + k])
-
-
-@njit(cache=True)
-def refresh_weights(wgt2, wt, first, count):
-    """``wt`` of WGT elements ``[first, first + count)`` from the int8 SRAM (after a LOAD WGT)."""
-    blk, bo = wt.shape[1], wt.shape[2]
-    for e in range(first, first + count):
-        for o in range(bo):
-            for k in range(blk):
-                wt[e, k, o] = np.float32(wgt2[e, o * blk + k])
+def to_float(src, dst, first, count):
+    """``dst[first:first + count]`` = the int8 values of bytes ``src[first:first + count]`` as float32: the
+    float copy of SRAM elements after a LOAD (``xf`` and ``wt`` keep the SRAMs' own element layout)."""
+    for i in range(np.uint64(first), np.uint64(first + count)):
+        dst[i] = np.float32(np.int8(src[i]))
 
 
 @njit(cache=True)
@@ -165,13 +153,13 @@ def gemm_fast(F, j, uops, P, xf, wt, ab, pb, acc, err):
             g1 = cnt[we]                              # end of this group after the placement pass
             cnt[we] = 0
             if (g1 - g0) * batch >= MIN_DOT_ROWS:
-                np.dot(ab[g0 * batch:g1 * batch], wt[we], pb[g0 * batch:g1 * batch])
+                np.dot(ab[g0 * batch:g1 * batch], wt[we].T, pb[g0 * batch:g1 * batch])
             else:
                 for r in range(g0 * batch, g1 * batch):
                     for o in range(pb.shape[1]):
                         s = np.float32(0)
                         for kk in range(ab.shape[1]):
-                            s += ab[r, kk] * wt[we, kk, o]
+                            s += ab[r, kk] * wt[we, o, kk]
                         pb[r, o] = s
             g0 = g1
         # 2. accumulate in execution order (i_out, i_in, uop), one digest term per lane write

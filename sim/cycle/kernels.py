@@ -41,8 +41,17 @@ def mix(x, v):
 def digest_bytes(mem, elem_bytes, first, count):
     """Digest of SRAM elements ``[first, first + count)`` of a byte array (section 9 word split).
 
-    An element of fewer than a multiple of 4 bytes is zero-extended to whole words."""
+    An element of fewer than a multiple of 4 bytes is zero-extended to whole words.  When elements are
+    whole words, word ``e * words + i`` is simply the byte offset / 4: one pass over the range."""
     words = (elem_bytes + 3) // 4
+    if elem_bytes % 4 == 0:
+        d32 = np.uint32(0)
+        for w in range(np.uint64(first * words), np.uint64((first + count) * words)):
+            b = w * np.uint64(4)
+            v = (np.uint32(mem[b]) | (np.uint32(mem[b + np.uint64(1)]) << np.uint32(8))
+                 | (np.uint32(mem[b + np.uint64(2)]) << np.uint32(16)) | (np.uint32(mem[b + np.uint64(3)]) << np.uint32(24)))
+            d32 = np.uint32(d32 + mix32(row_hash(w), np.uint32(0), v))
+        return np.uint64(d32)
     d = np.uint64(0)
     for e in range(first, first + count):
         base = e * elem_bytes
@@ -90,11 +99,13 @@ def load_kernel(F, j, sram, depth, elem_bytes, dram_elem_bytes, widen, dram, err
     xt, yt = xp0 + x + xp1, yp0 + y + yp1
     if not ranges_ok(base + xt * yt, depth, dbase, y, x, stride, dram_elem_bytes, dram.size, err):
         return np.uint64(0)
-    sram[base * elem_bytes:(base + xt * yp0) * elem_bytes] = 0
+    # byte loops rather than slice assignments: a slice is an array view, and numba counts references
+    # to each one (two atomic operations), which cost more than copying a short row.  Pads are the
+    # zeros left where no row is copied.
+    for k in range(np.uint64(base * elem_bytes), np.uint64((base + xt * yt) * elem_bytes)):
+        sram[k] = 0
     for r in range(y):
-        row = (base + (yp0 + r) * xt) * elem_bytes
-        sram[row:row + xp0 * elem_bytes] = 0
-        dst = row + xp0 * elem_bytes
+        dst = (base + (yp0 + r) * xt + xp0) * elem_bytes
         src = (dbase + r * stride) * dram_elem_bytes
         if widen:
             # ACC_8BIT: each int8 lane sign-extended to an int32 lane, little-endian
@@ -106,11 +117,8 @@ def load_kernel(F, j, sram, depth, elem_bytes, dram_elem_bytes, widen, dram, err
                 sram[dst + 4 * k + 2] = fill
                 sram[dst + 4 * k + 3] = fill
         else:
-            sram[dst:dst + x * elem_bytes] = dram[src:src + x * elem_bytes]
-        end = dst + x * elem_bytes
-        sram[end:end + xp1 * elem_bytes] = 0
-    tail = (base + (yp0 + y) * xt) * elem_bytes
-    sram[tail:tail + xt * yp1 * elem_bytes] = 0
+            for k in range(np.uint64(x * elem_bytes)):
+                sram[np.uint64(dst) + k] = dram[np.uint64(src) + k]
     return digest_bytes(sram, elem_bytes, base, xt * yt)
 
 

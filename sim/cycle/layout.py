@@ -50,9 +50,10 @@ N_US = 20
 # ---- global state S ----
 (S_T, S_STATUS, S_PORT_UNTIL, S_PORT_UNIT, S_CHUNK, S_FPHASE, S_FNEXT, S_FLASTD, S_FINISH_E,
  S_TOK0, S_TOK1, S_TOK2, S_TOK3, S_ERR_CODE, S_ERR_FIELD, S_ERR_VALUE, S_ERR_LIMIT, S_ERR_INSN,
- S_EVENTS, S_NRET) = range(20)
-N_S = 20
+ S_EVENTS, S_NRET, S_PAIRS_STALE) = range(21)
+N_S = 21
 # S_NRET: instructions retired so far (the next free slot of the retire-order array)
+# S_PAIRS_STALE: 1 = WGT was loaded since the integer kernel's weight copy (kernels.pair_weights) was made
 TOK_L2G, TOK_G2L, TOK_S2G, TOK_G2S = 0, 1, 2, 3
 TOKEN_NAMES = TOKEN_QUEUES
 FPHASE_XFER, FPHASE_DISPATCH, FPHASE_DONE = 0, 1, 2
