@@ -20,6 +20,7 @@ from numba import njit
 
 from sim.cycle import jitcache  # noqa: F401  (cache stamp covers every source compiled in)
 
+from sim.cycle.simd import add_tile8, add_tile16, copy_f16
 from sim.cycle.kernels import check_loop_indices, lane_hashes, lane_sum, mix32, row_hash, uop_arrays
 from sim.cycle.layout import (F_DST_FACTOR_IN, F_DST_FACTOR_OUT, F_ITER_IN, F_ITER_OUT, F_SRC_FACTOR_IN,
                               F_SRC_FACTOR_OUT, F_UOP_BGN, F_UOP_END, F_WGT_FACTOR_IN, F_WGT_FACTOR_OUT,
@@ -110,6 +111,8 @@ def gemm_fast(F, j, uops, P, xf, wt, ab, pb, acc, err):
     pbf, abf, xff = pb.reshape(-1), ab.reshape(-1), xf.reshape(-1)
     row_elems = np.uint64(batch * xf.shape[1])      # one INP element: BATCH rows of BLOCK_IN lanes
     ulanes = np.uint64(lanes)
+    vec = 16 if lanes % 16 == 0 else (8 if lanes % 8 == 0 else 0)    # sim.cycle.simd widths, else a loop
+    d32 = np.uint32(0)
     for io0 in range(0, io_n, iob):
         io1 = min(io_n, io0 + iob)
         n_out = (io1 - io0) if out_moves else 1
@@ -145,8 +148,12 @@ def gemm_fast(F, j, uops, P, xf, wt, ab, pb, acc, err):
             pos[q] = slot
             dst = np.uint64(slot) * row_elems
             src = np.uint64(ts[q]) * row_elems
-            for e in range(row_elems):
-                abf[dst + e] = xff[src + e]
+            if row_elems % np.uint64(16) == 0:
+                for e in range(np.uint64(0), row_elems, np.uint64(16)):
+                    copy_f16(abf, dst + e, xff, src + e)
+            else:
+                for e in range(row_elems):
+                    abf[dst + e] = xff[src + e]
         g0 = 0
         for k in range(ndist):
             we = seen[k]
@@ -171,10 +178,17 @@ def gemm_fast(F, j, uops, P, xf, wt, ab, pb, acc, err):
                 for u in range(nu):
                     a = np.uint64(udst[u] + doff) * ulanes
                     pr = np.uint64(pos[qb + u]) * ulanes
-                    hb = row_hash(a)
-                    for ln in range(lanes):
-                        i = a + np.uint64(ln)
-                        v = np.int32(accf[i] + np.int32(pbf[pr + np.uint64(ln)]))
-                        accf[i] = v
-                        dv[ln] = np.uint32(dv[ln] + mix32(hb, hx[ln], v))
-    return lane_sum(dv)
+                    if vec == 16:
+                        for c in range(np.uint64(0), ulanes, np.uint64(16)):
+                            d32 = np.uint32(d32 + add_tile16(accf, a + c, pbf, pr + c, row_hash(a + c)))
+                    elif vec == 8:
+                        for c in range(np.uint64(0), ulanes, np.uint64(8)):
+                            d32 = np.uint32(d32 + add_tile8(accf, a + c, pbf, pr + c, row_hash(a + c)))
+                    else:
+                        hb = row_hash(a)
+                        for ln in range(lanes):
+                            i = a + np.uint64(ln)
+                            v = np.int32(accf[i] + np.int32(pbf[pr + np.uint64(ln)]))
+                            accf[i] = v
+                            dv[ln] = np.uint32(dv[ln] + mix32(hb, hx[ln], v))
+    return (lane_sum(dv) + np.uint64(d32)) & np.uint64(0xFFFFFFFF)
