@@ -143,7 +143,7 @@ def _fail(S, code, j, field, value, limit):
 
 @njit(cache=True)
 def _execute(u, j, t, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp2, wgt_b, wgt2, wgt_pairs, acc_b, acc2,
-             xf, wt, ab, pb):
+             xf, wt, wready, ab, pb):
     """Apply instruction j's data effect and schedule its end (or its first DMA request).
 
     The instruction's fields are decoded once into ``row`` (``row[0, F_*]``), which the kernels take
@@ -180,8 +180,9 @@ def _execute(u, j, t, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp
             elif mt == MEM_WGT:
                 dig = load_kernel(row, 0, wgt_b, wgt2.shape[0], wgt2.shape[1], eb, False, dram, err)
                 if err[0] == 0:
-                    if P[P_GEMM_F32] != 0:        # the integer kernel's copy is made when it runs
-                        to_float(wgt_b, wt.reshape(-1), row[0, F_SRAM_BASE] * wgt2.shape[1], n_sram * wgt2.shape[1])
+                    if P[P_GEMM_F32] != 0:        # both GEMM weight copies are made when a GEMM needs them
+                        for e in range(row[0, F_SRAM_BASE], row[0, F_SRAM_BASE] + n_sram):
+                            wready[e] = 0
                         S[S_PAIRS_STALE] = 1
                     else:
                         pair_weights(wgt2, wgt_pairs, row[0, F_SRAM_BASE], n_sram, P[P_BLOCK])
@@ -206,7 +207,7 @@ def _execute(u, j, t, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp
              * max(0, row[0, F_UOP_END] - row[0, F_UOP_BGN]))
         if op == OP_GEMM:
             if row[0, F_RESET_REG] == 0 and P[P_GEMM_F32] != 0 and fast_gemm_fits(row, 0, P, pb):
-                dig = gemm_fast(row, 0, uop32, P, xf, wt, ab, pb, acc2, err)
+                dig = gemm_fast(row, 0, uop32, P, xf, wgt2, wt, wready, ab, pb, acc2, err)
             else:
                 if S[S_PAIRS_STALE] != 0 and row[0, F_RESET_REG] == 0:
                     pair_weights(wgt2, wgt_pairs, 0, wgt2.shape[0], P[P_BLOCK])
@@ -230,7 +231,7 @@ def _execute(u, j, t, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp
 
 @njit(cache=True)
 def _start(u, j, t, S, US, F, P, row, s_cyc, dig_out, CNT, err, dram, uop32, uop_b, inp_b, inp2,
-           wgt_b, wgt2, wgt_pairs, acc_b, acc2, xf, wt, ab, pb):
+           wgt_b, wgt2, wgt_pairs, acc_b, acc2, xf, wt, wready, ab, pb):
     """Start instruction j on module u at t: pop its tokens, apply its data effect, schedule it."""
     pp, pn, _, _ = _token_slots(u)
     ctl = F[j, 0]
@@ -247,7 +248,7 @@ def _start(u, j, t, S, US, F, P, row, s_cyc, dig_out, CNT, err, dram, uop32, uop
     US[u, US_E] = -1
     s_cyc[j] = t
     d = _execute(u, j, t, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp2, wgt_b, wgt2, wgt_pairs, acc_b, acc2,
-                 xf, wt, ab, pb)
+                 xf, wt, wready, ab, pb)
     dig_out[j] = np.uint32(d)
     if err[0] != 0:
         _fail(S, err[0], j, err[1], err[2], err[3])
@@ -269,7 +270,7 @@ def init_state(S, US, P, chunk_req):
 
 @njit(cache=True, nogil=True)
 def run_slice(S, US, F, P, module, modq, disp, s_cyc, e_cyc, dig, ret, chunk_req, chunk_done, BD, CNT, dram,
-              uop32, uop_b, inp_b, inp2, wgt_b, wgt2, wgt_pairs, acc_b, acc2, xf, wt, ab, pb, event_budget):
+              uop32, uop_b, inp_b, inp2, wgt_b, wgt2, wgt_pairs, acc_b, acc2, xf, wt, wready, ab, pb, event_budget):
     """Run at most ``event_budget`` loop iterations; state lives in S/US so the next call resumes.
 
     The per-event code reads arrays directly rather than through helpers that take arrays: numba counts
@@ -356,7 +357,7 @@ def run_slice(S, US, F, P, module, modq, disp, s_cyc, e_cyc, dig, ret, chunk_req
                     ((ctl >> CTL_POP_NEXT) & np.uint64(1) != 0 and pn >= 0 and S[S_TOK0 + pn] == 0):
                 continue
             _start(u, j, t, S, US, F, P, row, s_cyc, dig, CNT, err, dram, uop32, uop_b, inp_b, inp2, wgt_b, wgt2,
-                   wgt_pairs, acc_b, acc2, xf, wt, ab, pb)
+                   wgt_pairs, acc_b, acc2, xf, wt, wready, ab, pb)
             active = True
             if S[S_STATUS] == ST_ERROR:
                 S[S_T] = t
@@ -439,7 +440,7 @@ def run_slice(S, US, F, P, module, modq, disp, s_cyc, e_cyc, dig, ret, chunk_req
 
 @njit(cache=True, nogil=True)
 def replay_data(order, kinds, S, US, F, P, module, CNT, dram, uop32, uop_b, inp_b, inp2, wgt_b, wgt2, wgt_pairs, acc_b, acc2,
-                xf, wt, ab, pb):
+                xf, wt, wready, ab, pb):
     """The data effects alone: instructions ``order`` in that order through the same kernels as a run, no
     event loop, skipping opcodes whose ``kinds[opcode]`` is 0 (what the engine-speed bench times as the data
     work of a run).  Returns the sum of the digests."""
@@ -450,5 +451,5 @@ def replay_data(order, kinds, S, US, F, P, module, CNT, dram, uop32, uop_b, inp_
         j = order[k]
         if kinds[F[j, 0] & np.uint64(7)] != 0:
             d += _execute(module[j] + 1, j, 0, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp2, wgt_b,
-                          wgt2, wgt_pairs, acc_b, acc2, xf, wt, ab, pb)
+                          wgt2, wgt_pairs, acc_b, acc2, xf, wt, wready, ab, pb)
     return d

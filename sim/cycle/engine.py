@@ -173,7 +173,7 @@ class CycleMachine:
         self.wgt2 = np.zeros((cfg.wgt_depth, cfg.wgt_elem_bytes), np.int8)
         self.wgt_pairs = np.zeros(self.wgt2.shape, np.int8)   # the GEMM's layout, see kernels.pair_weights
         self.acc2 = np.zeros((cfg.acc_depth, cfg.batch * cfg.block_out), np.int32)
-        self.xf, self.wt, self.ab, self.pb = scratch(cfg)       # the float32 GEMM path (sim.cycle.gemm_fast)
+        self.xf, self.wt, self.wready, self.ab, self.pb = scratch(cfg)   # the float32 GEMM path (gemm_fast)
         core.init_state(self.S, self.US, self.P, self.chunk_req)
 
     def step(self, events: int | None = None) -> int:
@@ -183,7 +183,8 @@ class CycleMachine:
                        self.uop32, self.uop32.view(np.uint8), self.inp2.view(np.uint8).reshape(-1), self.inp2,
                        self.wgt2.view(np.uint8).reshape(-1), self.wgt2, self.wgt_pairs,
                        self.acc2.view(np.uint8).reshape(-1),
-                       self.acc2, self.xf, self.wt, self.ab, self.pb, SLICE_EVENTS if events is None else events)
+                       self.acc2, self.xf, self.wt, self.wready, self.ab, self.pb,
+                       SLICE_EVENTS if events is None else events)
         return int(self.S[S_STATUS])
 
     def replay(self, order: np.ndarray, kinds: np.ndarray) -> int:
@@ -193,8 +194,8 @@ class CycleMachine:
                                     self.S, self.US, self.F, self.P, self.module, self.CNT, self.dram, self.uop32,
                                     self.uop32.view(np.uint8), self.inp2.view(np.uint8).reshape(-1), self.inp2,
                                     self.wgt2.view(np.uint8).reshape(-1), self.wgt2, self.wgt_pairs,
-                                    self.acc2.view(np.uint8).reshape(-1), self.acc2, self.xf, self.wt, self.ab,
-                                    self.pb))
+                                    self.acc2.view(np.uint8).reshape(-1), self.acc2, self.xf, self.wt, self.wready,
+                                    self.ab, self.pb))
 
     def run(self, progress=None) -> None:
         """Run to the end; raise the :mod:`sim.errors` exception the run ended with, if any."""

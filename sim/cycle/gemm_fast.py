@@ -44,17 +44,20 @@ def float32_exact(inp_bits: int, wgt_bits: int, block_in: int) -> bool:
 
 
 def scratch(cfg):
-    """The float32 arrays the fast path keeps next to the SRAMs: ``(xf, wt, ab, pb)``.
+    """The arrays the fast path keeps next to the SRAMs: ``(xf, wt, wready, ab, pb)``.
 
-    ``xf[r * BATCH + b, k]`` = INP element r, batch row b, lane k; ``wt[e, o, k]`` = WGT element e's weight
-    of output o for input lane k (the SRAM layout, so a product is ``rows @ wt[e].T``); ``ab`` gathered input
-    rows and ``pb`` products, both ``SCRATCH_ELEMS`` floats."""
+    ``xf[r * BATCH + b, k]`` = INP element r, batch row b, lane k (float32, refreshed by LOAD INP);
+    ``wt[e, k, o]`` = WGT element e's weight of input lane k for output o (the transpose, so a product is
+    ``rows @ wt[e]``, the form BLAS multiplies fastest at these sizes), made when a GEMM first uses
+    element e after a LOAD WGT wrote it (``wready[e]`` = 1 while it is current); ``ab`` gathered input rows
+    and ``pb`` products, both ``SCRATCH_ELEMS`` floats."""
     blk = cfg.block_in
     xf = np.zeros((cfg.inp_depth * cfg.batch, blk), np.float32)
-    wt = np.zeros((cfg.wgt_depth, cfg.block_out, blk), np.float32)
+    wt = np.zeros((cfg.wgt_depth, blk, cfg.block_out), np.float32)
+    wready = np.zeros(cfg.wgt_depth, np.uint8)
     rows = max(cfg.batch, SCRATCH_ELEMS // blk)
     # every slot of ab and pb is written before it is read: no zero fill (untouched pages cost nothing)
-    return xf, wt, np.empty((rows, blk), np.float32), np.empty((rows, cfg.block_out), np.float32)
+    return xf, wt, wready, np.empty((rows, blk), np.float32), np.empty((rows, cfg.block_out), np.float32)
 
 
 @njit(cache=True)
@@ -63,6 +66,15 @@ def to_float(src, dst, first, count):
     float copy of SRAM elements after a LOAD (``xf`` and ``wt`` keep the SRAMs' own element layout)."""
     for i in range(np.uint64(first), np.uint64(first + count)):
         dst[i] = np.float32(np.int8(src[i]))
+
+
+@njit(cache=True)
+def transpose_weights(wgt2, wt, e):
+    """``wt[e, k, o]`` = float32 of ``wgt2[e, o * BLOCK_IN + k]``."""
+    blk, bo = wt.shape[1], wt.shape[2]
+    for k in range(blk):
+        for o in range(bo):
+            wt[e, k, o] = np.float32(wgt2[e, o * blk + k])
 
 
 @njit(cache=True)
@@ -75,7 +87,7 @@ def fast_gemm_fits(F, j, P, pb):
 
 
 @njit(cache=True)
-def gemm_fast(F, j, uops, P, xf, wt, ab, pb, acc, err):
+def gemm_fast(F, j, uops, P, xf, wgt2, wt, wready, ab, pb, acc, err):
     """Non-reset GEMM through grouped float32 products; same bytes and digest as the integer kernel.
 
     The caller has checked :func:`float32_exact` (engine parameters) and :func:`fast_gemm_fits`."""
@@ -133,6 +145,9 @@ def gemm_fast(F, j, uops, P, xf, wt, ab, pb, acc, err):
                     if c == 0:
                         seen[ndist] = w
                         ndist += 1
+                        if wready[w] == 0:                # transpose the element's weights once
+                            transpose_weights(wgt2, wt, w)
+                            wready[w] = 1
                     cnt[w] = c + 1
                     q += 1
         start = 0
@@ -160,13 +175,13 @@ def gemm_fast(F, j, uops, P, xf, wt, ab, pb, acc, err):
             g1 = cnt[we]                              # end of this group after the placement pass
             cnt[we] = 0
             if (g1 - g0) * batch >= MIN_DOT_ROWS:
-                np.dot(ab[g0 * batch:g1 * batch], wt[we].T, pb[g0 * batch:g1 * batch])
+                np.dot(ab[g0 * batch:g1 * batch], wt[we], pb[g0 * batch:g1 * batch])
             else:
                 for r in range(g0 * batch, g1 * batch):
                     for o in range(pb.shape[1]):
                         s = np.float32(0)
                         for kk in range(ab.shape[1]):
-                            s += ab[r, kk] * wt[we, o, kk]
+                            s += ab[r, kk] * wt[we, kk, o]
                         pb[r, o] = s
             g0 = g1
         # 2. accumulate in execution order (i_out, i_in, uop), one digest term per lane write
