@@ -47,9 +47,13 @@ def test_every_preset_takes_the_float32_path(preset_name):
     assert gemm_fast.float32_exact(cfg.inp_width, cfg.wgt_width, cfg.block_in)
 
 
+RANDOM_PER_PRESET = 200
+
+
 @pytest.mark.parametrize("preset_name", PRESETS)
-@pytest.mark.parametrize("seed", range(25))
+@pytest.mark.parametrize("seed", range(RANDOM_PER_PRESET))
 def test_random_programs_fast_equals_integer_kernel(preset_name, seed):
+    """200 random programs per preset: functional bytes, and the integer kernel's records and cycles."""
     both_paths(generate(load_preset(preset_name), 50_000 + seed))
 
 
@@ -117,3 +121,15 @@ def test_unknown_gemm_path_is_rejected():
     img = generate(load_config(), 1)
     with pytest.raises(SimError, match="gemm = 'blas' is not one of auto, int"):
         run_image(img, gemm="blas")
+
+
+@pytest.mark.parametrize("log_block,log_batch", [(1, 0), (2, 0), (2, 1), (3, 1), (5, 0)])
+def test_small_and_odd_lane_counts(log_block, log_batch):
+    """Rows of 2, 4, 8 lanes and batches: the plain-loop and 8-lane steps of the fast path."""
+    base = load_config()
+    d_in = log_batch + log_block - base.LOG_BATCH - base.LOG_BLOCK      # keep every buffer's depth
+    d_w = 2 * (log_block - base.LOG_BLOCK)
+    cfg = base.replace(LOG_BLOCK=log_block, LOG_BATCH=log_batch, LOG_INP_BUFF_SIZE=base.LOG_INP_BUFF_SIZE + d_in,
+                       LOG_WGT_BUFF_SIZE=base.LOG_WGT_BUFF_SIZE + d_w, LOG_ACC_BUFF_SIZE=base.LOG_ACC_BUFF_SIZE + d_in)
+    for seed in range(12):
+        both_paths(generate(cfg, 70_000 + seed))
