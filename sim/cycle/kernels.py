@@ -16,6 +16,7 @@ import numpy as np
 from numba import njit
 
 from sim.cycle import jitcache  # noqa: F401  (cache stamp covers every source compiled in)
+from sim.cycle.simd import alu_tile8, alu_tile16
 
 from sim.cycle.layout import (ERR_DRAM_RANGE, ERR_SRAM_RANGE, ERR_UOP_RANGE, FLD_DRAM_BASE, FLD_DST_IDX,
                               FLD_SRAM_BASE, FLD_SRC_IDX, FLD_UOP_END, FLD_WGT_IDX, F_ALU_OPCODE,
@@ -326,8 +327,8 @@ def uop_arrays(uops, bgn, nu, P):
 def alu_kernel(F, j, uops, P, acc, err):
     """ALU over the whole loop nest, in place and in uop order (a dst read later as src sees it).
 
-    Rows are addressed by flat unsigned offsets (no row views, so no reference counting per uop) and each
-    uop's lanes are one vectorisable loop; the digest is summed per lane in 32-bit words."""
+    Rows are addressed by flat unsigned offsets (no row views, so no reference counting per uop); a uop's
+    lanes go 8 or 16 at a time through :mod:`sim.cycle.simd` when the row allows, else one loop."""
     if not check_loop_indices(F, j, uops, P, False, False, acc.shape[0], acc.shape[0], 1, err):
         return np.uint64(0)
     bgn, end = F[j, F_UOP_BGN], F[j, F_UOP_END]
@@ -339,6 +340,8 @@ def alu_kernel(F, j, uops, P, acc, err):
     accf = acc.reshape(-1)
     hx = lane_hashes(lanes)
     dv = np.zeros(lanes, np.uint32)
+    vec = 16 if lanes % 16 == 0 else (8 if lanes % 8 == 0 else 0)    # sim.cycle.simd widths, else a loop
+    d32 = np.uint32(0)
     for io in range(F[j, F_ITER_OUT]):
         for ii in range(F[j, F_ITER_IN]):
             doff = io * F[j, F_DST_FACTOR_OUT] + ii * F[j, F_DST_FACTOR_IN]
@@ -346,10 +349,17 @@ def alu_kernel(F, j, uops, P, acc, err):
             for u in range(nu):
                 a = np.uint64(udst[u] + doff) * ul
                 sa = np.uint64(usrc[u] + soff) * ul
-                hb = row_hash(a)
-                for ln in range(lanes):
-                    y = imm if use_imm else accf[sa + np.uint64(ln)]
-                    v = alu_op(op, accf[a + np.uint64(ln)], y)
-                    accf[a + np.uint64(ln)] = v
-                    dv[ln] = np.uint32(dv[ln] + mix32(hb, hx[ln], v))
-    return lane_sum(dv)
+                if vec == 16:
+                    for c in range(np.uint64(0), ul, np.uint64(16)):
+                        d32 = np.uint32(d32 + alu_tile16(accf, a + c, sa + c, op, use_imm, imm, row_hash(a + c)))
+                elif vec == 8:
+                    for c in range(np.uint64(0), ul, np.uint64(8)):
+                        d32 = np.uint32(d32 + alu_tile8(accf, a + c, sa + c, op, use_imm, imm, row_hash(a + c)))
+                else:
+                    hb = row_hash(a)
+                    for ln in range(lanes):
+                        y = imm if use_imm else accf[sa + np.uint64(ln)]
+                        v = alu_op(op, accf[a + np.uint64(ln)], y)
+                        accf[a + np.uint64(ln)] = v
+                        dv[ln] = np.uint32(dv[ln] + mix32(hb, hx[ln], v))
+    return (lane_sum(dv) + np.uint64(d32)) & M32

@@ -11,6 +11,11 @@ plain loop otherwise.
   ``(a * 0x9E3779B1) mod 2^32`` (:func:`sim.cycle.kernels.row_hash`): the digest terms of docs/timing.md 9.
   ``acc`` int32 and ``prod`` float32 1-D arrays, ``a`` and ``p`` uint64 element offsets, ``hb`` uint32.
 * ``copy_f{W}(dst, d, src, s)``: ``dst[d:d+W] = src[s:s+W]`` for float32 1-D arrays.
+* ``alu_tile{W}(acc, a, s, op, use_imm, imm, hb)``: one ALU uop on ``acc[a:a+W]`` with ``acc[s:s+W]`` (or the
+  immediate ``imm`` when ``use_imm``) as the second operand, op = the ALU opcode (MIN, MAX, ADD, SHR, MUL
+  with the rules of :func:`sim.cycle.kernels.alu_op`), written back in place; returns the digest terms
+  like ``add_tile``.  Both operands are read before the write, so ``s == a`` reads the old values, as the
+  lane-by-lane loop does.
 
 Offsets are not checked (the callers' indices are range-checked before any work, as in every kernel).
 """
@@ -73,5 +78,74 @@ def _copy(width):
     return intrinsic(typer)
 
 
+def _splat(builder, vt, value, width):
+    v = builder.insert_element(ir.Constant(vt, ir.Undefined), value, ir.Constant(ir.IntType(32), 0))
+    return builder.shuffle_vector(v, ir.Constant(vt, ir.Undefined), ir.Constant(vt, [0] * width))
+
+
+def _digest_terms(builder, v, hb_v, width):
+    i32 = ir.IntType(32)
+    vi = ir.VectorType(i32, width)
+    lane_hash = ir.Constant(vi, [(ln * MIX_X) & 0xFFFFFFFF for ln in range(width)])
+    mixed = builder.mul(builder.xor(v, builder.add(_splat(builder, vi, hb_v, width), lane_hash)),
+                        ir.Constant(vi, [MIX_V] * width))
+    reduce_add = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i32, [vi]),
+                                                f"llvm.vector.reduce.add.v{width}i32")
+    return builder.call(reduce_add, [mixed])
+
+
+def _alu_tile(width):
+    i32 = ir.IntType(32)
+    vi = ir.VectorType(i32, width)
+
+    def typer(typingctx, acc, a, s, op, use_imm, imm, hb):
+        sig = types.uint32(acc, a, s, op, use_imm, imm, hb)
+
+        def codegen(context, builder, signature, args):
+            acc_v, a_v, s_v, op_v, use_imm_v, imm_v, hb_v = args
+            acc_arr = context.make_array(signature.args[0])(context, builder, acc_v)
+            aptr = builder.bitcast(builder.gep(acc_arr.data, [a_v]), vi.as_pointer())
+            x = builder.load(aptr, align=4)
+            imm32 = builder.trunc(imm_v, i32) if imm_v.type.width > 32 else imm_v
+            with builder.if_else(builder.icmp_unsigned("!=", use_imm_v, ir.Constant(use_imm_v.type, 0))) as (imm_b,
+                                                                                                          vec_b):
+                with imm_b:
+                    y_imm = _splat(builder, vi, imm32, width)
+                    bb_imm = builder.block
+                with vec_b:
+                    sptr = builder.bitcast(builder.gep(acc_arr.data, [s_v]), vi.as_pointer())
+                    y_vec = builder.load(sptr, align=4)
+                    bb_vec = builder.block
+            y = builder.phi(vi)
+            y.add_incoming(y_imm, bb_imm)
+            y.add_incoming(y_vec, bb_vec)
+            zero = ir.Constant(vi, [0] * width)
+            c31 = ir.Constant(vi, [31] * width)
+            opc = builder.trunc(op_v, i32) if op_v.type.width > 32 else op_v
+            # every opcode's result, then the one the opcode names (the caller's loop is per instruction, so
+            # the selects are the same for every uop; the values are cheap next to the memory traffic)
+            r_min = builder.select(builder.icmp_signed("<", x, y), x, y)
+            r_max = builder.select(builder.icmp_signed(">", x, y), x, y)
+            r_add = builder.add(x, y)
+            sh_r = builder.select(builder.icmp_signed(">", y, c31), c31,
+                                  builder.select(builder.icmp_signed("<", y, zero), zero, y))
+            neg = builder.sub(zero, y)
+            sh_l = builder.select(builder.icmp_signed(">", neg, c31), c31,
+                                  builder.select(builder.icmp_signed("<", neg, zero), zero, neg))
+            left = builder.select(builder.icmp_signed(">", y, ir.Constant(vi, [-32] * width)), builder.shl(x, sh_l),
+                                  zero)
+            r_shr = builder.select(builder.icmp_signed(">=", y, zero), builder.ashr(x, sh_r), left)
+            r_mul = builder.mul(x, y)
+            r = r_mul
+            for code, val in ((3, r_shr), (2, r_add), (1, r_max), (0, r_min)):
+                r = builder.select(builder.icmp_unsigned("==", opc, ir.Constant(i32, code)), val, r)
+            builder.store(r, aptr, align=4)
+            return _digest_terms(builder, r, hb_v, width)
+        return sig, codegen
+    typer.__name__ = f"alu_tile{width}"
+    return intrinsic(typer)
+
+
 add_tile8, add_tile16 = _add_tile(8), _add_tile(16)
+alu_tile8, alu_tile16 = _alu_tile(8), _alu_tile(16)
 copy_f8, copy_f16 = _copy(8), _copy(16)
