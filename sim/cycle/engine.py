@@ -10,6 +10,7 @@ import functools
 import hashlib
 import os
 import sys
+import threading
 import time
 import weakref
 from collections.abc import Sequence
@@ -86,6 +87,51 @@ def _config_params(cfg: VTAConfig, gemm: str) -> np.ndarray:
     return P
 
 
+MEMORY_NAMES = ("uop32", "inp2", "wgt2", "wgt_pairs", "acc2", "xf", "wt", "wready", "ab", "pb")
+
+
+def new_memories(cfg: VTAConfig) -> dict:
+    """The SRAMs (zero, as at reset) and the GEMM fast path's arrays (:func:`sim.cycle.gemm_fast.scratch`)
+    of one machine, by :data:`MEMORY_NAMES`.  ``wgt_pairs`` is the integer kernel's copy of WGT
+    (:func:`sim.cycle.kernels.pair_weights`)."""
+    wgt2 = np.zeros((cfg.wgt_depth, cfg.wgt_elem_bytes), np.int8)
+    return dict(zip(MEMORY_NAMES, (np.zeros(cfg.uop_depth, np.uint32), np.zeros((cfg.inp_depth, cfg.inp_elem_bytes), np.int8),
+                                   wgt2, np.zeros(wgt2.shape, np.int8),
+                                   np.zeros((cfg.acc_depth, cfg.batch * cfg.block_out), np.int32)) + scratch(cfg)))
+
+
+class _MemoryPool:
+    """Machine memories kept between ``run_image`` calls (at most ``keep`` sets, the most recent configs).
+
+    A fresh set is a few MiB of new pages, and the page faults of touching them cost a small layer's run
+    more than clearing a used set: a set taken from the pool is cleared to what a new one holds where it
+    matters (the SRAMs, the float input copy, no weight copy current; ``wt``, ``ab`` and ``pb`` are written
+    before they are read).  One set serves one run at a time."""
+
+    CLEAR = ("uop32", "inp2", "wgt2", "wgt_pairs", "acc2", "xf", "wready")
+
+    def __init__(self, keep: int = 4):
+        self._keep, self._free, self._lock = keep, [], threading.Lock()
+
+    def take(self, cfg: VTAConfig) -> dict:
+        with self._lock:
+            k = next((i for i, (c, _) in enumerate(self._free) if c == cfg), None)
+            mem = None if k is None else self._free.pop(k)[1]
+        if mem is None:
+            return new_memories(cfg)
+        for name in self.CLEAR:
+            mem[name].fill(0)
+        return mem
+
+    def give(self, cfg: VTAConfig, mem: dict) -> None:
+        with self._lock:
+            self._free.append((cfg, mem))
+            del self._free[:-self._keep]
+
+
+_memory_pool = _MemoryPool()
+
+
 class LazyRows(Sequence):
     """A read-only sequence whose item k is ``make(k)``, built when read (a run's records are not kept as
     Python objects).  Equal to any sequence with equal items; ``list(...)`` gives a plain list."""
@@ -133,7 +179,7 @@ class CycleMachine:
     own bytes), then dispatch/start/end cycles (int64), the digest (uint32), the module queues and the
     retire order (int32)."""
 
-    def __init__(self, prog: Program, dram: np.ndarray, insn_addr: int, gemm: str = "auto"):
+    def __init__(self, prog: Program, dram: np.ndarray, insn_addr: int, gemm: str = "auto", memories=None):
         cfg = self.cfg = prog.cfg
         self.prog = prog
         n = prog.count
@@ -168,12 +214,9 @@ class CycleMachine:
         self.BD = np.zeros((N_UNITS, len(BUCKET_NAMES)), np.int64)
         self.CNT = np.zeros(len(COUNTER_NAMES), np.int64)
         self.dram = dram
-        self.uop32 = np.zeros(cfg.uop_depth, np.uint32)
-        self.inp2 = np.zeros((cfg.inp_depth, cfg.inp_elem_bytes), np.int8)
-        self.wgt2 = np.zeros((cfg.wgt_depth, cfg.wgt_elem_bytes), np.int8)
-        self.wgt_pairs = np.zeros(self.wgt2.shape, np.int8)   # the GEMM's layout, see kernels.pair_weights
-        self.acc2 = np.zeros((cfg.acc_depth, cfg.batch * cfg.block_out), np.int32)
-        self.xf, self.wt, self.wready, self.ab, self.pb = scratch(cfg)   # the float32 GEMM path (gemm_fast)
+        mem = new_memories(cfg) if memories is None else memories
+        (self.uop32, self.inp2, self.wgt2, self.wgt_pairs, self.acc2,
+         self.xf, self.wt, self.wready, self.ab, self.pb) = (mem[name] for name in MEMORY_NAMES)
         core.init_state(self.S, self.US, self.P, self.chunk_req)
 
     def step(self, events: int | None = None) -> int:
@@ -310,8 +353,12 @@ def run_image(image, trace=None, perfetto=None, progress=None, gemm="auto", **ig
     warm_up(image.cfg)
     prog = cached_program(image)
     t0, c0 = time.perf_counter(), time.process_time()
-    m = CycleMachine(prog, image.dram(), image.insn_addr, gemm)
-    m.run(progress)
+    mem = _memory_pool.take(image.cfg)
+    try:
+        m = CycleMachine(prog, image.dram(), image.insn_addr, gemm, mem)
+        m.run(progress)
+    finally:
+        _memory_pool.give(image.cfg, mem)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     records = m.records()
     result = RunResult(engine="cycle", dram=m.dram, counters=dict(zip(COUNTER_NAMES, (int(c) for c in m.CNT))),
