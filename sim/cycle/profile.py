@@ -6,7 +6,8 @@
 
 Stages, each the best of ``repeat`` timings (seconds): ``decode`` = :func:`sim.program.load_program` from
 scratch (decode + static checks), ``decode_cached`` = what ``run_image`` pays for it with the per-image cache,
-``setup`` = building the machine (state arrays, parameters, module queues), ``dispatch`` = one call into
+``setup`` = building the machine (state arrays, parameters, module queues, clearing pooled memories as
+``run_image`` does), ``dispatch`` = one call into
 the compiled core that does nothing (numba's argument checks), ``core`` = the compiled run, ``data`` = the
 data kernels alone on the same instructions in start order with no event loop
 (:meth:`~sim.cycle.engine.CycleMachine.replay`), ``total`` = ``run_image`` end to end and ``result`` =
@@ -20,7 +21,7 @@ import time
 
 import numpy as np
 
-from sim.cycle.engine import CycleMachine, cached_program, run_image, warm_up
+from sim.cycle.engine import CycleMachine, _memory_pool, cached_program, run_image, warm_up
 from sim.program import load_program
 
 __all__ = ["stage_times"]
@@ -38,29 +39,36 @@ def _best(fn, repeat: int) -> float:
 def stage_times(image, repeat: int = 5, gemm: str = "auto") -> dict:
     warm_up(image.cfg)
     prog = cached_program(image)
+    cfg = image.cfg
 
-    def machine():
-        return CycleMachine(prog, image.dram(), image.insn_addr, gemm)
+    def timed(use):
+        """Seconds of ``use(machine)`` on a machine built as run_image builds it (pooled memories)."""
+        mem = _memory_pool.take(cfg)
+        try:
+            m = CycleMachine(prog, image.dram(), image.insn_addr, gemm, mem)
+            t = time.perf_counter()
+            use(m)
+            return time.perf_counter() - t
+        finally:
+            _memory_pool.give(cfg, mem)
 
-    first = machine()
+    first = CycleMachine(prog, image.dram(), image.insn_addr, gemm)
     first.run(progress=False)
     order = np.argsort(first.s_cyc, kind="stable")
     order = order[first.s_cyc[order] >= 0]
     kinds = np.ones(8, np.int64)
-    core = data = float("inf")
-    for _ in range(repeat):
-        m = machine()
-        t = time.perf_counter()
-        m.run(progress=False)
-        core = min(core, time.perf_counter() - t)
-        m = machine()
-        t = time.perf_counter()
-        m.replay(order, kinds)
-        data = min(data, time.perf_counter() - t)
-    idle = machine()
+    core = min(timed(lambda m: m.run(progress=False)) for _ in range(repeat))
+    data = min(timed(lambda m: m.replay(order, kinds)) for _ in range(repeat))
+
+    def setup():
+        mem = _memory_pool.take(cfg)
+        CycleMachine(prog, image.dram(), image.insn_addr, gemm, mem)
+        _memory_pool.give(cfg, mem)
+
+    idle = CycleMachine(prog, image.dram(), image.insn_addr, gemm)
     out = {"decode": _best(lambda: load_program(image), repeat),
            "decode_cached": _best(lambda: cached_program(image), repeat),
-           "setup": _best(machine, repeat),
+           "setup": _best(setup, repeat),
            "dispatch": _best(lambda: idle.step(0), repeat),
            "core": core, "data": data,
            "total": _best(lambda: run_image(image, progress=False, gemm=gemm), repeat)}
