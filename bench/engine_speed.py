@@ -6,6 +6,7 @@ one core against two - all measured in one run.
     python bench/engine_speed.py --layers C2,C5 --reduce 4
     python bench/engine_speed.py --config config/presets/1x32x32.json --no-synthetic
     python bench/engine_speed.py --maximal-uops 8        # the ISA's largest nests (minutes on the cycle engine)
+    python bench/engine_speed.py --previous c899423      # also the engine of that revision, same images
 
 Main table (every time is the best of ``--repeat`` runs): ``func s`` our functional engine
 (``sim.functional``; not TVM's fsim), ``cycle s`` the cycle engine's ``run_image`` end to end (JIT excluded:
@@ -20,6 +21,10 @@ Fixed cost table (the small layers C4, C7, C10 when selected): a run's stages in
 <= 0.5 ms), then what the rest is made of: ``decode`` (load_program from scratch; ``run_image`` pays
 ``cached``), ``setup`` machine arrays, ``dispatch`` one call into the compiled core, ``events`` the event
 loop and per-instruction starts (core minus data minus dispatch), ``result`` result objects.
+
+Previous-engine table (``--previous REV``): the ``run_image`` wall time of revision REV's cycle engine on the
+same images (saved and loaded in a subprocess running REV's own hw/, sim/, config/), same cycles required,
+and ``prev/now``.
 
 Cores table: every workload of the main table run one after the other (``run_images(workers=1)``) and two
 at a time in two threads (``workers=2``: the compiled core releases the GIL).
@@ -111,6 +116,9 @@ def main(argv=None) -> int:
     ap.add_argument("--config", default=None, help="VTA config json (default: config/vta_config.json)")
     ap.add_argument("--no-synthetic", action="store_true", help="skip the GEMM-bound synthetic stream")
     ap.add_argument("--repeat", type=int, default=3, help="timings per figure; the best is printed")
+    ap.add_argument("--previous", metavar="REV", default=None,
+                    help="also time the cycle engine of git revision REV (its hw/, sim/, config/ in a subprocess "
+                         "on the same images) and print today's speed-up over it")
     ap.add_argument("--maximal-uops", type=int, default=1,
                     help="uops of the maximal-nest rows (16383 x 16383 x N; 0 skips them; 8 = the ISA's worst case)")
     args = ap.parse_args(argv)
@@ -148,6 +156,8 @@ def main(argv=None) -> int:
     overhead = fixed_costs(small, max(10, args.repeat)) if small else {}
     cores = two_cores(rows, args.repeat)
     targets(rows, tot, overhead, cores)
+    if args.previous:
+        previous(args.previous, rows, args.repeat)
     if args.maximal_uops:
         maximal(cfg, args.maximal_uops)
     return 0
@@ -195,6 +205,63 @@ def targets(rows, tot, overhead, cores) -> None:
         print(f"  {name} above its data work <= 0.5 ms: {ms:.3f} ms")
     print(f"  all workloads >= 60 M cycles/s: {tot['cycles'] / tot['cy'] / 1e6:.1f} one at a time, "
           f"{cores[1]:.1f} via run_images on 1 worker, {cores[2]:.1f} on 2 workers")
+
+
+PREVIOUS_SCRIPT = """
+import json, sys, time
+sys.path.insert(0, ".")
+from sim.cycle import run_image
+from sim.cycle.engine import warm_up
+from sim.image import MemoryImage
+out = {}
+for name, path in json.loads(sys.argv[1]).items():
+    img = MemoryImage.load(path)
+    warm_up(img.cfg)
+    best = float("inf")
+    for _ in range(int(sys.argv[2])):
+        t = time.perf_counter()
+        r = run_image(img, progress=False)
+        best = min(best, time.perf_counter() - t)
+    out[name] = [best, r.cycles]
+print(json.dumps(out))
+"""
+
+
+def previous(rev: str, rows, repeat: int) -> None:
+    """Time revision ``rev``'s cycle engine on the same images in a subprocess (its numba cache is kept
+    under the system temp directory, so only its first use compiles) and print the speed-up."""
+    import json
+    import subprocess
+    import tempfile
+    repo = Path(__file__).resolve().parent.parent
+    sha = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", f"{rev}^{{commit}}"], capture_output=True,
+                         text=True)
+    if sha.returncode:
+        raise SystemExit(f"--previous {rev!r}: not a git revision of {repo}")
+    tree = Path(tempfile.gettempdir()) / f"vtasim-rev-{sha.stdout.strip()[:12]}"
+    if not (tree / "sim").is_dir():
+        tree.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(["git", "-C", str(repo), "archive", sha.stdout.strip(), "hw", "sim", "config"],
+                                 capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = {r["name"]: str(r["image"].save(Path(tmp) / r["name"].replace("/", "_"))) for r in rows}
+        done = subprocess.run([sys.executable, "-c", PREVIOUS_SCRIPT, json.dumps(paths), str(repeat)], cwd=tree,
+                              capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"--previous {rev}: its engine failed:\n{done.stderr[-2000:]}")
+    old = json.loads(done.stdout.strip().splitlines()[-1])
+    print()
+    print(f"previous engine ({rev} = {sha.stdout.strip()[:12]}, run_image wall, best of {repeat})")
+    print(f"{'workload':<11}{'prev s':>9}{'now s':>9}{'prev/now':>9}")
+    for r in rows:
+        t_old, cycles = old[r["name"]]
+        if cycles != r["cycles"]:
+            raise SystemExit(f"{r['name']}: revision {rev} gives {cycles} cycles, today {r['cycles']}")
+        print(f"{r['name']:<11}{t_old:>9.4f}{r['cy']:>9.4f}{t_old / r['cy']:>9.2f}")
+    t_old = sum(old[r["name"]][0] for r in rows)
+    t_now = sum(r["cy"] for r in rows)
+    print(f"{'total':<11}{t_old:>9.4f}{t_now:>9.4f}{t_old / t_now:>9.2f}")
 
 
 def maximal(cfg, uops: int) -> None:
