@@ -5,7 +5,7 @@ read only the INP and WGT SRAMs, never the accumulator, so all of them can be co
 This module computes them in bulk - grouped by weight block, one float32 matrix product (BLAS, through
 numba's ``np.dot``) per distinct weight element - and then adds them to the accumulator in execution order,
 taking the digest of every write on the way (docs/timing.md 9 counts each write with the value after it,
-so the adds stay sequential; they are 16-lane vector operations).  Loops whose src and wgt factors are both
+so the adds stay sequential; each is an 8- or 16-lane vector step of :mod:`sim.cycle.simd`).  Loops whose src and wgt factors are both
 0 repeat the same tiles: their products are computed once.
 
 Exactness (:func:`float32_exact`): float32 is used only where the config's widths prove every partial sum
@@ -63,7 +63,7 @@ def scratch(cfg):
 @njit(cache=True)
 def to_float(src, dst, first, count):
     """``dst[first:first + count]`` = the int8 values of bytes ``src[first:first + count]`` as float32: the
-    float copy of SRAM elements after a LOAD (``xf`` and ``wt`` keep the SRAMs' own element layout)."""
+    float copy of INP elements after a LOAD (``xf`` keeps the SRAM's own element layout)."""
     for i in range(np.uint64(first), np.uint64(first + count)):
         dst[i] = np.float32(np.int8(src[i]))
 
