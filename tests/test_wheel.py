@@ -1,9 +1,10 @@
 """The built wheel is a working install: it carries ``config/`` and ``vtasim demo`` runs from it.
 
 A copy of the source tree is built into a wheel (no build isolation, so no network: setuptools comes
-from the dev extra), installed into a fresh virtual environment (with the system site-packages for
-numpy/numba/matplotlib, but the wheel's own copy of vtasim first), and ``vtasim demo`` runs there
-from an unrelated directory.  The reference: the files the wheel must contain, and the demo's own
+from the dev extra), installed into a fresh virtual environment that sees the packages of the
+interpreter running the tests (numpy/numba/matplotlib, through a ``.pth`` line naming that
+interpreter's site-packages, so it works from a venv and from a system Python alike) but finds the
+wheel's own copy of vtasim first, and ``vtasim demo`` runs there from an unrelated directory.  The reference: the files the wheel must contain, and the demo's own
 check of its outputs against numpy.
 """
 
@@ -13,11 +14,12 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-IGNORE = shutil.ignore_patterns(".git", "__pycache__", "build", "dist", "runs", "*.egg-info", ".ruff_cache",
+IGNORE = shutil.ignore_patterns(".git", ".venv", "__pycache__", "build", "dist", "runs", "*.egg-info", ".ruff_cache",
                                 ".pytest_cache", "sim_build")
 
 
@@ -41,9 +43,15 @@ def test_wheel_ships_config_and_runs_the_demo(tmp_path):
     assert not [n for n in names if "__pycache__" in n]
 
     venv = tmp_path / "venv"
-    _run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)])
+    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
     py = venv / "bin" / "python"
-    _run([py, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--ignore-installed", str(wheel)])
+    # The running interpreter's packages (a venv's own, not its base's), after the new venv's own
+    # site-packages. A plain path line: .pth files in that directory (an editable vtasim) stay unread.
+    outer = sorted({sysconfig.get_paths()[k] for k in ("purelib", "platlib")})
+    inner = _run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip()
+    (Path(inner) / "outer_packages.pth").write_text("".join(f"{d}\n" for d in outer))
+    _run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps", "--no-index",
+          "--ignore-installed", str(wheel)])
     work = tmp_path / "work"
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_CURRENT_TEST")}
