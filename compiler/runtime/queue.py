@@ -23,9 +23,9 @@ Where this differs from TVM, and why:
   not merge into it but starts the next segment (a NOP there), exactly where TVM's next launch has
   it.  Uop residency is reset as TVM does after every run, so the next kernels are reloaded.  Tokens
   the program has in flight stay in their queues, as they would across TVM's runs.
-  ``stats["flushes"]`` counts barriers.  A segment, like one of TVM's launches, holds at most
-  ``max_insns - 6`` instructions at its last passed check, then the NOPs of dependence calls since,
-  the crossing call's instructions (at most 2) and the closing sequence.
+  ``stats["flushes"]`` counts barriers.  ``max_insns`` bounds a segment as TVM's test bounds a
+  launch: the last test that passed saw at most ``max_insns - 6`` instructions; the NOPs of later
+  dependence calls, the crossing call's instructions (at most 2) and the closing sequence follow.
 * **Each kernel has one fixed place in the image's uop segment** (in recording order), and every
   LOAD UOP of it reads from there.  This is not what TVM does, and TVM's layout is wrong after an
   eviction within a launch: its LOAD UOP takes the kernel's offset among the resident kernels *at
