@@ -14,10 +14,12 @@ The lowered program makes the calls TVM's generated host code makes (compiler sp
     q.synchronize()
     image = q.build()                         # sim.image.MemoryImage
 
-One queue is one image is one device launch: ``synchronize()`` ends it with FINISH.  When the
-instruction buffer would overflow (TVM's ``(count + 6) * 16 > VTA_MAX_XFER``, here ``max_insns``), the
-queue inserts the closing drain without FINISH as an in-stream barrier and forgets uop residency,
-where TVM would run the device and start again (``stats["flushes"]`` counts them).
+One queue is one image is one device launch: ``synchronize()`` ends it with FINISH.  Like TVM's
+runtime, every load, store and GEMM/ALU push ends by testing for a full instruction buffer (TVM's
+``(count + 6) * 16 > VTA_MAX_XFER``, here ``count + 6 > max_insns``); when it is full, the queue
+appends the closing drain without FINISH at once, as an in-stream barrier, and forgets uop
+residency, where TVM would run the device and start again (``stats["flushes"]`` counts them).  The
+dependence calls that follow the crossing call go after the barrier, as into TVM's next launch.
 
 Modules: :mod:`.queue` (CommandQueue, DramBuffer; the differences from TVM are listed there),
 :mod:`.kernel` (kernel recording and its rules), :mod:`.uop_ring` (uop SRAM residency and

@@ -12,20 +12,34 @@ Where this differs from TVM, and why:
 * **One image is one device launch.**  ``synchronize()`` appends the closing sequence and FINISH and
   closes the queue; every later call is an error (a drain ``dep_pop`` after ``coproc_sync``, the quirk
   of compiler spec 5.4, must be moved before it).
-* **Automatic flush is an in-stream barrier.**  TVM synchronises (runs the device) when
-  ``(count + 6) * 16 > VTA_MAX_XFER``.  Here, before a call that appends instructions, when the
-  instructions since the last barrier plus the 6 closing slots exceed ``max_insns`` (default
-  ``VTA_MAX_XFER / 16``), the drain part of the closing sequence is appended *without* FINISH: store
-  and load push to compute, compute pops both.  Uop residency is reset as TVM does after every run,
-  so the next kernels are reloaded.  Tokens the program has in flight stay in their queues, as they
-  would across TVM's runs.  ``stats["flushes"]`` counts barriers; ``max_insns`` bounds each
-  between-barrier segment, not the whole image.
+* **Automatic flush is an in-stream barrier.**  TVM's runtime ends each ``VTALoadBuffer2D``,
+  ``VTAStoreBuffer2D``, ``VTAPushGEMMOp`` and ``VTAPushALUOp`` with ``CheckInsnOverFlow``: when
+  ``(count + 6) * 16 > VTA_MAX_XFER`` it synchronises at once (closing sequence, FINISH, device run)
+  and starts an empty instruction buffer; ``VTADepPush`` / ``VTADepPop`` append NOPs but never check.
+  Here the same test runs at the same place -- after the call's instructions (a push's LOAD UOP and
+  GEMM/ALU both) are appended, with the instructions since the last barrier and ``max_insns``
+  (default ``VTA_MAX_XFER / 16``) -- and the barrier is the closing sequence *without* FINISH: store
+  and load push to compute, compute pops both.  So a ``dep_push`` right after the crossing call does
+  not merge into it but starts the next segment (a NOP there), exactly where TVM's next launch has
+  it.  Uop residency is reset as TVM does after every run, so the next kernels are reloaded.  Tokens
+  the program has in flight stay in their queues, as they would across TVM's runs.
+  ``stats["flushes"]`` counts barriers.  ``max_insns`` bounds a segment as TVM's test bounds a
+  launch: the last test that passed saw at most ``max_insns - 6`` instructions; the NOPs of later
+  dependence calls, the crossing call's instructions (at most 2) and the closing sequence follow.
 * **Each kernel has one fixed place in the image's uop segment** (in recording order), and every
-  LOAD UOP of it reads from there.  TVM repacks resident kernels into its uop DMA buffer at every
-  sync; with a single launch a fixed place is simpler and equivalent.  TVM's uop-staging overflow
-  auto-sync therefore has no counterpart.
-* ACC_8BIT loads run in the compute stage, like ACC: the hardware executes them there (hardware
-  spec 4.1).  TVM's runtime cannot emit them at all (its element-size table has no ACC_8BIT).
+  LOAD UOP of it reads from there.  This is not what TVM does, and TVM's layout is wrong after an
+  eviction within a launch: its LOAD UOP takes the kernel's offset among the resident kernels *at
+  the time of the load*, but the uop DMA buffer is written once, at the sync, from the kernels
+  resident *then*.  Example (uop buffer of 8): A (3 uops) at [0, 3), B (3) at [3, 6); C (3) does not
+  fit, wraps to 0 and evicts A; at the sync the buffer holds C then B, so A's earlier LOAD UOP
+  (offset 0) loads C's uops and A's GEMM runs C's kernel.  Here every LOAD UOP loads its own
+  kernel's uops; streams without an eviction inside a launch differ from TVM's at most in LOAD UOP
+  ``dram_base``.  TVM's uop-staging overflow sync in ``UopQueue::Push`` has no counterpart; it never
+  fires in TVM either (its staging vector stays empty, so the test is ``size > VTA_MAX_XFER / 4``,
+  beyond the uop SRAM).
+* ACC_8BIT loads run in the compute stage, like ACC, as in TVM's final runtime
+  (``GetMemPipelineStage``), with a DRAM element of ``VTA_ACC_ELEM_BYTES / 4`` bytes (one int8 per
+  accumulator lane, ``cfg.acc8_elem_bytes``); the hardware executes them there (hardware spec 4.1).
 * TVM's ``(signature + 1) < 100`` limit on cache keys is not kept: any hashable key works (the
   lowering uses (site id, virtual-thread index)).
 * Arguments are checked at the call (buffer ownership, memory types, DRAM and SRAM ranges, ISA field
@@ -203,11 +217,11 @@ class CommandQueue:
                     and (src_elem_offset + (y_size - 1) * x_stride + x_size) * eb <= src.nbytes
                     and dst_sram_index + (y_pad_before + y_size + y_pad_after) * (x_pad_before + x_size + x_pad_after)
                     <= depth):
-                self._maybe_flush()
                 self._stream.create(stage, Insn(opcode=OP_LOAD, memory_type=dst_mem_type, sram_base=dst_sram_index,
                                                 dram_base=dram, y_size=y_size, x_size=x_size, x_stride=x_stride,
                                                 x_pad_0=x_pad_before, y_pad_0=y_pad_before, x_pad_1=x_pad_after,
                                                 y_pad_1=y_pad_after), f"load_buffer_2d({src.name}, {where})")
+                self._check_overflow()
                 return
         self._load_checked(src, src_elem_offset, x_size, y_size, x_stride, x_pad_before, y_pad_before,
                            x_pad_after, y_pad_after, dst_sram_index, dst_mem_type)
@@ -243,8 +257,8 @@ class CommandQueue:
             raise RuntimeContractError(f"{where}: writes SRAM elements [{sram}, {sram + rows * cols}) "
                                        f"({rows} rows x {cols} with pads), beyond the {MEM_NAMES[mem]} "
                                        f"buffer depth {depth}")
-        self._maybe_flush()
         self._stream.create(module_of(OP_LOAD, mem) + 1, insn, where)
+        self._check_overflow()
 
     def store_buffer_2d(self, src_sram_index, src_mem_type, dst, dst_elem_offset, x_size, y_size, x_stride) -> None:
         """VTAStoreBuffer2D: one STORE (store stage), pads 0."""
@@ -260,11 +274,11 @@ class CommandQueue:
                     and dram < lim["dram_base"]
                     and (dst_elem_offset + (y_size - 1) * x_stride + x_size) * eb <= dst.nbytes
                     and src_sram_index + x_size * y_size <= self._depth[MEM_OUT]):
-                self._maybe_flush()
                 self._stream.create(STAGE_STORE, Insn(opcode=OP_STORE, memory_type=self._store_type,
                                                       sram_base=src_sram_index, dram_base=dram, y_size=y_size,
                                                       x_size=x_size, x_stride=x_stride),
                                     f"store_buffer_2d({dst.name})")
+                self._check_overflow()
                 return
         self._store_checked(src_sram_index, src_mem_type, dst, dst_elem_offset, x_size, y_size, x_stride)
 
@@ -290,8 +304,8 @@ class CommandQueue:
         if sram + x * y > depth:
             raise RuntimeContractError(f"{where}: reads SRAM elements [{sram}, {sram + x * y}), beyond the "
                                        f"OUT buffer depth {depth}")
-        self._maybe_flush()
         self._stream.create(STAGE_STORE, insn, where)
+        self._check_overflow()
 
     def _check_dram(self, where, buf: DramBuffer, mem, off, x, y, stride) -> None:
         eb = self._dram_eb[mem]
@@ -357,7 +371,6 @@ class CommandQueue:
         self._check_open(call)
         kernel = self._kernel(call, mode, key, record)
         where = kernel.meta["origin"]
-        self._maybe_flush()
         if self._ring.place(kernel):
             n = kernel.size
             # dram_base is the kernel's place in the uop segment, known once build() lays it out
@@ -365,6 +378,7 @@ class CommandQueue:
                                                     y_size=1, x_size=n, x_stride=n), where, kernel=kernel)
             self._counts["uop_loads"] += 1
         self._stream.create(STAGE_COMPUTE, self._op_insn(kernel), where)
+        self._check_overflow()
 
     # ---- dependence tokens -----------------------------------------------------------------------
     def dep_push(self, from_stage, to_stage) -> None:
@@ -391,8 +405,12 @@ class CommandQueue:
         s.dep_pop(STAGE_LOAD, STAGE_COMPUTE, origin)
         s.commit_pending_pop(STAGE_COMPUTE, origin)
 
-    def _maybe_flush(self) -> None:
-        """TVM's CheckInsnOverFlow, as an in-stream barrier (module docstring)."""
+    def _check_overflow(self) -> None:
+        """TVM's CheckInsnOverFlow, as an in-stream barrier (module docstring).
+
+        Called at the end of every call that appended a LOAD, STORE or GEMM/ALU (its LOAD UOP
+        included), never from ``dep_push`` / ``dep_pop``: the barrier follows the crossing call at
+        once, so the dependence calls after it belong to the next segment, as in TVM."""
         if len(self._stream) - self._segment_start + CLOSING_HEADROOM > self.max_insns:
             self._drain("flush")
             self._ring.reset()

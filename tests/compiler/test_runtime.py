@@ -11,9 +11,10 @@ import pytest
 
 from compiler.runtime import CommandQueue, DramBuffer, RuntimeContractError
 from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_OUT, MEM_UOP, MEM_WGT, default_config_path, load_config
-from hw.isa import ALU_ADD, ALU_MAX, ALU_MIN, ALU_SHR, OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, decode_stream, decode_uops
+from hw.isa import ALU_ADD, ALU_MAX, ALU_MIN, ALU_SHR, OP_ALU, OP_GEMM, OP_LOAD, OP_STORE, decode_stream, decode_uops
 from sim import functional
 from sim.errors import SimError
+from tvm_runtime_model import listing
 
 # ---- helpers -------------------------------------------------------------------------------------
 
@@ -25,24 +26,6 @@ def run_functional(image):
 def run_cycle(image):
     from sim.cycle import run_image
     return run_image(image, progress=False)
-
-
-def listing(image):
-    """(kind, flags) per instruction of the built image, decoded from its bytes."""
-    out = []
-    for i in decode_stream(image.cfg, image.insn_bytes()):
-        flags = "".join(c for c, f in (("P", i.pop_prev), ("p", i.pop_next), ("U", i.push_prev), ("u", i.push_next))
-                        if f)
-        if i.opcode == OP_LOAD:
-            kind = ("NOP-" + {MEM_INP: "MEM", MEM_UOP: "COMPUTE"}[i.memory_type]) if i.x_size == 0 else \
-                {MEM_UOP: "LD-UOP", MEM_INP: "LD-INP", MEM_WGT: "LD-WGT", MEM_ACC: "LD-ACC",
-                 MEM_ACC_8BIT: "LD-ACC8"}[i.memory_type]
-        elif i.opcode == OP_STORE:
-            kind = "NOP-STORE" if i.x_size == 0 else "ST"
-        else:
-            kind = {OP_GEMM: "GEMM", OP_ALU: "ALU", OP_FINISH: "FINISH"}[i.opcode]
-        out.append((kind, flags))
-    return out
 
 
 def uop_segment(image, q):
