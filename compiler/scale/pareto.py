@@ -115,8 +115,8 @@ def _finish(plt, fig, ax, xlabel: str, ylabel: str, title: str, path: Path) -> P
 
 
 def pareto_figure(plt, group: str, pts: list[dict], front: list[dict], varying: list[str]):
-    """Cycles against area of one group, the front as a step line, each front point labelled
-    (the label offset from its point, joined by a thin line).  Returns (fig, ax)."""
+    """Cycles against area of one group, the front as a step line, each front point numbered beside
+    it (not on it) and its config listed by number outside the axes.  Returns (fig, ax)."""
     fig, ax = plt.subplots(figsize=(8, 5), layout="constrained")
     for knobs in sorted({p["knobs"] for p in pts}):
         sel = [p for p in pts if p["knobs"] == knobs]
@@ -124,10 +124,11 @@ def pareto_figure(plt, group: str, pts: list[dict], front: list[dict], varying: 
                    label=f"{knobs} ({len(sel)})")
     ax.step([p["area_proxy"] for p in front], [p["cycles"] for p in front], where="post", color="k", lw=1.2,
             label=f"Pareto front ({len(front)})")
-    for i, p in enumerate(front):
-        ax.annotate(_label(p, varying) or p["knobs"], (p["area_proxy"], p["cycles"]), fontsize=6, alpha=0.9,
-                    xytext=(8, 10 if i % 2 == 0 else -14), textcoords="offset points",
-                    arrowprops={"arrowstyle": "-", "lw": 0.5, "color": "0.4"})
+    for i, p in enumerate(front):              # a number beside each front point, its config in the key
+        ax.annotate(str(i + 1), (p["area_proxy"], p["cycles"]), xytext=(5, 5), textcoords="offset points",
+                    fontsize=7, fontweight="bold")
+    key = "\n".join(f"{i + 1}: {_label(p, varying) or p['knobs']}" for i, p in enumerate(front))
+    ax.text(1.01, 0.0, "Pareto front\n" + key, transform=ax.transAxes, va="bottom", ha="left", fontsize=6)
     _scale_axis(ax, "x", [p["area_proxy"] for p in pts])
     _scale_axis(ax, "y", [p["cycles"] for p in pts])
     ax.margins(0.12)

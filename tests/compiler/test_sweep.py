@@ -225,7 +225,12 @@ def test_dse_figures_have_labelled_ticks_and_offset_point_labels(swept):
             _check_ticks(fig, ax, "x")
             _check_ticks(fig, ax, "y")
             notes = [c for c in ax.get_children() if isinstance(c, matplotlib.text.Annotation)]
-            assert sorted(n.get_text() for n in notes) == sorted(f"BLOCK={p['LOG_BLOCK']}" for p in front)
+            assert [n.get_text() for n in notes] == [str(k + 1) for k in range(len(front))]
+            assert [n.xy for n in notes] == [(p["area_proxy"], p["cycles"]) for p in front]
+            key = [t for t in ax.texts if t not in notes]
+            assert len(key) == 1 and key[0].get_text().splitlines()[1:] == \
+                [f"{k + 1}: BLOCK={p['LOG_BLOCK']}" for k, p in enumerate(front)]
+            assert not key[0].get_window_extent(renderer).overlaps(ax.get_window_extent(renderer))
             for n in notes:
                 px, py = ax.transData.transform(n.xy)
                 box = n.get_window_extent(renderer)
