@@ -6,6 +6,7 @@ rescheduled by Dask on another worker (its finished siblings are already on disk
 
 from __future__ import annotations
 
+import re
 import time
 
 from compiler.scale.point import evaluate_point
@@ -24,13 +25,14 @@ def _describe(row: dict) -> str:
             f"({row['seconds']:.1f} s)")
 
 
-def skip_summary(n: int, of: int, example: str, out, width: int = 110) -> str:
-    """One line for the points whose config was rejected: how many, one reason (cut to ``width``
-    characters), and where the others are."""
+def skip_summary(n: int, of: int, example: str, out, width: int = 150) -> str:
+    """One line for the points whose config was rejected: how many, one reason (its lists of keys or
+    fields shortened to their first item, then cut to ``width`` characters), and where the others are."""
     why = example.removeprefix("point: ")
+    why = re.sub(r"\b([A-Za-z_]+=\S+?)(, [A-Za-z_]+=\S+?)+(?= |$)", r"\1, ...", why)
+    why = re.sub(r"\(([a-z_]+)(, [a-z_]+)+\)", r"(\1, ...)", why)
     why = why if len(why) <= width else why[:width].rsplit(" ", 1)[0] + " ..."
-    return (f"sweep: {n} of {of} points skipped, their config rejected (e.g. {why}); "
-            f"every point's reason is in the 'reason' column of {out}")
+    return f"sweep: {n} of {of} points skipped, config rejected (e.g. {why}); each reason: 'reason' column of {out}"
 
 
 def run_sweep(spec: Spec, out, workers: int = 2, scheduler: str | None = None, scheduler_file=None,
