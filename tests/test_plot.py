@@ -62,6 +62,8 @@ def _figure_checks(fig, result):
             lb, ab = leg.get_window_extent(renderer), ax.get_window_extent(renderer)
             assert not lb.overlaps(ab), f"legend of {ax.get_ylabel()!r} overlaps its axes"
             assert fig.bbox.contains(lb.x1, lb.y1) and fig.bbox.contains(lb.x0, lb.y0), "legend cut off"
+        cycle_ticks = [t.get_text() for t in axes[1].get_xticklabels() if t.get_text()]
+        assert any(re.fullmatch(r"\d{1,3}(,\d{3})+", t) for t in cycle_ticks), cycle_ticks   # grouped thousands
         bars = _bars(axes[2])
         table = _table_percent(breakdown_table(result.breakdown, result.cycles))
         assert set(bars) == set(table)
