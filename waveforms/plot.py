@@ -18,12 +18,13 @@ import numpy as np
 from hw.isa import MODULE_NAMES, OPCODE_NAMES
 from waveforms.breakdown import BUCKETS, share_text, shares
 
-__all__ = ["in_instruction_fraction", "timeline_figure", "plot_timeline"]
+__all__ = ["LEGEND_OUTSIDE", "in_instruction_fraction", "timeline_figure", "plot_timeline"]
 
 _COLOURS = {0: "tab:blue", 1: "tab:green", 2: "tab:red", 3: "tab:gray", 4: "tab:orange"}
 _BUCKET_COLOURS = {"busy": "tab:green", "mem_wait": "tab:orange", "token_wait": "tab:purple",
                    "queue_stall": "tab:red", "idle": "0.85"}
-_OUTSIDE = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "borderaxespad": 0.0, "fontsize": 8}
+LEGEND_OUTSIDE = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "borderaxespad": 0.0, "fontsize": 8}
+"""``ax.legend(**LEGEND_OUTSIDE)``: the legend right of the axes, clear of the data (every vtasim plot)."""
 
 
 def in_instruction_fraction(trace, cycles: int, bins: int = 100) -> dict:
@@ -55,7 +56,7 @@ def _lanes(ax, trace, max_bars: int) -> None:
     ax.set_yticks(range(len(MODULE_NAMES)), MODULE_NAMES)
     ax.set_ylim(-0.6, len(MODULE_NAMES) - 0.4)
     if handles:
-        ax.legend(handles.values(), handles.keys(), title="opcode", **_OUTSIDE)
+        ax.legend(handles.values(), handles.keys(), title="opcode", **LEGEND_OUTSIDE)
 
 
 def _windows(ax, trace, cycles: int) -> None:
@@ -67,7 +68,7 @@ def _windows(ax, trace, cycles: int) -> None:
     ax.set_ylabel("in an instruction %\n(busy + mem wait)", fontsize=8)
     ax.set_xlabel("cycle")
     ax.set_ylim(0, 105)
-    ax.legend(**_OUTSIDE)
+    ax.legend(**LEGEND_OUTSIDE)
 
 
 def _buckets(ax, breakdown: dict, cycles: int) -> None:
@@ -85,7 +86,7 @@ def _buckets(ax, breakdown: dict, cycles: int) -> None:
     ax.invert_yaxis()
     ax.set_xlim(0, 100)
     ax.set_xlabel("% of the run's cycles (the breakdown table; busy excludes mem wait)")
-    ax.legend(**_OUTSIDE)
+    ax.legend(**LEGEND_OUTSIDE)
 
 
 def timeline_figure(result, title: str | None = None, max_bars: int = 20000):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+from waveforms.plot import LEGEND_OUTSIDE
+
 __all__ = ["layer_table", "write_report", "totals", "roofline_points", "roofline_figure"]
 
 COLUMNS = ("layer", "op", "placement", "out_shape", "macs", "cycles", "gemm_util", "dram_bytes", "wall_ms")
@@ -72,7 +74,7 @@ def roofline_figure(plt, vta, cfg, title: str):
     ax.set_xlabel("operational intensity (MACs per DRAM byte)")
     ax.set_ylabel("MACs per cycle")
     ax.set_title(f"{title}: roofline on {cfg.batch}x{cfg.block_in}x{cfg.block_out}")
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    ax.legend(**LEGEND_OUTSIDE)
     return fig, ax
 
 

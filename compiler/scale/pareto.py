@@ -15,6 +15,7 @@ from pathlib import Path
 
 from compiler.scale.results import CONFIG_COLUMNS, read_rows
 from compiler.scale.spec import SpecError
+from waveforms.plot import LEGEND_OUTSIDE
 
 __all__ = ["pareto_front", "groups", "pareto_figure", "sensitivity_figure", "run_dse", "TOTAL"]
 
@@ -76,7 +77,7 @@ def _label(p: dict, varying: list[str]) -> str:
 
 
 LOG_SPAN = 100          # an axis whose data spans more than this ratio is drawn log-scaled
-_OUTSIDE = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "borderaxespad": 0.0, "fontsize": 7}
+_OUTSIDE = {**LEGEND_OUTSIDE, "fontsize": 7}
 
 
 def _compact(v: float, step: float) -> str:
@@ -114,7 +115,7 @@ def _finish(plt, fig, ax, xlabel: str, ylabel: str, title: str, path: Path) -> P
     return path
 
 
-def pareto_figure(plt, group: str, pts: list[dict], front: list[dict], varying: list[str]):
+def pareto_figure(plt, pts: list[dict], front: list[dict], varying: list[str]):
     """Cycles against area of one group, the front as a step line, each front point numbered beside
     it (not on it) and its config listed by number outside the axes.  Returns (fig, ax)."""
     fig, ax = plt.subplots(figsize=(8, 5), layout="constrained")
@@ -183,7 +184,7 @@ def run_dse(results, out_dir, log=print) -> dict:
             w.writerows(fronts[g])
     written = [out_dir / "front.csv"]
     for g, pts in grouped.items():
-        fig, ax = pareto_figure(plt, g, pts, fronts[g], varying)
+        fig, ax = pareto_figure(plt, pts, fronts[g], varying)
         ylabel = "cycles" + (" (sum over workloads)" if g == TOTAL else "")
         written.append(_finish(plt, fig, ax, "area proxy (SRAM-bit equivalents)", ylabel, f"{g}: cycles vs area",
                                out_dir / f"pareto_{g.replace('/', '_')}.png"))

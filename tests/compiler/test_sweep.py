@@ -219,9 +219,9 @@ def test_dse_figures_have_labelled_ticks_and_offset_point_labels(swept):
     from compiler.scale.pareto import groups, pareto_figure, sensitivity_figure
     _, _, out, _ = swept
     grouped = groups(read_rows(out))
-    for g, pts in grouped.items():
+    for pts in grouped.values():
         front = pareto_front(pts)
-        fig, ax = pareto_figure(plt, g, pts, front, ["LOG_BLOCK"])
+        fig, ax = pareto_figure(plt, pts, front, ["LOG_BLOCK"])
         try:
             fig.canvas.draw()
             renderer = fig.canvas.get_renderer()
