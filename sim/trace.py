@@ -4,8 +4,14 @@
   (docs/timing.md 9), header ``module,index_in_module,program_index,opcode,start_cycle,end_cycle,digest``
   with the digest as 8 hex digits, so traces from the model and the RTL compare as text.
 * :func:`write_perfetto`: Chrome trace-event format (``{"traceEvents": [...]}``), one "X" (complete)
-  event per instruction on lanes fetch / load / compute / store of one process; 1 cycle = 1 us of
-  trace time so Perfetto's ruler reads in cycles.  Opens in https://ui.perfetto.dev.
+  event per instruction on lanes fetch / load / compute / store of one process.  ``ts`` and ``dur``
+  are cycles.  The format has no cycle unit: its readers (ui.perfetto.dev, chrome://tracing) take
+  ``ts`` as microseconds whatever ``displayTimeUnit`` says (which accepts only "ms"/"ns" and changes
+  the legacy viewer's display, never the reading), so every "us" the viewer shows is one cycle.  The
+  file says so where a reader looks: the process is named ``<engine> (1 us shown = 1 cycle)``,
+  ``otherData`` carries ``time_unit: "cycle"`` and a note, and each slice's args repeat its first and
+  last cycle exactly.  No ``displayTimeUnit`` is written (the default, "ms", keeps the legacy viewer's
+  display in the same units as Perfetto's).
 * :func:`breakdown_table`: the per-module bucket table of docs/timing.md 8 as text.
 """
 
@@ -17,11 +23,19 @@ from pathlib import Path
 
 from hw.isa import OPCODE_NAMES
 from sim.result import RetireRecord
+from waveforms.breakdown import BUCKETS, share_text, shares
 
-__all__ = ["CSV_HEADER", "write_csv", "read_csv", "perfetto_events", "write_perfetto", "breakdown_table"]
+__all__ = ["CSV_HEADER", "TIME_NOTE", "process_name", "write_csv", "read_csv", "perfetto_events", "write_perfetto", "breakdown_table"]
 
 CSV_HEADER = ("module", "index_in_module", "program_index", "opcode", "start_cycle", "end_cycle", "digest")
 LANES = ("fetch", "load", "compute", "store")
+TIME_NOTE = ("ts and dur are accelerator cycles; trace viewers read them as microseconds, "
+             "so 1 us on the time axis is 1 cycle")
+
+
+def process_name(engine: str) -> str:
+    """The Perfetto process (track group) name: the engine and how to read the time axis."""
+    return f"{engine} (1 us shown = 1 cycle)"
 
 
 def write_csv(path, records) -> Path:
@@ -46,34 +60,34 @@ def read_csv(path) -> list:
 
 def perfetto_events(result) -> list:
     """Trace events of a cycle-engine :class:`~sim.result.RunResult` (records + fetch chunks)."""
-    ev = [{"ph": "M", "pid": 1, "name": "process_name", "args": {"name": "vta"}}]
+    ev = [{"ph": "M", "pid": 1, "name": "process_name", "args": {"name": process_name(result.engine)}}]
     for tid, lane in enumerate(LANES):
         ev.append({"ph": "M", "pid": 1, "tid": tid, "name": "thread_name", "args": {"name": lane}})
         ev.append({"ph": "M", "pid": 1, "tid": tid, "name": "thread_sort_index", "args": {"sort_index": tid}})
     for k, (first, done) in enumerate(result.fetch_chunks or ()):
         if first >= 0 and done >= 0:
             ev.append({"ph": "X", "pid": 1, "tid": 0, "name": f"chunk {k}", "ts": first,
-                       "dur": done - first + 1, "args": {"chunk": k}})
+                       "dur": done - first + 1, "args": {"chunk": k, "start_cycle": first, "end_cycle": done}})
     for r in result.trace or ():
         ev.append({"ph": "X", "pid": 1, "tid": LANES.index(r.module), "name": OPCODE_NAMES.get(r.opcode, "?"),
                    "ts": r.start_cycle, "dur": r.end_cycle - r.start_cycle + 1,
                    "args": {"program_index": r.program_index, "index_in_module": r.index_in_module,
-                            "digest": f"{r.digest:08x}"}})
+                            "start_cycle": r.start_cycle, "end_cycle": r.end_cycle, "digest": f"{r.digest:08x}"}})
     return ev
 
 
 def write_perfetto(path, result) -> Path:
     path = Path(path)
     path.write_text(json.dumps({"traceEvents": perfetto_events(result),
-                                "otherData": {"cycles": result.cycles, "time_unit": "1 us = 1 cycle"}}))
+                                "otherData": {"cycles": result.cycles, "time_unit": "cycle", "note": TIME_NOTE}}))
     return path
 
 
 def breakdown_table(breakdown: dict, cycles: int) -> str:
-    """Text table: one row per module, one column per bucket, with percentages of ``cycles``."""
-    buckets = ("busy", "mem_wait", "token_wait", "queue_stall", "idle")
-    lines = [f"{'module':<8}" + "".join(f"{b:>20}" for b in buckets)]
-    for mod, row in breakdown.items():
-        cells = "".join(f"{row[b]:>13,} {100 * row[b] / max(cycles, 1):5.1f}%" for b in buckets)
-        lines.append(f"{mod:<8}" + cells)
+    """Text table: one row per module, one column per bucket, with percentages of ``cycles``
+    (:func:`waveforms.breakdown.shares`, which the timeline plot reads too)."""
+    rows = shares(breakdown, cycles)
+    lines = [f"{'module':<8}" + "".join(f"{b:>20}" for b in BUCKETS)]
+    for mod, row in rows.items():
+        lines.append(f"{mod:<8}" + "".join(f"{n:>13,} {share_text(pct):>6}" for n, pct in row.values()))
     return "\n".join(lines)

@@ -33,6 +33,21 @@ def test_csv_and_perfetto_files(cfg, tmp_path):
     assert [(e["ts"], e["ts"] + e["dur"] - 1) for e in chunks] == r.fetch_chunks
 
 
+def test_perfetto_states_its_time_unit(cfg, tmp_path):
+    """Viewers read ts as microseconds: the file says that 1 us is 1 cycle where a reader looks."""
+    r = run_image(build("gemm", cfg), perfetto=tmp_path / "p.json")
+    doc = json.loads((tmp_path / "p.json").read_text())
+    assert "displayTimeUnit" not in doc              # "ms"/"ns" only; neither changes how ts is read
+    assert doc["otherData"]["time_unit"] == "cycle" and doc["otherData"]["cycles"] == r.cycles
+    assert "1 us" in doc["otherData"]["note"] and "1 cycle" in doc["otherData"]["note"]
+    names = [e["args"]["name"] for e in doc["traceEvents"] if e.get("name") == "process_name"]
+    assert names == ["cycle (1 us shown = 1 cycle)"]
+    complete = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    assert complete and all(e["args"]["start_cycle"] == e["ts"] and e["args"]["end_cycle"] == e["ts"] + e["dur"] - 1
+                            for e in complete)
+    assert max(e["args"]["end_cycle"] for e in complete) == r.cycles - 1
+
+
 def test_digests_reflect_the_data(cfg):
     # same program, different input bytes: identical timing, different digests of the writers
     a = run_image(build("relu", cfg))

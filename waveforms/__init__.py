@@ -2,5 +2,6 @@
 
 * :mod:`waveforms.vcd`: the cycle engine's run as a VCD with the RTL's signal names;
 * :mod:`waveforms.gtkw`: a GTKWave save file for the model's or the RTL's waveforms;
-* :mod:`waveforms.plot`: timeline and utilisation PNGs (matplotlib, the ``plot`` extra).
+* :mod:`waveforms.plot`: timeline PNGs (matplotlib, the ``plot`` extra);
+* :mod:`waveforms.breakdown`: the per-module cycle breakdown as shares (the table and the plot).
 """

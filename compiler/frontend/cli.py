@@ -129,8 +129,13 @@ def cmd_onnx(args) -> int:
     if labels is not None:
         acc_ours = float(np.mean(ours.argmax(1) == labels))
         acc_ort = float(np.mean(refs.argmax(1) == labels))
-        print(f"top-1 accuracy on {len(labels)} labelled inputs: VTA ({args.engine}) {acc_ours:.4f}, "
-              f"onnxruntime int8 {acc_ort:.4f}")
+        line = (f"top-1 accuracy on {len(labels)} labelled inputs: VTA ({args.engine}) {acc_ours:.4f}, "
+                f"onnxruntime int8 {acc_ort:.4f}")
+        if args.dataset == "digits":          # the float model the int8 files were quantised from
+            from compiler.frontend.models import DIGITS_FLOAT
+            from compiler.frontend.models.digits import held_out_top1
+            line += f", float32 {DIGITS_FLOAT.name} (onnxruntime) {held_out_top1(DIGITS_FLOAT, len(labels)):.4f}"
+        print(line)
     if args.report is not None:
         paths = write_report(first, args.report, cfg, title=Path(args.model).stem)
         print(f"report: {', '.join(str(p) for p in paths)}")

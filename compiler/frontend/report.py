@@ -5,7 +5,9 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-__all__ = ["layer_table", "write_report", "totals"]
+from waveforms.plot import LEGEND_OUTSIDE
+
+__all__ = ["layer_table", "write_report", "totals", "roofline_points", "roofline_figure"]
 
 COLUMNS = ("layer", "op", "placement", "out_shape", "macs", "cycles", "gemm_util", "dram_bytes", "wall_ms")
 
@@ -43,6 +45,39 @@ def layer_table(records, only_compute: bool = True) -> str:
     return "\n".join(lines)
 
 
+def roofline_points(vta) -> list[tuple[float, float, list[str]]]:
+    """``(MACs per DRAM byte, MACs per cycle, layer names)`` per point of the roofline: layers of the
+    same shape land on one point, which is named once with all of them."""
+    pts: dict[tuple, list[str]] = {}
+    for r in vta:
+        pts.setdefault((r.macs / max(r.dram_bytes or 1, 1), r.macs / r.cycles), []).append(r.name)
+    return [(x, y, names) for (x, y), names in pts.items()]
+
+
+def roofline_figure(plt, vta, cfg, title: str):
+    """MACs/cycle against MACs per DRAM byte under the config's peak and bus width, each point named by
+    its layers (the name offset from the point).  Returns (fig, ax)."""
+    peak = cfg.batch * cfg.block_in * cfg.block_out
+    bw = cfg.bus_bytes
+    pts = roofline_points(vta)
+    fig, ax = plt.subplots(figsize=(7.5, 5), layout="constrained")
+    xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+    lo, hi = min(xs + [0.1]) / 2, max(xs + [peak / bw]) * 4
+    grid = [lo * (hi / lo) ** (k / 200) for k in range(201)]
+    ax.plot(grid, [min(peak, bw * g) for g in grid], "k-", label=f"roof: {peak} MAC/cycle, {bw} B/cycle")
+    ax.scatter(xs, ys, c="tab:red", s=18, zorder=3, label="VTA layers")
+    for i, (x, y, names) in enumerate(sorted(pts)):
+        ax.annotate(", ".join(names), (x, y), xytext=(6, 8 if i % 2 == 0 else -12), textcoords="offset points",
+                    fontsize=6, arrowprops={"arrowstyle": "-", "lw": 0.5, "color": "0.4"})
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("operational intensity (MACs per DRAM byte)")
+    ax.set_ylabel("MACs per cycle")
+    ax.set_title(f"{title}: roofline on {cfg.batch}x{cfg.block_in}x{cfg.block_out}")
+    ax.legend(**LEGEND_OUTSIDE)
+    return fig, ax
+
+
 def write_report(records, out_dir, cfg, title: str = "network") -> list[Path]:
     """``layers.csv`` and, with matplotlib, ``cycles.png``, ``utilisation.png``, ``roofline.png``."""
     out = Path(out_dir)
@@ -74,22 +109,7 @@ def write_report(records, out_dir, cfg, title: str = "network") -> list[Path]:
         fig.savefig(out / fname, dpi=110)
         plt.close(fig)
         paths.append(out / fname)
-    peak = cfg.batch * cfg.block_in * cfg.block_out
-    bw = cfg.bus_bytes
-    fig, ax = plt.subplots(figsize=(6, 4.5))
-    xs = [r.macs / max(r.dram_bytes or 1, 1) for r in vta]
-    ys = [r.macs / r.cycles for r in vta]
-    lo, hi = min(xs + [0.1]) / 2, max(xs + [peak / bw]) * 4
-    grid = [lo * (hi / lo) ** (k / 200) for k in range(201)]
-    ax.plot(grid, [min(peak, bw * g) for g in grid], "k-", label=f"roof: {peak} MAC/cycle, {bw} B/cycle")
-    ax.scatter(xs, ys, c="tab:red", s=18, zorder=3, label="VTA layers")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("operational intensity (MACs per DRAM byte)")
-    ax.set_ylabel("MACs per cycle")
-    ax.set_title(f"{title}: roofline on {cfg.batch}x{cfg.block_in}x{cfg.block_out}")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+    fig, _ = roofline_figure(plt, vta, cfg, title)
     fig.savefig(out / "roofline.png", dpi=110)
     plt.close(fig)
     paths.append(out / "roofline.png")

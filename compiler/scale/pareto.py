@@ -10,12 +10,14 @@ area <= with one of them strictly smaller (minimise both).
 from __future__ import annotations
 
 import csv
+import math
 from pathlib import Path
 
 from compiler.scale.results import CONFIG_COLUMNS, read_rows
 from compiler.scale.spec import SpecError
+from waveforms.plot import LEGEND_OUTSIDE
 
-__all__ = ["pareto_front", "groups", "run_dse", "TOTAL"]
+__all__ = ["pareto_front", "groups", "pareto_figure", "sensitivity_figure", "run_dse", "TOTAL"]
 
 TOTAL = "total"
 FRONT_COLUMNS = ["group", "knobs", "reduce", "cycles", "area_proxy", "sram_bytes", "gemm_util", "macs_per_cycle",
@@ -74,16 +76,83 @@ def _label(p: dict, varying: list[str]) -> str:
     return ",".join(f"{k.removeprefix('LOG_').removesuffix('_BUFF_SIZE')}={p[k]}" for k in varying)
 
 
+LOG_SPAN = 100          # an axis whose data spans more than this ratio is drawn log-scaled
+_OUTSIDE = {**LEGEND_OUTSIDE, "fontsize": 7}
+
+
+def _compact(v: float, step: float) -> str:
+    """A short tick label (3.65M, 92k, 1.005) with just the decimals that tell ticks ``step`` apart."""
+    unit, div = next(((u, d) for u, d in (("G", 1e9), ("M", 1e6), ("k", 1e3)) if abs(v) >= d), ("", 1.0))
+    rel = step / div if step > 0 else 1.0
+    decimals = 0 if rel >= 1 else min(6, -math.floor(math.log10(rel) + 1e-9))
+    return f"{v / div:.{decimals}f}{unit}"
+
+
+def _scale_axis(ax, which: str, values) -> None:
+    """Linear, or log (labels at the decades only) when the values span more than :data:`LOG_SPAN`;
+    every major tick labelled with :func:`_compact`."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    lo, hi = min(values), max(values)
+    log = lo > 0 and hi / lo > LOG_SPAN
+    if log:
+        (ax.set_xscale if which == "x" else ax.set_yscale)("log")
+        axis.set_minor_formatter(NullFormatter())
+
+    def label(v, pos):
+        locs = sorted(axis.get_majorticklocs())
+        gaps = [b - a for a, b in zip(locs, locs[1:]) if b > a]
+        return _compact(v, abs(v) if log or not gaps else min(gaps))
+    axis.set_major_formatter(FuncFormatter(label))
+
+
 def _finish(plt, fig, ax, xlabel: str, ylabel: str, title: str, path: Path) -> Path:
-    ax.set_yscale("log")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def pareto_figure(plt, pts: list[dict], front: list[dict], varying: list[str]):
+    """Cycles against area of one group, the front as a step line, each front point numbered beside
+    it (not on it) and its config listed by number outside the axes.  Returns (fig, ax)."""
+    fig, ax = plt.subplots(figsize=(8, 5), layout="constrained")
+    for knobs in sorted({p["knobs"] for p in pts}):
+        sel = [p for p in pts if p["knobs"] == knobs]
+        ax.scatter([p["area_proxy"] for p in sel], [p["cycles"] for p in sel], s=18, alpha=0.6,
+                   label=f"{knobs} ({len(sel)})")
+    ax.step([p["area_proxy"] for p in front], [p["cycles"] for p in front], where="post", color="k", lw=1.2,
+            label=f"Pareto front ({len(front)})")
+    for i, p in enumerate(front):              # a number beside each front point, its config in the key
+        ax.annotate(str(i + 1), (p["area_proxy"], p["cycles"]), xytext=(5, 5), textcoords="offset points",
+                    fontsize=7, fontweight="bold")
+    key = "\n".join(f"{i + 1}: {_label(p, varying) or p['knobs']}" for i, p in enumerate(front))
+    ax.text(1.01, 0.0, "Pareto front\n" + key, transform=ax.transAxes, va="bottom", ha="left", fontsize=6)
+    _scale_axis(ax, "x", [p["area_proxy"] for p in pts])
+    _scale_axis(ax, "y", [p["cycles"] for p in pts])
+    ax.margins(0.12)
+    ax.legend(**_OUTSIDE)
+    return fig, ax
+
+
+def sensitivity_figure(plt, key: str, grouped: dict):
+    """Per workload: the best cycles at each value of ``key`` over the best overall.  Returns (fig, ax)."""
+    fig, ax = plt.subplots(figsize=(8, 4.5), layout="constrained")
+    values, ratios = set(), []
+    for g in sorted(g for g in grouped if g != TOTAL):
+        pts = grouped[g]
+        vals = sorted({p[key] for p in pts})
+        best = min(p["cycles"] for p in pts)
+        ys = [min(p["cycles"] for p in pts if p[key] == v) / best for v in vals]
+        ax.plot(vals, ys, marker="o", label=g)
+        values.update(vals)
+        ratios += ys
+    ax.set_xticks(sorted(values))                   # the swept values themselves, no in-between ticks
+    _scale_axis(ax, "y", ratios)
+    ax.legend(**_OUTSIDE)
+    return fig, ax
 
 
 def run_dse(results, out_dir, log=print) -> dict:
@@ -115,29 +184,12 @@ def run_dse(results, out_dir, log=print) -> dict:
             w.writerows(fronts[g])
     written = [out_dir / "front.csv"]
     for g, pts in grouped.items():
-        fig, ax = plt.subplots(figsize=(7, 5))
-        for knobs in sorted({p["knobs"] for p in pts}):
-            sel = [p for p in pts if p["knobs"] == knobs]
-            ax.scatter([p["area_proxy"] for p in sel], [p["cycles"] for p in sel], s=18, alpha=0.6,
-                       label=f"{knobs} ({len(sel)})")
-        fr = fronts[g]
-        ax.step([p["area_proxy"] for p in fr], [p["cycles"] for p in fr], where="post", color="k", lw=1.2,
-                label=f"Pareto front ({len(fr)})")
-        for p in fr:
-            ax.annotate(_label(p, varying), (p["area_proxy"], p["cycles"]), fontsize=6, alpha=0.8)
-        ax.set_xscale("log")
+        fig, ax = pareto_figure(plt, pts, fronts[g], varying)
         ylabel = "cycles" + (" (sum over workloads)" if g == TOTAL else "")
         written.append(_finish(plt, fig, ax, "area proxy (SRAM-bit equivalents)", ylabel, f"{g}: cycles vs area",
                                out_dir / f"pareto_{g.replace('/', '_')}.png"))
     for key in varying:
-        fig, ax = plt.subplots(figsize=(7, 4.5))
-        for g in sorted(g for g in grouped if g != TOTAL):
-            pts = grouped[g]
-            vals = sorted({p[key] for p in pts})
-            # per value: the best (lowest) cycles over the other keys, relative to the group's best
-            best = min(p["cycles"] for p in pts)
-            ys = [min(p["cycles"] for p in pts if p[key] == v) / best for v in vals]
-            ax.plot(vals, ys, marker="o", label=g)
+        fig, ax = sensitivity_figure(plt, key, grouped)
         written.append(_finish(plt, fig, ax, key, "best cycles at this value / best overall",
                                f"sensitivity to {key}", out_dir / f"sensitivity_{key}.png"))
     for g in sorted(fronts):

@@ -6,6 +6,7 @@ rescheduled by Dask on another worker (its finished siblings are already on disk
 
 from __future__ import annotations
 
+import re
 import time
 
 from compiler.scale.point import evaluate_point
@@ -14,7 +15,7 @@ from compiler.scale.spec import Spec
 from sim.scale import cluster
 from sim.scale.cluster import MissingExtra, Progress, dask_client
 
-__all__ = ["MissingExtra", "run_sweep"]
+__all__ = ["MissingExtra", "run_sweep", "skip_summary"]
 
 
 def _describe(row: dict) -> str:
@@ -22,6 +23,16 @@ def _describe(row: dict) -> str:
         return f"{row['status']}: {row['reason']}"
     return (f"{row['cycles']:,} cycles, GEMM util {row['gemm_util']:.3f}, {row['macs_per_cycle']:.1f} MAC/cycle "
             f"({row['seconds']:.1f} s)")
+
+
+def skip_summary(n: int, of: int, example: str, out, width: int = 150) -> str:
+    """One line for the points whose config was rejected: how many, one reason (its lists of keys or
+    fields shortened to their first item, then cut to ``width`` characters), and where the others are."""
+    why = example.removeprefix("point: ")
+    why = re.sub(r"\b([A-Za-z_]+=\S+?)(, [A-Za-z_]+=\S+?)+(?= |$)", r"\1, ...", why)
+    why = re.sub(r"\(([a-z_]+)(, [a-z_]+)+\)", r"(\1, ...)", why)
+    why = why if len(why) <= width else why[:width].rsplit(" ", 1)[0] + " ..."
+    return f"sweep: {n} of {of} points skipped, config rejected (e.g. {why}); each reason: 'reason' column of {out}"
 
 
 def run_sweep(spec: Spec, out, workers: int = 2, scheduler: str | None = None, scheduler_file=None,
@@ -44,7 +55,7 @@ def run_sweep(spec: Spec, out, workers: int = 2, scheduler: str | None = None, s
         futures = client.map(evaluate, [p.as_dict() for p in todo], key=[f"vtasim-point-{p.key}" for p in todo],
                              pure=False, retries=2)
         bar = Progress(len(todo), "points")
-        n = 0
+        n, first_skip = 0, ""
         with ResultsWriter(out) as writer:
             for fut in distributed.as_completed(futures):
                 n += 1
@@ -58,10 +69,15 @@ def run_sweep(spec: Spec, out, workers: int = 2, scheduler: str | None = None, s
                     continue
                 writer.append(row)
                 counts[row["status"]] += 1
-                log(f"[{n}/{len(todo)}] {row['workload']} {row.get('bitstream') or '-'} {row['knobs']}: "
-                    f"{_describe(row)}")
+                if row["status"] == "skipped":      # summed up in one line below; each reason is in the file
+                    first_skip = first_skip or row["reason"]
+                else:
+                    log(f"[{n}/{len(todo)}] {row['workload']} {row.get('bitstream') or '-'} {row['knobs']}: "
+                        f"{_describe(row)}")
                 fut.release()
         bar.close()
+    if counts["skipped"]:
+        log(skip_summary(counts["skipped"], len(todo), first_skip, out))
     log(f"sweep: {counts['ok']} ok, {counts['skipped']} skipped, {counts['error']} errors, "
         f"{counts['lost']} lost in {time.perf_counter() - t0:.1f} s -> {out}")
     return counts

@@ -21,6 +21,7 @@ from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_OUT, MEM_UOP, MEM_WGT,
 from hw.isa import INSN_FIELDS, OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, SIGNED_FIELDS, layout
 from sim.cycle import core
 from sim.cycle.gemm_fast import float32_exact, scratch
+from sim.cycle.jitcache import compile_notice
 from sim.cycle.layout import (BUCKET_NAMES, ERR_TOKEN_OVERFLOW, ERR_UNFINISHED, FIELD_NAMES, N_FIELDS, N_PARAMS,
                               N_S, N_UNITS, N_US, P_ALU_PIPE, P_BATCH, P_BLOCK, P_BURST, P_BUS_BYTES,
                               P_CMDQ, P_EB_UOP, P_FETCH_INSNS, P_GEMM_F32, P_GEMM_PIPE, P_INSN_ADDR, P_INSN_COUNT,
@@ -328,8 +329,9 @@ def warm_up(cfg: VTAConfig | None = None) -> None:
     b = ProgramBuilder(cfg)
     b.finish()
     img = b.build()
-    m = CycleMachine(load_program(img), img.dram(), img.insn_addr)
-    m.run(progress=False)
+    with compile_notice():              # one stderr note when numba's on-disk cache misses
+        m = CycleMachine(load_program(img), img.dram(), img.insn_addr)
+        m.run(progress=False)
     _warmed.append(True)
 
 

@@ -6,14 +6,22 @@ numba stamps a cached function with the hash of the one file that defines it.  T
 any of those would leave a stale ``core`` entry in the cache that numba keeps loading (old
 semantics with new Python around it).  Importing this module (before any ``@njit(cache=True)`` of
 the package runs) makes the stamp of every function defined in ``sim/cycle`` cover all of them.
+
+:func:`compile_notice` tells the user when that cache misses: numba broadcasts its public
+``"numba:compile"`` event only when a function is compiled, not when its machine code is loaded from
+the cache, so the note appears on the first run after an install or a source edit and never on a
+warm cache.
 """
 
 from __future__ import annotations
 
 import hashlib
+import sys
+import time
+from contextlib import contextmanager
 from pathlib import Path
 
-from numba.core import caching
+from numba.core import caching, event
 
 _HERE = Path(__file__).resolve().parent
 _DEPS = (_HERE / "core.py", _HERE / "kernels.py", _HERE / "gemm_fast.py", _HERE / "simd.py", _HERE / "layout.py",
@@ -61,3 +69,39 @@ class DependencyStampLocator:
 _LOCATORS = getattr(getattr(caching, "CacheImpl", None), "_locator_classes", None)
 if isinstance(_LOCATORS, list) and DependencyStampLocator not in _LOCATORS:
     _LOCATORS.insert(0, DependencyStampLocator)
+
+
+COMPILE_NOTE = "compiling the cycle engine (about 30 s, once per install)..."
+
+
+class _FirstCompile(event.Listener):
+    """Writes :data:`COMPILE_NOTE` on the first compile it hears of (nested compiles add nothing)."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.compiled = False
+
+    def on_start(self, ev):
+        if not self.compiled:
+            self.compiled = True
+            self.stream.write(COMPILE_NOTE + "\n")
+            self.stream.flush()
+
+    def on_end(self, ev):
+        pass
+
+
+@contextmanager
+def compile_notice(stream=None):
+    """Announce on ``stream`` (default: ``sys.stderr`` at call time) a numba compile inside the block:
+    :data:`COMPILE_NOTE` when the first function compiles, a done line with the time at the end of the
+    block.  Silent when everything loads from the on-disk cache.  Yields the listener (``.compiled``)."""
+    stream = sys.stderr if stream is None else stream
+    listener = _FirstCompile(stream)
+    t0 = time.perf_counter()
+    with event.install_listener("numba:compile", listener):
+        yield listener
+    if listener.compiled:
+        stream.write(f"compiled the cycle engine in {time.perf_counter() - t0:.0f} s; "
+                     "later runs load it from the cache\n")
+        stream.flush()

@@ -62,7 +62,9 @@ def swept(tmp_path_factory):
     (d / "spec.toml").write_text(SPEC)
     spec = load_spec(d / "spec.toml")
     out = d / "results.csv"
-    counts = runner_mod.run_sweep(spec, out, workers=2, processes=False, log=lambda s: None)
+    lines = []
+    counts = runner_mod.run_sweep(spec, out, workers=2, processes=False, log=lines.append)
+    (d / "log.txt").write_text("\n".join(lines) + "\n")
     return d, spec, out, counts
 
 
@@ -115,6 +117,30 @@ def test_invalid_point_is_skipped_with_its_reason(swept):
         assert r["LOG_UOP_BUFF_SIZE"] == "24" and r["cycles"] == ""
         assert "LOG_UOP_BUFF_SIZE" in r["reason"] and "ISA" in r["reason"]
         assert r["reason"].split(": ", 1)[1] == str(exc.value).split(": ", 1)[1]
+
+
+def test_skipped_points_are_one_summary_line(swept):
+    d, _, out, counts = swept
+    lines = (d / "log.txt").read_text().splitlines()
+    skipped = [r for r in read_rows(out) if r["status"] == "skipped"]
+    assert counts["skipped"] == len(skipped) == 2
+    assert not [ln for ln in lines if ln.startswith("[") and "skipped" in ln]      # no line per skipped point
+    per_point = [ln for ln in lines if ln.startswith("[")]
+    assert len(per_point) == counts["ok"]
+    summary = [ln for ln in lines if "points skipped" in ln]
+    assert len(summary) == 1 and len(summary[0]) < 300
+    assert summary[0].startswith(f"sweep: 2 of {N_POINTS} points skipped")
+    assert "LOG_UOP_BUFF_SIZE" in summary[0] and summary[0].endswith(f"'reason' column of {out}")
+
+
+def test_skip_summary_cuts_a_long_reason():
+    reason = ("point: keys LOG_UOP_BUFF_SIZE=15, LOG_INP_BUFF_SIZE=16, LOG_BLOCK=3 overflow the ISA: GEMM instruction "
+              "needs 74 bits in word 1 (dst_factor_out, dst_factor_in, wgt_factor_in) but a word has 64; "
+              + "and so on " * 30)
+    line = runner_mod.skip_summary(24, 54, reason, "runs/sweep.csv")
+    assert line.startswith("sweep: 24 of 54 points skipped") and line.endswith("'reason' column of runs/sweep.csv")
+    assert "keys LOG_UOP_BUFF_SIZE=15, ... overflow the ISA" in line and "LOG_BLOCK=3" not in line
+    assert "word 1 (dst_factor_out, ...) but" in line and line.count("and so on") < 5 and len(line) < 270
 
 
 def test_rerun_resumes_without_recomputing(swept, tmp_path):
@@ -171,6 +197,57 @@ def test_dse_front_is_non_dominated_and_plots(swept, tmp_path):
     assert any(n.startswith("sensitivity_LOG_BLOCK") for n in pngs)
     for n in pngs:
         assert (tmp_path / "dse" / n).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _check_ticks(fig, ax, axis):
+    renderer = fig.canvas.get_renderer()
+    lo, hi = sorted(ax.get_xlim() if axis == "x" else ax.get_ylim())
+    ticks = [t for t in (ax.get_xticklabels() if axis == "x" else ax.get_yticklabels())
+             if lo <= (t.get_position()[0] if axis == "x" else t.get_position()[1]) <= hi]
+    texts = [t.get_text() for t in ticks]
+    assert len(texts) >= 2 and all(texts) and len(set(texts)) == len(texts), (axis, texts)
+    boxes = sorted((t.get_window_extent(renderer) for t in ticks), key=lambda b: b.x0 if axis == "x" else b.y0)
+    assert not any(a.overlaps(b) for a, b in zip(boxes, boxes[1:])), (axis, texts)
+    return texts
+
+
+def test_dse_figures_have_labelled_ticks_and_offset_point_labels(swept):
+    pytest.importorskip("matplotlib")
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from compiler.scale.pareto import groups, pareto_figure, sensitivity_figure
+    _, _, out, _ = swept
+    grouped = groups(read_rows(out))
+    for pts in grouped.values():
+        front = pareto_front(pts)
+        fig, ax = pareto_figure(plt, pts, front, ["LOG_BLOCK"])
+        try:
+            fig.canvas.draw()
+            renderer = fig.canvas.get_renderer()
+            _check_ticks(fig, ax, "x")
+            _check_ticks(fig, ax, "y")
+            notes = [c for c in ax.get_children() if isinstance(c, matplotlib.text.Annotation)]
+            assert [n.get_text() for n in notes] == [str(k + 1) for k in range(len(front))]
+            assert [n.xy for n in notes] == [(p["area_proxy"], p["cycles"]) for p in front]
+            key = [t for t in ax.texts if t not in notes]
+            assert len(key) == 1 and key[0].get_text().splitlines()[1:] == \
+                [f"{k + 1}: BLOCK={p['LOG_BLOCK']}" for k, p in enumerate(front)]
+            assert not key[0].get_window_extent(renderer).overlaps(ax.get_window_extent(renderer))
+            for n in notes:
+                px, py = ax.transData.transform(n.xy)
+                box = n.get_window_extent(renderer)
+                assert not box.contains(px, py), f"label {n.get_text()!r} sits on its point"
+            assert not ax.get_legend().get_window_extent(renderer).overlaps(ax.get_window_extent(renderer))
+        finally:
+            plt.close(fig)
+    fig, ax = sensitivity_figure(plt, "LOG_BLOCK", grouped)
+    try:
+        fig.canvas.draw()
+        assert _check_ticks(fig, ax, "x") == ["3", "4"]          # the swept values, nothing between
+        _check_ticks(fig, ax, "y")
+    finally:
+        plt.close(fig)
 
 
 def test_pareto_front_brute_force():

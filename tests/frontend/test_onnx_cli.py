@@ -89,6 +89,15 @@ def test_report_and_saved_images_replay(tmp_path):
                            imgs, "--all-convs")
     assert rc == 0, err
     assert "top-1 accuracy on 20 labelled inputs" in out and "vs onnxruntime int8" in out
+    # the float32 model the int8 one was quantised from, on the same 20 held-out digits
+    import onnxruntime as ort
+    from compiler.frontend.models import DIGITS_FLOAT
+    from compiler.frontend.models.digits import load_split
+    _, _, x_te, y_te = load_split()
+    sess = ort.InferenceSession(str(DIGITS_FLOAT), providers=["CPUExecutionProvider"])
+    logits = sess.run(None, {sess.get_inputs()[0].name: x_te[:20]})[0]
+    top1 = float((logits.argmax(1) == y_te[:20]).mean())
+    assert f"float32 digits_float.onnx (onnxruntime) {top1:.4f}" in out
     import csv
     rows = list(csv.DictReader(open(rep / "layers.csv")))
     vta = [r for r in rows if r["placement"] == "vta"]
@@ -101,3 +110,21 @@ def test_report_and_saved_images_replay(tmp_path):
         r = subprocess.run([sys.executable, "-m", "sim.cli", "run", str(d), "--engine", "cycle", "--check"],
                            capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_held_out_top1_runs_the_model_it_is_given(tmp_path):
+    """A model that always answers class 0 scores the share of zeros among the first N labels."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    from compiler.frontend.models.digits import held_out_top1, load_split
+    w = numpy_helper.from_array(np.zeros((64, 10), np.float32), "w")
+    b = numpy_helper.from_array(np.eye(10, dtype=np.float32)[0], "b")
+    graph = helper.make_graph(
+        [helper.make_node("Flatten", ["image"], ["f"]), helper.make_node("Gemm", ["f", "w", "b"], ["logits"])],
+        "zero", [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["N", 1, 8, 8])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 10])], [w, b])
+    path = tmp_path / "zero.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    _, _, _, y_te = load_split()
+    for n in (50, None):
+        assert held_out_top1(path, n) == pytest.approx(float(np.mean(y_te[:n] == 0)))

@@ -180,6 +180,13 @@ def accuracy(path, x: np.ndarray, y: np.ndarray) -> float:
     return float((run(path, x).argmax(axis=1) == y).mean())
 
 
+def held_out_top1(path, limit: int | None = None) -> float:
+    """Top-1 of the model at ``path`` under onnxruntime on the first ``limit`` held-out digits (all 360
+    by default): the images ``vtasim onnx --dataset digits`` runs."""
+    _, _, x_te, y_te = load_split()
+    return accuracy(path, x_te[:limit], y_te[:limit])
+
+
 def main(argv=None) -> int:
     import onnx
 
