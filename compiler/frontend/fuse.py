@@ -8,9 +8,11 @@ the float ops between the ``DequantizeLinear`` and the ``QuantizeLinear`` disapp
 * ``DQ(x), DQ(W), [DQ(b)] -> Gemm | MatMul -> [Relu | Clip] -> Q``  -> ``qdense``
 * ``DQ(a), DQ(b) -> Add -> [Relu] -> Q``                            -> ``qadd`` (residual add)
 * ``DQ(x) -> GlobalAveragePool -> Q``                               -> ``qgap``
-* ``DQ(x) -> Sigmoid | Tanh | HardSwish | HardSigmoid | x*Sigmoid(x) -> Q`` -> ``qlut`` (int8 table)
-* ``DQ(x) -> MaxPool | Flatten | Reshape | Relu -> Q`` with the same scale and zero point -> the op on
-  the integers (passive ops: max-pool and ReLU against the zero point, no requantisation).
+* ``DQ(x) -> Sigmoid | Tanh | HardSwish | HardSigmoid | LeakyRelu | x*Sigmoid(x) -> Q`` -> ``qlut``
+  (int8 table)
+* ``DQ(x) -> MaxPool | Flatten | Reshape | Relu | Transpose | Squeeze | Unsqueeze | Slice | Gather -> Q``
+  with the same scale and zero point -> the op on the integers (passive ops: max-pool and ReLU against
+  the zero point, no requantisation).
 
 Intermediate float values must have one consumer; anything that does not match stays as it is
 and runs on the host in float.
@@ -26,7 +28,9 @@ from compiler.frontend.graph import Graph, Node
 
 __all__ = ["fuse_ops"]
 
-_LUT = {"Sigmoid": "sigmoid", "Tanh": "tanh", "HardSwish": "hardswish", "HardSigmoid": "hardsigmoid"}
+_LUT = {"Sigmoid": "sigmoid", "Tanh": "tanh", "HardSwish": "hardswish", "HardSigmoid": "hardsigmoid",
+        "LeakyRelu": "leaky_relu"}
+_PASSIVE = ("MaxPool", "Flatten", "Reshape", "Relu", "Transpose", "Squeeze", "Unsqueeze", "Slice", "Gather")
 
 
 def _lut_fn(node: Node, fn: str):
@@ -37,6 +41,9 @@ def _lut_fn(node: Node, fn: str):
     if fn == "hardsigmoid":
         alpha, beta = float(node.attrs.get("alpha", 0.2)), float(node.attrs.get("beta", 0.5))
         return lambda x: np.clip(alpha * x + beta, 0, 1)
+    if fn == "leaky_relu":
+        alpha = float(node.attrs.get("alpha", 0.01))
+        return lambda x: np.where(x >= 0, x, alpha * x)
     return fn
 
 
@@ -173,8 +180,7 @@ def _match_unary(ctx: _Ctx, q: Node, ys, yz, ydt):
             if s is not None and s.op == "Sigmoid" and s.inputs[0] == p.inputs[k] and ctx.single(p.inputs[1 - k]):
                 silu = s
                 src = p.inputs[k]
-    if silu is None and p.op not in _LUT and p.op not in ("GlobalAveragePool", "MaxPool", "Flatten", "Reshape",
-                                                          "Relu"):
+    if silu is None and p.op not in _LUT and p.op not in ("GlobalAveragePool",) + _PASSIVE:
         return None
     src = src if silu is not None else p.inputs[0]
     x = ctx.dq(src)

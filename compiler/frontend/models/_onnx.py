@@ -89,11 +89,13 @@ def _reader(input_name: str, data: np.ndarray, batch: int):
 
 
 def quantize(float_model: onnx.ModelProto, out: Path, calibration: np.ndarray, fmt: str = "qdq",
-             batch: int = 64) -> Path:
+             batch: int = 64, symbolic_shapes: bool = True) -> Path:
     """Write the int8 model of ``float_model`` to ``out``, calibrated on ``calibration`` (NCHW float32).
 
     ``quant_pre_process`` runs first (shape inference and onnxruntime's basic graph optimisation,
-    which folds BatchNormalization into the preceding Conv), as onnxruntime recommends.
+    which folds BatchNormalization into the preceding Conv), as onnxruntime recommends;
+    ``symbolic_shapes=False`` skips its symbolic shape inference (which gives up on Resize with a
+    symbolic batch), leaving onnx's own.
     """
     from onnxruntime.quantization import QuantFormat, QuantType, quant_pre_process, quantize_static
 
@@ -104,7 +106,7 @@ def quantize(float_model: onnx.ModelProto, out: Path, calibration: np.ndarray, f
     with tempfile.TemporaryDirectory() as tmp:
         raw, pre = Path(tmp) / "float.onnx", Path(tmp) / "pre.onnx"
         onnx.save(float_model, raw)
-        quant_pre_process(str(raw), str(pre))
+        quant_pre_process(str(raw), str(pre), skip_symbolic_shape=not symbolic_shapes)
         quantize_static(str(pre), str(out), _reader(float_model.graph.input[0].name, calibration, batch),
                         quant_format=QuantFormat.QDQ if fmt == "qdq" else QuantFormat.QOperator,
                         per_channel=False, activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
