@@ -88,6 +88,22 @@ def qconv_acc(node, x) -> np.ndarray:
     return acc
 
 
+def qconv_transpose_acc(node, x) -> np.ndarray:
+    a = node.attrs
+    acc = qnn.qconv2d_transpose(x, a["weight"], a["x_zp"], a["w_zp"], a["strides"], a["pads"], a["dilations"],
+                                a["output_padding"], a["group"]).astype(np.int64)
+    if a["bias"] is not None:
+        acc += a["bias"].reshape(1, -1, 1, 1)
+    return acc
+
+
+def _conv_transpose_float(node, x, w, b=None):
+    at = node.attrs
+    y = qnn.conv_transpose2d(x, w, at.get("strides", [1, 1]), _attr_pads(at), at.get("dilations", [1, 1]),
+                             at.get("output_padding", [0, 0]), int(at.get("group", 1)), np.float32)
+    return y + b.reshape(1, -1, 1, 1) if b is not None else y
+
+
 def qdense_acc(node, x) -> np.ndarray:
     a = node.attrs
     acc = qnn.qdense(x, a["weight"], a["x_zp"], a["w_zp"]).astype(np.int64)
@@ -272,6 +288,8 @@ _HOST = {
     "ConvInteger": lambda n, x, w, xz=None, wz=None: _conv_integer(n, x, w, xz, wz),
     "MatMulInteger": lambda n, a, b, az=None, bz=None: _matmul_integer(n, a, b, az, bz),
     "qconv": lambda n, x: requantize_acc(n, qconv_acc(n, x), _q_out_scale(n)),
+    "qconv_transpose": lambda n, x: requantize_acc(n, qconv_transpose_acc(n, x), _q_out_scale(n)),
+    "ConvTranspose": _conv_transpose_float,
     "qdense": lambda n, x: requantize_acc(n, qdense_acc(n, x), _q_out_scale(n)),
     "qadd": _qadd,
     "qmul": _qmul,

@@ -31,7 +31,7 @@ SUPPORTED_OPS = frozenset({
     "QLinearGlobalAveragePool", "QLinearSigmoid", "QLinearLeakyRelu", "QLinearMul", "QLinearConcat",
     "QLinearAveragePool", "QLinearSoftmax",
     "Transpose", "Squeeze", "Unsqueeze", "Split", "Slice", "Pad", "Gather", "Div", "LayerNormalization", "Gelu",
-    "Erf", "LeakyRelu", "PRelu", "Resize",
+    "Erf", "LeakyRelu", "PRelu", "Resize", "ConvTranspose",
 })
 
 _DTYPES = {1: np.float32, 2: np.uint8, 3: np.int8, 4: np.uint16, 5: np.int16, 6: np.int32, 7: np.int64,
@@ -128,6 +128,12 @@ def _check_attrs(op: str, attrs: dict, where: str) -> list[str]:
             bad.append(f"{where}: dilations={attrs['dilations']} (only 1 is supported)")
         if len(attrs.get("kernel_shape", [])) != 2:
             bad.append(f"{where}: kernel_shape={attrs.get('kernel_shape')} (2-D pooling only)")
+    if op == "ConvTranspose":
+        if attrs.get("auto_pad", "NOTSET") != "NOTSET" or attrs.get("output_shape") is not None:
+            bad.append(f"{where}: auto_pad/output_shape are not supported (ConvTranspose: give pads and "
+                       f"output_padding)")
+        if int(attrs.get("group", 1)) < 1:
+            bad.append(f"{where}: group={attrs['group']} (a positive number of groups)")
     if op == "MaxPool" and attrs.get("storage_order", 0):
         bad.append(f"{where}: storage_order=1 is not supported")
     if op == "Resize":

@@ -19,6 +19,8 @@ __all__ = ["VtaRegion", "region_problem", "acc_bound"]
 def region_problem(node) -> str | None:
     """Why ``node`` cannot run on VTA (None when it can, before the requantisation check)."""
     a = node.attrs
+    if node.op == "qconv_transpose":
+        return "transposed convolutions have no VTA lowering in the front end yet"
     if node.op not in ("qconv", "qdense"):
         return f"{node.op} has no VTA lowering"
     if a["weight"].dtype != np.int8:

@@ -275,3 +275,41 @@ def test_a_two_input_model_runs_with_both_feeds_and_names_a_missing_one():
     g = from_onnx(m)
     with pytest.raises(FrontendError, match="'b'"):
         execute(g, {}, {"a": a}, engine="reference")
+
+
+@pytest.mark.parametrize("strides,pads,out_pad,group,dil", [
+    ((2, 2), (1, 1, 1, 1), (0, 0), 1, 1), ((2, 2), (1, 1, 1, 1), (1, 1), 1, 1), ((1, 1), (0, 0, 0, 0), (0, 0), 1, 1),
+    ((2, 3), (0, 1, 2, 0), (1, 2), 2, 1), ((2, 2), (1, 0, 1, 0), (0, 0), 1, 2)])
+def test_conv_transpose(strides, pads, out_pad, group, dil):
+    r = rng(27)
+    x, w, b = floats(r, 2, 4, 5, 6), floats(r, 4, 6 // group, 4, 3), floats(r, 6)
+    m = model([helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], strides=list(strides), pads=list(pads),
+                                output_padding=list(out_pad), group=group, dilations=[dil, dil])],
+              {"x": x}, {"w": w, "b": b})
+    ref, ours = check_float(m, {"x": x}, rtol=1e-4, atol=1e-5)
+    _varied(ours[0])
+
+
+def test_qconv2d_transpose_against_a_scatter_loop():
+    """The integer form (groups, per-channel weight zero points, pads, output_padding) against the
+    definition written as a loop: every input pixel scatters its products onto the full output."""
+    from compiler import qnn
+    r = rng(28)
+    qa = r.integers(-128, 128, (1, 6, 5, 5)).astype(np.int8)
+    qw = r.integers(-127, 128, (6, 2, 3, 3)).astype(np.int8)
+    za, zw, groups, (sh, sw), (t, l, b, rr), (oph, opw) = 3, np.array([1, -2, 0, 4]), 2, (2, 2), (1, 1, 0, 0), (1, 0)
+    got = qnn.qconv2d_transpose(qa, qw, za, zw, (sh, sw), (t, l, b, rr), 1, (oph, opw), groups=groups)
+    fh, fw = sh * 4 + 3 + oph, sw * 4 + 3 + opw
+    full = np.zeros((1, 4, fh, fw), np.int64)
+    for c in range(6):
+        g = c // 3
+        for k in range(2):
+            m = g * 2 + k
+            for h in range(5):
+                for w in range(5):
+                    for i in range(3):
+                        for j in range(3):
+                            full[0, m, h * sh + i, w * sw + j] += (int(qa[0, c, h, w]) - za) * (int(qw[c, k, i, j])
+                                                                                                 - int(zw[m]))
+    want = full[:, :, t:fh - b, l:fw - rr]
+    assert got.shape == want.shape and np.array_equal(got, want) and np.unique(got).size > 50
