@@ -19,8 +19,6 @@ import numpy as np
 
 __all__ = ["add_commands"]
 
-DATASETS = ("digits",)
-MAX_INPUT_BYTES = 1 << 30
 
 
 class _Progress:
@@ -46,39 +44,6 @@ class _Progress:
         sys.stderr.flush()
 
 
-def _load_inputs(args, net):
-    """(batch of model inputs (N, ...) , labels or None, source text)."""
-    from compiler.frontend.errors import FrontendError
-    from hw.files import regular_size
-    shape, dtype = net.graph.inputs[net.input_name]
-    if args.input is not None:
-        regular_size(args.input, "--input array", MAX_INPUT_BYTES, error=FrontendError)
-        try:
-            x = np.load(args.input, allow_pickle=False)
-        except (ValueError, OSError, EOFError) as e:
-            raise FrontendError(f"--input {args.input}: not a readable .npy array ({e})") from None
-        if not isinstance(x, np.ndarray):
-            raise FrontendError(f"--input {args.input}: an .npz archive; give one .npy array")
-        if tuple(x.shape) == tuple(shape):
-            x = x[None]
-        elif tuple(x.shape[1:]) != tuple(shape[1:]) or shape[0] != 1:
-            raise FrontendError(f"--input {args.input}: shape {x.shape}; the model wants {tuple(shape)} "
-                                f"(or a stack (N,) + {tuple(shape[1:])})")
-        else:
-            x = x[:, None]
-        return x.astype(dtype), None, str(args.input)
-    if args.dataset == "digits":
-        from compiler.frontend.models.digits import load_split
-        _, _, xt, yt = load_split()
-        if tuple(xt.shape[1:]) != tuple(shape[1:]):
-            raise FrontendError(f"--dataset digits gives {xt.shape[1:]} images; the model wants {tuple(shape)}")
-        return xt[:, None].astype(dtype), yt, "digits test split"
-    rng = np.random.default_rng(args.seed)
-    x = rng.random((1,) + tuple(shape), np.float32) if np.dtype(dtype).kind == "f" else \
-        rng.integers(-128, 128, (1,) + tuple(shape)).astype(dtype)
-    return x, None, f"random input (seed {args.seed})"
-
-
 def cmd_onnx(args) -> int:
     from compiler.frontend.compare import OrtReference, agreement, output_lsb
     from compiler.frontend.network import Network
@@ -88,7 +53,8 @@ def cmd_onnx(args) -> int:
     t0 = time.perf_counter()
     net = Network.from_onnx(args.model, cfg, mode=args.partition, skip_first_conv=not args.all_convs,
                             threshold=args.threshold, requant=args.requant, strict=args.strict)
-    xs, labels, source = _load_inputs(args, net)
+    from compiler.frontend.inputs import load_feeds
+    xs, labels, source = load_feeds(net.graph, args.input, args.dataset, args.seed)
     if args.limit is not None:
         xs = xs[:args.limit]
         labels = labels[:args.limit] if labels is not None else None
@@ -147,12 +113,15 @@ def cmd_onnx(args) -> int:
 
 def add_commands(sub) -> None:
     from compiler.frontend.execute import ENGINES
+    from compiler.frontend.inputs import DATASETS
     from compiler.frontend.partition import PARTITION_MODES
     p = sub.add_parser("onnx", help="run an int8 ONNX model: VTA regions on an engine, the rest on the host; "
                                     "compare with onnxruntime")
     p.add_argument("model", type=Path, help="ONNX model (QDQ or QOperator int8)")
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--input", type=Path, default=None, help=".npy array: one input, or a stack of them")
+    src.add_argument("--input", action="append", default=None, metavar="[NAME=]FILE.npy",
+                     help="a .npy array: one input or a stack of them; NAME=FILE.npy feeds the model input NAME "
+                          "(repeat for each input of a multi-input model)")
     src.add_argument("--dataset", choices=DATASETS, default=None, help="a bundled data set (labels give accuracy)")
     p.add_argument("--limit", type=int, default=None, help="only the first N inputs")
     p.add_argument("--seed", type=int, default=0, help="seed of the random input when no --input/--dataset")

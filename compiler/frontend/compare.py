@@ -24,7 +24,8 @@ class OrtReference:
         self.input_name = self.session.get_inputs()[0].name
 
     def run(self, x) -> np.ndarray:
-        return self.session.run(None, {self.input_name: x})[0]
+        """The first output for one input: an array (one-input model) or {input name: array}."""
+        return self.session.run(None, x if isinstance(x, dict) else {self.input_name: x})[0]
 
 
 def output_lsb(graph) -> float | None:

@@ -4,10 +4,14 @@
 op         inputs                 attributes
 =========  =====================  =====================================================================
 qconv      x (int8/uint8 NCHW)    weight (int8 OIHW), bias (int32 (O,) or None), strides, pads (t,l,b,r),
-                                  x_dtype, x_scale, x_zp, w_scale (float or (O,)), w_zp, y_scale, y_zp, y_dtype, act
+                                  dilations, group, x_dtype, x_scale, x_zp, w_scale (float or (O,)), w_zp,
+                                  y_scale, y_zp, y_dtype, act
+qconv_transpose  as qconv      weight (int8 (C, M/group, KH, KW), ONNX's ConvTranspose layout), output_padding;
+                                  per-tensor weight scale
 qdense     x (int8/uint8 (N,K))   weight (int8 (O,K)), bias, x_dtype, x_scale, x_zp, w_scale, w_zp, y_scale, y_zp,
                                   y_dtype, act
 qadd       a, b                   a_scale, a_zp, b_scale, b_zp, y_scale, y_zp, y_dtype, act
+qmul       a, b                   as qadd: the product of the two real values (broadcast), requantised
 qgap       x                      x_scale, x_zp, y_scale, y_zp, y_dtype
 qlut       x                      table (256 entries of y_dtype), fn (its name), x_dtype
 =========  =====================  =====================================================================
@@ -53,14 +57,19 @@ def _common(where, x_scale, x_zp, y_scale, y_zp, y_dtype):
 
 
 def qconv_node(name, where, x, y, weight, bias, attrs, x_scale, x_zp, w_scale, w_zp, y_scale, y_zp, y_dtype,
-               act=None, x_dtype=np.int8) -> Node:
+               act=None, x_dtype=np.int8, op: str = "qconv") -> Node:
+    """A ``qconv``, or with ``op="qconv_transpose"`` a transposed convolution (ConvTranspose)."""
     _common(where, x_scale, x_zp, y_scale, y_zp, y_dtype)
     _check_scale(w_scale, f"{where}: weight scale")
     if weight.dtype.type not in QUANT_DTYPES or weight.ndim != 4:
-        raise FrontendError(f"{where}: weight {weight.dtype.name}{weight.shape} (int8/uint8 OIHW expected)")
+        raise FrontendError(f"{where}: weight {weight.dtype.name}{weight.shape} (int8/uint8 4-d expected)")
     pads = list(attrs.get("pads", [0, 0, 0, 0]))
     strides = list(attrs.get("strides", [1, 1]))
-    return Node("qconv", [x], [y], dict(weight=weight, bias=bias, strides=strides, pads=pads, x_scale=x_scale,
+    dilations = [int(d) for d in attrs.get("dilations", [1, 1])]
+    group = int(attrs.get("group", 1))
+    extra = {"output_padding": [int(p) for p in attrs.get("output_padding", [0, 0])]} if op == "qconv_transpose" else {}
+    return Node(op, [x], [y], dict(weight=weight, bias=bias, strides=strides, pads=pads, dilations=dilations,
+                                   group=group, **extra, x_scale=x_scale,
                                         x_zp=x_zp, w_scale=w_scale, w_zp=w_zp, y_scale=y_scale, y_zp=y_zp,
                                         y_dtype=np.dtype(y_dtype), act=act, x_dtype=np.dtype(x_dtype)), name, where)
 
@@ -76,10 +85,12 @@ def qdense_node(name, where, x, y, weight, bias, x_scale, x_zp, w_scale, w_zp, y
                                          act=act, x_dtype=np.dtype(x_dtype)), name, where)
 
 
-def qadd_node(name, where, a, b, y, a_scale, a_zp, b_scale, b_zp, y_scale, y_zp, y_dtype, act=None) -> Node:
+def qadd_node(name, where, a, b, y, a_scale, a_zp, b_scale, b_zp, y_scale, y_zp, y_dtype, act=None,
+              op: str = "qadd") -> Node:
+    """A residual add (``op="qadd"``) or an elementwise product (``op="qmul"``) of two quantised tensors."""
     _common(where, a_scale, a_zp, y_scale, y_zp, y_dtype)
     _check_scale(b_scale, f"{where}: second input scale")
-    return Node("qadd", [a, b], [y], dict(a_scale=a_scale, a_zp=a_zp, b_scale=b_scale, b_zp=b_zp, y_scale=y_scale,
+    return Node(op, [a, b], [y], dict(a_scale=a_scale, a_zp=a_zp, b_scale=b_scale, b_zp=b_zp, y_scale=y_scale,
                                           y_zp=y_zp, y_dtype=np.dtype(y_dtype), act=act), name, where)
 
 

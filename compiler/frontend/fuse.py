@@ -5,12 +5,16 @@ composite op (:mod:`compiler.frontend.composite`) that reads and writes the quan
 the float ops between the ``DequantizeLinear`` and the ``QuantizeLinear`` disappear:
 
 * ``DQ(x), DQ(W), [DQ(b)] -> Conv -> [Relu | Clip] -> Q``           -> ``qconv`` (bias, requantise, ReLU fused)
-* ``DQ(x), DQ(W), [DQ(b)] -> Gemm | MatMul -> [Relu | Clip] -> Q``  -> ``qdense``
+* ``DQ(x), DQ(W), [DQ(b)] -> ConvTranspose -> [Relu | Clip] -> Q``  -> ``qconv_transpose`` (per-tensor weights)
+* ``DQ(x), DQ(W), [DQ(b)] -> Gemm | MatMul -> [Relu | Clip] -> Q``  -> ``qdense`` (a 3-d MatMul input
+  (B, S, K) becomes one dense over its B*S rows between two reshapes: a transformer's linear layers)
 * ``DQ(a), DQ(b) -> Add -> [Relu] -> Q``                            -> ``qadd`` (residual add)
 * ``DQ(x) -> GlobalAveragePool -> Q``                               -> ``qgap``
-* ``DQ(x) -> Sigmoid | Tanh | HardSwish | HardSigmoid | x*Sigmoid(x) -> Q`` -> ``qlut`` (int8 table)
-* ``DQ(x) -> MaxPool | Flatten | Reshape | Relu -> Q`` with the same scale and zero point -> the op on
-  the integers (passive ops: max-pool and ReLU against the zero point, no requantisation).
+* ``DQ(x) -> Sigmoid | Tanh | HardSwish | HardSigmoid | LeakyRelu | x*Sigmoid(x) -> Q`` -> ``qlut``
+  (int8 table)
+* ``DQ(x) -> MaxPool | Flatten | Reshape | Relu | Transpose | Squeeze | Unsqueeze | Slice | Gather -> Q``
+  with the same scale and zero point -> the op on the integers (passive ops: max-pool and ReLU against
+  the zero point, no requantisation).
 
 Intermediate float values must have one consumer; anything that does not match stays as it is
 and runs on the host in float.
@@ -26,7 +30,9 @@ from compiler.frontend.graph import Graph, Node
 
 __all__ = ["fuse_ops"]
 
-_LUT = {"Sigmoid": "sigmoid", "Tanh": "tanh", "HardSwish": "hardswish", "HardSigmoid": "hardsigmoid"}
+_LUT = {"Sigmoid": "sigmoid", "Tanh": "tanh", "HardSwish": "hardswish", "HardSigmoid": "hardsigmoid",
+        "LeakyRelu": "leaky_relu"}
+_PASSIVE = ("MaxPool", "Flatten", "Reshape", "Relu", "Transpose", "Squeeze", "Unsqueeze", "Slice", "Gather")
 
 
 def _lut_fn(node: Node, fn: str):
@@ -37,6 +43,9 @@ def _lut_fn(node: Node, fn: str):
     if fn == "hardsigmoid":
         alpha, beta = float(node.attrs.get("alpha", 0.2)), float(node.attrs.get("beta", 0.5))
         return lambda x: np.clip(alpha * x + beta, 0, 1)
+    if fn == "leaky_relu":
+        alpha = float(node.attrs.get("alpha", 0.01))
+        return lambda x: np.where(x >= 0, x, alpha * x)
     return fn
 
 
@@ -111,16 +120,19 @@ def _bias(ctx: _Ctx, name: str, acc_scale, where: str):
 def _match_gemm_like(ctx: _Ctx, q: Node, ys, yz, ydt):
     pre, act, act_node = _activation(ctx, q.inputs[0])
     p = ctx.prod.get(pre)
-    if p is None or p.op not in ("Conv", "Gemm", "MatMul") or not ctx.single(pre):
+    if p is None or p.op not in ("Conv", "ConvTranspose", "Gemm", "MatMul") or not ctx.single(pre):
         return None
     x = ctx.dq(p.inputs[0])
     w = ctx.const_dq(p.inputs[1])
     if x is None or w is None:
         return None
-    if p.op == "MatMul" and len(ctx.g.shapes.get(p.inputs[0], (0, 0))) != 2:
-        return None               # a batched MatMul stays a float op on the host (qdense takes (N, K))
+    x_shape = ctx.g.shapes.get(p.inputs[0], (0, 0))
+    if p.op == "MatMul" and len(x_shape) not in (2, 3):
+        return None               # a 4-d batched MatMul stays a float op on the host
     xq, xs, xz, xdt = x
     wq, ws, wz, _ = w
+    if p.op == "ConvTranspose" and (np.ndim(ws) or np.ndim(wz)):
+        return None               # per-channel scales run along ConvTranspose's axis 1: left in float
     acc_scale = np.asarray(xs, np.float64) * np.asarray(ws, np.float64)
     if p.op == "Gemm":
         at = p.attrs
@@ -136,13 +148,31 @@ def _match_gemm_like(ctx: _Ctx, q: Node, ys, yz, ydt):
     bias = _bias(ctx, p.inputs[2] if len(p.inputs) > 2 else "", acc_scale, p.where)
     if bias is False:
         return None
-    if p.op == "Conv":
+    if p.op in ("Conv", "ConvTranspose"):
         node = qconv_node(p.name, p.where, xq, q.outputs[0], wq, bias, p.attrs, xs, xz, ws, wz, ys, yz, ydt, act,
-                          x_dtype=xdt)
+                          x_dtype=xdt, op="qconv" if p.op == "Conv" else "qconv_transpose")
+    elif len(x_shape) == 3:       # (B, S, K) @ (K, O): one dense over the B*S rows, between two reshapes
+        return _rows_dense(ctx, p, q, xq, x_shape, weight, bias, (xs, xz, ws, wz, ys, yz, ydt, act, xdt)), \
+            [p] + ([act_node] if act_node else [])
     else:
         node = qdense_node(p.name, p.where, xq, q.outputs[0], np.ascontiguousarray(weight), bias, xs, xz, ws, wz,
                            ys, yz, ydt, act, x_dtype=xdt)
     return node, [p] + ([act_node] if act_node else [])
+
+
+def _rows_dense(ctx: _Ctx, p: Node, q: Node, xq: str, x_shape, weight, bias, params) -> list:
+    xs, xz, ws, wz, ys, yz, ydt, act, xdt = params
+    g = ctx.g
+    b, s, k = x_shape
+    o = weight.shape[0]
+    flat, flat_out = g.fresh(f"{p.name}_rows"), g.fresh(f"{p.name}_rows_out")
+    to2, to3 = g.fresh(f"{p.name}_shape2"), g.fresh(f"{p.name}_shape3")
+    g.consts[to2], g.consts[to3] = np.array([b * s, k], np.int64), np.array([b, s, o], np.int64)
+    g.shapes[flat], g.shapes[flat_out] = (b * s, k), (b * s, o)
+    dense = qdense_node(p.name, p.where, flat, flat_out, np.ascontiguousarray(weight), bias, xs, xz, ws, wz, ys, yz,
+                        ydt, act, x_dtype=xdt)
+    return [Node("Reshape", [xq, to2], [flat], {}, f"{p.name}_rows", p.where), dense,
+            Node("Reshape", [flat_out, to3], list(q.outputs), {}, f"{p.name}_unrows", p.where)]
 
 
 def _match_add(ctx: _Ctx, q: Node, ys, yz, ydt):
@@ -173,8 +203,7 @@ def _match_unary(ctx: _Ctx, q: Node, ys, yz, ydt):
             if s is not None and s.op == "Sigmoid" and s.inputs[0] == p.inputs[k] and ctx.single(p.inputs[1 - k]):
                 silu = s
                 src = p.inputs[k]
-    if silu is None and p.op not in _LUT and p.op not in ("GlobalAveragePool", "MaxPool", "Flatten", "Reshape",
-                                                          "Relu"):
+    if silu is None and p.op not in _LUT and p.op not in ("GlobalAveragePool",) + _PASSIVE:
         return None
     src = src if silu is not None else p.inputs[0]
     x = ctx.dq(src)
@@ -223,8 +252,10 @@ def fuse_ops(g: Graph) -> Graph:
             continue
         node, removed = got
         ctx.dead.update(id(r) for r in removed)
-        out.append(node)
-        fused[node.op] = fused.get(node.op, 0) + 1
+        for made in node if isinstance(node, list) else [node]:
+            out.append(made)
+            if made.op != "Reshape":
+                fused[made.op] = fused.get(made.op, 0) + 1
     g.nodes = [n for n in out if id(n) not in ctx.dead]
     if fused:
         g.notes.append("fuse_ops: " + ", ".join(f"{v} {k}" for k, v in sorted(fused.items())))

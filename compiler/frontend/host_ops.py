@@ -13,6 +13,7 @@ import numpy as np
 from compiler import qnn
 from compiler.frontend.composite import act_limits
 from compiler.frontend.errors import FrontendError
+from compiler.frontend.host_tensor import TENSOR_OPS
 
 __all__ = ["run_host", "conv2d", "pool2d", "requantize_acc", "qconv_acc", "qdense_acc"]
 
@@ -24,48 +25,83 @@ def _pad4(x, pads, value=0):
     return np.pad(x, ((0, 0), (0, 0), (t, b), (l, r)), constant_values=value)
 
 
-def _windows(x, kh, kw, sh, sw):
-    """(N, C, OH, OW, KH, KW) strided view of x (N, C, H, W)."""
+def _windows(x, kh, kw, sh, sw, dh=1, dw=1):
+    """(N, C, OH, OW, KH, KW) strided view of x (N, C, H, W); taps ``dh``/``dw`` apart (dilation)."""
     n, c, h, w = x.shape
-    oh, ow = (h - kh) // sh + 1, (w - kw) // sw + 1
+    oh, ow = (h - (kh - 1) * dh - 1) // sh + 1, (w - (kw - 1) * dw - 1) // sw + 1
     s = x.strides
-    return np.lib.stride_tricks.as_strided(x, (n, c, oh, ow, kh, kw), (s[0], s[1], s[2] * sh, s[3] * sw, s[2], s[3]),
-                                           writeable=False)
+    return np.lib.stride_tricks.as_strided(x, (n, c, oh, ow, kh, kw),
+                                           (s[0], s[1], s[2] * sh, s[3] * sw, s[2] * dh, s[3] * dw), writeable=False)
 
 
-def conv2d(x, w, strides, pads, pad_value=0, dtype=np.float32):
-    """Direct NCHW conv (group 1) as one matrix product over the windows, computed in ``dtype``."""
+def conv2d(x, w, strides, pads, pad_value=0, dtype=np.float32, dilations=(1, 1), groups=1):
+    """Direct NCHW conv as one matrix product over the windows per group, computed in ``dtype``."""
+    if groups > 1:
+        cg, og = w.shape[1], w.shape[0] // groups
+        return np.concatenate([conv2d(x[:, g * cg:(g + 1) * cg], w[g * og:(g + 1) * og], strides, pads, pad_value,
+                                      dtype, dilations) for g in range(groups)], axis=1)
     xp = _pad4(np.asarray(x), pads, pad_value)
     o, _, kh, kw = w.shape
-    win = _windows(xp.astype(dtype, copy=False), kh, kw, *strides)
+    win = _windows(xp.astype(dtype, copy=False), kh, kw, *strides, *dilations)
     n, c, oh, ow = win.shape[:4]
     cols = win.transpose(0, 2, 3, 1, 4, 5).reshape(n * oh * ow, c * kh * kw)
     out = cols @ w.reshape(o, -1).astype(dtype).T
     return np.ascontiguousarray(out.reshape(n, oh, ow, o).transpose(0, 3, 1, 2))
 
 
-def pool2d(x, kernel, strides, pads, kind, count_include_pad=0):
+def _ceil_extra(n, k, s, lo, hi):
+    """Extra padding at the end so that ceil_mode's last window exists (it must start inside the input or
+    its leading padding, as ONNX says)."""
+    out = -(-(n + lo + hi - k) // s) + 1
+    if (out - 1) * s >= n + lo:
+        out -= 1
+    return max(0, (out - 1) * s + k - (n + lo + hi))
+
+
+def pool2d(x, kernel, strides, pads, kind, count_include_pad=0, ceil_mode=0):
     kh, kw = kernel
+    t, l, b, r = pads
+    eb = _ceil_extra(x.shape[2], kh, strides[0], t, b) if ceil_mode else 0
+    er = _ceil_extra(x.shape[3], kw, strides[1], l, r) if ceil_mode else 0
     if kind == "max":
         fill = np.iinfo(x.dtype).min if x.dtype.kind in "iu" else -np.inf
-        return _windows(_pad4(x, pads, fill), kh, kw, *strides).max(axis=(4, 5))
+        return _windows(_pad4(x, (t, l, b + eb, r + er), fill), kh, kw, *strides).max(axis=(4, 5))
     xf = x.astype(np.float64)
-    s = _windows(_pad4(xf, pads), kh, kw, *strides).sum(axis=(4, 5))
-    if count_include_pad or not any(pads):
+    s = _windows(_pad4(xf, (t, l, b + eb, r + er)), kh, kw, *strides).sum(axis=(4, 5))
+    if (count_include_pad or not any(pads)) and not (eb or er):
         cnt = kh * kw
-    else:
-        ones = _pad4(np.ones((1, 1) + x.shape[2:]), pads)
-        cnt = _windows(ones, kh, kw, *strides).sum(axis=(4, 5))
+    else:             # the ceil_mode cells past the declared padding never count
+        ones = np.ones((1, 1) + x.shape[2:]) if not count_include_pad else np.ones((1, 1, x.shape[2] + t + b,
+                                                                                    x.shape[3] + l + r))
+        inner = (t, l, b + eb, r + er) if not count_include_pad else (0, 0, eb, er)
+        cnt = _windows(_pad4(ones, inner), kh, kw, *strides).sum(axis=(4, 5))
     return (s / cnt).astype(x.dtype)
 
 
 def qconv_acc(node, x) -> np.ndarray:
     """The int32 accumulator of a ``qconv`` (four-term expansion) plus its bias."""
     a = node.attrs
-    acc = qnn.qconv2d(x, a["weight"], a["x_zp"], a["w_zp"], a["strides"], a["pads"]).astype(np.int64)
+    acc = qnn.qconv2d(x, a["weight"], a["x_zp"], a["w_zp"], a["strides"], a["pads"], a.get("dilations", 1),
+                      a.get("group", 1)).astype(np.int64)
     if a["bias"] is not None:
         acc += a["bias"].reshape(1, -1, 1, 1)
     return acc
+
+
+def qconv_transpose_acc(node, x) -> np.ndarray:
+    a = node.attrs
+    acc = qnn.qconv2d_transpose(x, a["weight"], a["x_zp"], a["w_zp"], a["strides"], a["pads"], a["dilations"],
+                                a["output_padding"], a["group"]).astype(np.int64)
+    if a["bias"] is not None:
+        acc += a["bias"].reshape(1, -1, 1, 1)
+    return acc
+
+
+def _conv_transpose_float(node, x, w, b=None):
+    at = node.attrs
+    y = qnn.conv_transpose2d(x, w, at.get("strides", [1, 1]), _attr_pads(at), at.get("dilations", [1, 1]),
+                             at.get("output_padding", [0, 0]), int(at.get("group", 1)), np.float32)
+    return y + b.reshape(1, -1, 1, 1) if b is not None else y
 
 
 def qdense_acc(node, x) -> np.ndarray:
@@ -161,6 +197,12 @@ def _qadd(node, a, b):
     return _requant_float(node, real)
 
 
+def _qmul(node, a, b):
+    at = node.attrs
+    real = (at["a_scale"] * (a.astype(np.float64) - at["a_zp"])) * (at["b_scale"] * (b.astype(np.float64) - at["b_zp"]))
+    return _requant_float(node, real)
+
+
 def _qgap(node, x):
     at = node.attrs
     return _requant_float(node, at["x_scale"] * (x.astype(np.float64) - at["x_zp"]).mean(axis=(2, 3), keepdims=True))
@@ -170,7 +212,8 @@ def _conv_float(node, x, w, b):
     at = node.attrs
     if x.dtype.kind != "f":
         raise FrontendError(f"{node.where}: Conv on {x.dtype.name} input (a float Conv needs float input)")
-    y = conv2d(x, w, at.get("strides", [1, 1]), _attr_pads(at), dtype=np.float32)
+    y = conv2d(x, w, at.get("strides", [1, 1]), _attr_pads(at), dtype=np.float32,
+               dilations=at.get("dilations", [1, 1]), groups=int(at.get("group", 1)))
     return y + b.reshape(1, -1, 1, 1) if b is not None else y
 
 
@@ -192,7 +235,7 @@ def _conv_integer(node, x, w, xz, wz):
     if np.ndim(xz):
         raise FrontendError(f"{node.where}: x_zero_point of shape {np.shape(xz)} (ConvInteger takes one per tensor)")
     return qnn.qconv2d(x, w, xz, _int_zp(node, wz, "w_zero_point"), at.get("strides", [1, 1]),
-                       _attr_pads(at)).astype(np.int32)
+                       _attr_pads(at), at.get("dilations", [1, 1]), int(at.get("group", 1))).astype(np.int32)
 
 
 def _matmul_integer(node, a, b, az, bz):
@@ -231,9 +274,10 @@ _HOST = {
     "Reshape": lambda n, x, s: _reshape(x, s, n.attrs.get("allowzero", 0)),
     "Concat": lambda n, *xs: np.concatenate(xs, axis=n.attrs["axis"]),
     "MaxPool": lambda n, x: pool2d(x, n.attrs["kernel_shape"], n.attrs.get("strides", [1, 1]), _attr_pads(n.attrs),
-                                   "max"),
+                                   "max", ceil_mode=n.attrs.get("ceil_mode", 0)),
     "AveragePool": lambda n, x: pool2d(x, n.attrs["kernel_shape"], n.attrs.get("strides", [1, 1]),
-                                       _attr_pads(n.attrs), "avg", n.attrs.get("count_include_pad", 0)),
+                                       _attr_pads(n.attrs), "avg", n.attrs.get("count_include_pad", 0),
+                                       n.attrs.get("ceil_mode", 0)),
     "GlobalAveragePool": lambda n, x: x.mean(axis=(2, 3), keepdims=True, dtype=np.float64).astype(x.dtype),
     "BatchNormalization": lambda n, x, s, b, m, v: _bn(n, x, s, b, m, v),
     "Conv": lambda n, x, w, b=None: _conv_float(n, x, w, b),
@@ -244,10 +288,14 @@ _HOST = {
     "ConvInteger": lambda n, x, w, xz=None, wz=None: _conv_integer(n, x, w, xz, wz),
     "MatMulInteger": lambda n, a, b, az=None, bz=None: _matmul_integer(n, a, b, az, bz),
     "qconv": lambda n, x: requantize_acc(n, qconv_acc(n, x), _q_out_scale(n)),
+    "qconv_transpose": lambda n, x: requantize_acc(n, qconv_transpose_acc(n, x), _q_out_scale(n)),
+    "ConvTranspose": _conv_transpose_float,
     "qdense": lambda n, x: requantize_acc(n, qdense_acc(n, x), _q_out_scale(n)),
     "qadd": _qadd,
+    "qmul": _qmul,
     "qgap": _qgap,
     "qlut": lambda n, x: qnn.apply_lut(x, n.attrs["table"]),
+    **TENSOR_OPS,
 }
 
 

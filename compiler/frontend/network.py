@@ -38,6 +38,7 @@ class Network:
         return self.graph.notes
 
     def run(self, x, engine: str = "cycle", **kw):
-        """(first output, records) for one input array ``x`` of the model's first input."""
-        outs, records = execute(self.graph, self.regions, {self.input_name: x}, engine=engine, **kw)
+        """(first output, records) for one input: an array for a one-input model, or {input name: array}."""
+        feeds = x if isinstance(x, dict) else {self.input_name: x}
+        outs, records = execute(self.graph, self.regions, feeds, engine=engine, **kw)
         return outs[self.graph.outputs[0]], records

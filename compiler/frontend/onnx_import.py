@@ -28,7 +28,10 @@ SUPPORTED_OPS = frozenset({
     "ConvInteger", "MatMulInteger", "Conv", "Gemm", "MatMul", "Relu", "Clip", "Add", "Mul", "Sub",
     "MaxPool", "AveragePool", "GlobalAveragePool", "Flatten", "Reshape", "Concat", "BatchNormalization",
     "Identity", "Dropout", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Softmax", "Cast",
-    "QLinearGlobalAveragePool", "QLinearSigmoid",
+    "QLinearGlobalAveragePool", "QLinearSigmoid", "QLinearLeakyRelu", "QLinearMul", "QLinearConcat",
+    "QLinearAveragePool", "QLinearSoftmax",
+    "Transpose", "Squeeze", "Unsqueeze", "Split", "Slice", "Pad", "Gather", "Div", "LayerNormalization", "Gelu",
+    "Erf", "LeakyRelu", "PRelu", "Resize", "ConvTranspose",
 })
 
 _DTYPES = {1: np.float32, 2: np.uint8, 3: np.int8, 4: np.uint16, 5: np.int16, 6: np.int32, 7: np.int64,
@@ -113,22 +116,37 @@ def _value_shape(vi, batch: int, what: str):
 def _check_attrs(op: str, attrs: dict, where: str) -> list[str]:
     bad = []
     if op in ("Conv", "QLinearConv", "ConvInteger"):
-        if attrs.get("group", 1) != 1:
-            bad.append(f"{where}: group={attrs['group']} (only group 1 is supported)")
-        if any(d != 1 for d in attrs.get("dilations", [1, 1])):
-            bad.append(f"{where}: dilations={attrs['dilations']} (only 1 is supported)")
-    if op in ("Conv", "QLinearConv", "ConvInteger", "MaxPool", "AveragePool"):
+        if int(attrs.get("group", 1)) < 1:
+            bad.append(f"{where}: group={attrs['group']} (a positive number of groups)")
+        if any(d < 1 for d in attrs.get("dilations", [1, 1])):
+            bad.append(f"{where}: dilations={attrs['dilations']} (each at least 1)")
+    if op in ("Conv", "QLinearConv", "ConvInteger", "MaxPool", "AveragePool", "QLinearAveragePool"):
         if attrs.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
             bad.append(f"{where}: auto_pad={attrs['auto_pad']} (give explicit pads)")
-    if op in ("MaxPool", "AveragePool"):
-        if attrs.get("ceil_mode", 0):
-            bad.append(f"{where}: ceil_mode=1 (only floor is supported)")
+    if op in ("MaxPool", "AveragePool", "QLinearAveragePool"):
         if any(d != 1 for d in attrs.get("dilations", [1])):
             bad.append(f"{where}: dilations={attrs['dilations']} (only 1 is supported)")
         if len(attrs.get("kernel_shape", [])) != 2:
             bad.append(f"{where}: kernel_shape={attrs.get('kernel_shape')} (2-D pooling only)")
+    if op == "ConvTranspose":
+        if attrs.get("auto_pad", "NOTSET") != "NOTSET" or attrs.get("output_shape") is not None:
+            bad.append(f"{where}: auto_pad/output_shape are not supported (ConvTranspose: give pads and "
+                       f"output_padding)")
+        if int(attrs.get("group", 1)) < 1:
+            bad.append(f"{where}: group={attrs['group']} (a positive number of groups)")
     if op == "MaxPool" and attrs.get("storage_order", 0):
         bad.append(f"{where}: storage_order=1 is not supported")
+    if op == "Resize":
+        from compiler.frontend.host_tensor import RESIZE_COORDS, RESIZE_MODES
+        if attrs.get("mode", "nearest") not in RESIZE_MODES:
+            bad.append(f"{where}: mode={attrs['mode']} (Resize: {', '.join(RESIZE_MODES)})")
+        if attrs.get("coordinate_transformation_mode", "half_pixel") not in RESIZE_COORDS:
+            bad.append(f"{where}: coordinate_transformation_mode={attrs['coordinate_transformation_mode']} "
+                       f"(Resize: {', '.join(RESIZE_COORDS)})")
+        if attrs.get("antialias", 0) or attrs.get("keep_aspect_ratio_policy", "stretch") != "stretch":
+            bad.append(f"{where}: antialias / keep_aspect_ratio_policy are not supported (Resize)")
+        if attrs.get("axes") is not None:
+            bad.append(f"{where}: axes is not supported (Resize: give scales or sizes for every axis)")
     return bad
 
 

@@ -31,6 +31,12 @@ def node_macs(g: Graph, node) -> int:
             return 0
         o, i, kh, kw = a["weight"].shape
         return int(np.prod(out)) * i * kh * kw
+    if node.op == "qconv_transpose":
+        x = g.shapes.get(node.inputs[0])
+        if x is None:
+            return 0
+        c, mg, kh, kw = a["weight"].shape
+        return int(np.prod(x)) * mg * kh * kw          # every input element meets M/group kernel taps
     if node.op == "qdense":
         x = g.shapes.get(node.inputs[0])
         n = x[0] if x else 1
@@ -60,7 +66,7 @@ def partition(g: Graph, cfg, mode: str = "pattern", skip_first_conv: bool = True
     regions, first = {}, True
     for n in g.nodes:
         n.target = "host"
-        if n.op not in ("qconv", "qdense"):
+        if n.op not in ("qconv", "qdense", "qconv_transpose"):
             continue
         if mode == "host":
             continue

@@ -148,7 +148,7 @@ SUBSTITUTES = {
     "Tanh": "quantise around it (QDQ) to get an int8 lookup table",
     "HardSwish": "quantise around it (QDQ) to get an int8 lookup table",
     "HardSigmoid": "quantise around it (QDQ) to get an int8 lookup table",
-    "Softmax": "leave it on the host (it is the classifier's last op)",
+    "Softmax": "leave it on the host (as a classifier's last op, or an attention's normalisation)",
 }
 
 

@@ -1,6 +1,14 @@
-"""QOperator-format ops (QLinearConv, QGemm, QLinearMatMul, QLinearAdd, QLinearGlobalAveragePool, QLinearSigmoid) ->
-the composite ops of :mod:`compiler.frontend.composite`, so both ONNX quantisation formats share one
-path after import."""
+"""QOperator-format ops -> the composite ops of :mod:`compiler.frontend.composite`, so both ONNX
+quantisation formats share one path after import.
+
+* QLinearConv, QGemm, QLinearMatMul, QLinearAdd, QLinearMul, QLinearGlobalAveragePool: composite ops
+  (``qconv``, ``qdense``, ``qadd``, ``qmul``, ``qgap``);
+* QLinearSigmoid, QLinearLeakyRelu: a 256-entry table (``qlut``), as onnxruntime builds one;
+* QLinearConcat: each input whose scale or zero point differs from the output's is requantised by a
+  table, then the integers are concatenated;
+* QLinearAveragePool, QLinearSoftmax: dequantise, the float op, quantise (onnxruntime computes them
+  in float too; the result agrees to its float rounding).
+"""
 
 from __future__ import annotations
 
@@ -38,6 +46,55 @@ def _weight(g, name, where, problems):
 
 def _arg(ins, k):
     return ins[k] if len(ins) > k else ""
+
+
+def _float_island(g: Graph, n: Node, op: str, attrs: dict, x: str, xs: str, xz: str, ys: str, yz: str) -> list:
+    """``DequantizeLinear -> op -> QuantizeLinear`` standing for a QOperator op computed in float."""
+    xf, yf = g.fresh(f"{n.name}_dq"), g.fresh(f"{n.name}_f")
+    return [Node("DequantizeLinear", [x, xs, xz], [xf], {}, f"{n.name}_dq", n.where),
+            Node(op, [xf], [yf], attrs, n.name, n.where),
+            Node("QuantizeLinear", [yf, ys, yz], list(n.outputs), {}, f"{n.name}_q", n.where)]
+
+
+def _lut_node(g, n, fn, vals, x, xdt, ydt, name=None):
+    table = qnn.lut_table(fn, *vals, xdt.name, ydt.name, rounding="half_even", precision="float32")
+    return Node("qlut", [x], list(n.outputs) if name is None else [name],
+                dict(table=table, fn=getattr(fn, "__name__", fn), x_dtype=xdt), name or n.name, n.where)
+
+
+def _leaky(alpha):
+    def leaky_relu(x):
+        return np.where(x >= 0, x, alpha * x)
+    return leaky_relu
+
+
+def requantize(x):
+    return x
+
+
+def _concat(g, n, problems):
+    """QLinearConcat(Y_scale, Y_zp, (X, X_scale, X_zp)...) -> tables where the parameters differ, Concat."""
+    ins, w = n.inputs, n.where
+    ys, yz = _c(g, ins[0], w, problems, "Y_scale"), _c(g, ins[1], w, problems, "Y_zero_point")
+    if (len(ins) - 2) % 3 or len(ins) < 5:
+        problems.append(f"{w}: QLinearConcat takes Y_scale, Y_zero_point and (X, X_scale, X_zero_point) triples")
+        return []
+    if ys is None or yz is None:
+        return []
+    ydt, out, parts = g.consts[ins[1]].dtype, [], []
+    for k in range(2, len(ins), 3):
+        x, xs, xz = ins[k], _c(g, ins[k + 1], w, problems, "X_scale"), _c(g, ins[k + 2], w, problems, "X_zero_point")
+        if xs is None or xz is None:
+            return []
+        xdt = g.consts[ins[k + 2]].dtype
+        if np.isclose(xs, ys, rtol=1e-7) and xz == yz and xdt == ydt:
+            parts.append(x)
+            continue
+        name = g.fresh(f"{n.name}_in{k // 3}")
+        out.append(_lut_node(g, n, requantize, (xs, xz, ys, yz), x, xdt, ydt, name))
+        parts.append(name)
+    out.append(Node("Concat", parts, list(n.outputs), {"axis": int(n.attrs.get("axis", 1))}, n.name, w))
+    return out
 
 
 def canonicalise_qoperator(g: Graph) -> Graph:
@@ -86,13 +143,29 @@ def canonicalise_qoperator(g: Graph) -> Graph:
             nodes.append(qdense_node(n.name, w, ins[0], n.outputs[0], np.ascontiguousarray(weight), bias, xs, xz,
                                      ws, wz, ys, yz, g.consts[yz_name].dtype,
                                      x_dtype=g.consts[ins[2]].dtype))
-        elif n.op == "QLinearAdd":
+        elif n.op in ("QLinearAdd", "QLinearMul"):
             vals = [_c(g, ins[k], w, problems, what) for k, what in
                     ((1, "A_scale"), (2, "A_zero_point"), (4, "B_scale"), (5, "B_zero_point"), (6, "C_scale"),
                      (7, "C_zero_point"))]
             if any(v is None for v in vals):
                 continue
-            nodes.append(qadd_node(n.name, w, ins[0], ins[3], n.outputs[0], *vals, g.consts[ins[7]].dtype))
+            nodes.append(qadd_node(n.name, w, ins[0], ins[3], n.outputs[0], *vals, g.consts[ins[7]].dtype,
+                                   op="qadd" if n.op == "QLinearAdd" else "qmul"))
+        elif n.op == "QLinearConcat":
+            nodes += _concat(g, n, problems)
+        elif n.op in ("QLinearAveragePool", "QLinearSoftmax"):
+            vals = [_c(g, _arg(ins, k), w, problems, what) for k, what in
+                    ((1, "x_scale"), (2, "x_zero_point"), (3, "y_scale"), (4, "y_zero_point"))]
+            if any(v is None for v in vals):
+                continue
+            attrs = {k: v for k, v in n.attrs.items() if k not in ("channels_last", "opset")}
+            if n.attrs.get("channels_last", 0):
+                problems.append(f"{w}: channels_last=1 is not supported")
+                continue
+            if n.op == "QLinearSoftmax" and int(n.attrs.get("opset", 13)) < 13:
+                attrs = {"axis": attrs.get("axis", 1), "coerce_2d": 1}
+            op = "AveragePool" if n.op == "QLinearAveragePool" else "Softmax"
+            nodes += _float_island(g, n, op, attrs, ins[0], ins[1], ins[2], ins[3], ins[4])
         elif n.op == "QLinearGlobalAveragePool":
             vals = [_c(g, ins[k], w, problems, what) for k, what in
                     ((1, "x_scale"), (2, "x_zero_point"), (3, "y_scale"), (4, "y_zero_point"))]
@@ -105,15 +178,14 @@ def canonicalise_qoperator(g: Graph) -> Graph:
             nodes.append(Node("qgap", [ins[0]], list(n.outputs),
                               dict(x_scale=xs, x_zp=xz, y_scale=ys, y_zp=yz, y_dtype=g.consts[ins[4]].dtype),
                               n.name, w))
-        elif n.op == "QLinearSigmoid":     # com.microsoft: a per-tensor activation -> the same table as QDQ
+        elif n.op in ("QLinearSigmoid", "QLinearLeakyRelu"):   # com.microsoft: per-tensor -> a table as QDQ
             vals = [_c(g, _arg(ins, k), w, problems, what) for k, what in
                     ((1, "X_scale"), (2, "X_zero_point"), (3, "Y_scale"), (4, "Y_zero_point"))]
             if any(v is None for v in vals):
                 continue
             xdt, ydt = g.consts[ins[2]].dtype, g.consts[ins[4]].dtype
-            table = qnn.lut_table("sigmoid", *vals, xdt.name, ydt.name, rounding="half_even")
-            nodes.append(Node("qlut", [ins[0]], list(n.outputs), dict(table=table, fn="sigmoid", x_dtype=xdt),
-                              n.name, w))
+            fn = "sigmoid" if n.op == "QLinearSigmoid" else _leaky(float(n.attrs.get("alpha", 0.01)))
+            nodes.append(_lut_node(g, n, fn, vals, ins[0], xdt, ydt))
         else:
             nodes.append(n)
     if problems:

@@ -19,6 +19,8 @@ __all__ = ["VtaRegion", "region_problem", "acc_bound"]
 def region_problem(node) -> str | None:
     """Why ``node`` cannot run on VTA (None when it can, before the requantisation check)."""
     a = node.attrs
+    if node.op == "qconv_transpose":
+        return "transposed convolutions have no VTA lowering in the front end yet"
     if node.op not in ("qconv", "qdense"):
         return f"{node.op} has no VTA lowering"
     if a["weight"].dtype != np.int8:
@@ -27,6 +29,10 @@ def region_problem(node) -> str | None:
         return "weight zero point is not 0 (VTA needs symmetric weights)"
     if node.op == "qconv":
         o, i, kh, kw = a["weight"].shape
+        if a.get("group", 1) != 1:
+            return f"group={a['group']} (grouped and depthwise convolutions have no VTA lowering here yet)"
+        if any(d != 1 for d in a.get("dilations", (1, 1))):
+            return f"dilations={a['dilations']} (conv2d_packed takes undilated kernels)"
         if kh != kw:
             return f"kernel {kh}x{kw} cannot be packed (conv2d_packed takes square kernels)"
         if a["strides"][0] != a["strides"][1]:

@@ -33,9 +33,11 @@ def norm_pads(p):
     return tuple(int(e) for e in t)
 
 
-def conv_out_hw(h: int, w: int, kh: int, kw: int, strides, pads) -> tuple[int, int]:
-    """Output height and width; a kernel larger than the padded input is an error."""
+def conv_out_hw(h: int, w: int, kh: int, kw: int, strides, pads, dilations=1) -> tuple[int, int]:
+    """Output height and width; a (dilated) kernel larger than the padded input is an error."""
     sh, sw = norm_pair(strides, "strides")
+    dh, dw = norm_pair(dilations, "dilations")
+    kh, kw = (kh - 1) * dh + 1, (kw - 1) * dw + 1
     top, left, bottom, right = norm_pads(pads)
     hp, wp = h + top + bottom, w + left + right
     if kh > hp or kw > wp:
@@ -43,11 +45,15 @@ def conv_out_hw(h: int, w: int, kh: int, kw: int, strides, pads) -> tuple[int, i
     return (hp - kh) // sh + 1, (wp - kw) // sw + 1
 
 
-def _check_conv(a, w):
+def _check_conv(a, w, groups=1):
     if a.ndim != 4 or w.ndim != 4:
         raise QnnError(f"conv2d: input {a.shape} and weight {w.shape} must both be 4-d (NCHW, OIHW)")
-    if a.shape[1] != w.shape[1]:
-        raise QnnError(f"conv2d: input has {a.shape[1]} channels, the weight expects {w.shape[1]} (groups = 1 only)")
+    if int(groups) != groups or groups < 1 or w.shape[0] % groups:
+        raise QnnError(f"conv2d: groups = {groups!r} must be a positive integer dividing the {w.shape[0]} "
+                       f"output channels")
+    if a.shape[1] != w.shape[1] * groups:
+        raise QnnError(f"conv2d: input has {a.shape[1]} channels, the weight expects {w.shape[1]} x {groups} "
+                       f"group(s)")
     for t, n in ((a, "input"), (w, "weight")):
         if t.dtype.kind not in "iub":
             raise QnnError(f"conv2d: {n} dtype {t.dtype} must be an integer type")
@@ -58,13 +64,19 @@ def _pad_nchw(a, pads, value):
     return np.pad(a, ((0, 0), (0, 0), (top, bottom), (left, right)), constant_values=value)
 
 
-def conv2d_int32(a, w, strides=1, pads=0, pad_value: int = 0) -> np.ndarray:
-    """``sum_{c,r,s} a_pad[n, c, y*sh + r, x*sw + s] * w[o, c, r, s]`` accumulated in int32 (it wraps as
-    the accumulator does); the input padded with ``pad_value``."""
+def conv2d_int32(a, w, strides=1, pads=0, pad_value: int = 0, dilations=1, groups: int = 1) -> np.ndarray:
+    """``sum_{c,r,s} a_pad[n, g*C/G + c, y*sh + r*dh, x*sw + s*dw] * w[o, c, r, s]`` (``g`` the group of
+    output channel ``o``) accumulated in int32 (it wraps as the accumulator does); the input padded
+    with ``pad_value``."""
     a, w = np.asarray(a), np.asarray(w)
-    _check_conv(a, w)
+    _check_conv(a, w, groups)
+    if groups > 1:
+        cg, og = w.shape[1], w.shape[0] // groups
+        return np.concatenate([conv2d_int32(a[:, g * cg:(g + 1) * cg], w[g * og:(g + 1) * og], strides, pads,
+                                            pad_value, dilations) for g in range(groups)], axis=1)
     sh, sw = norm_pair(strides, "strides")
-    oh, ow = conv_out_hw(a.shape[2], a.shape[3], w.shape[2], w.shape[3], strides, pads)
+    dh, dw = norm_pair(dilations, "dilations")
+    oh, ow = conv_out_hw(a.shape[2], a.shape[3], w.shape[2], w.shape[3], strides, pads, dilations)
     # float64 (BLAS) is exact while every partial sum is an integer below 2^53; else int64
     big = max(int(np.abs(a).max(initial=0)), abs(int(pad_value))) * int(np.abs(w).max(initial=0)) * w[0].size
     dtype = np.float64 if big < (1 << 53) else np.int64
@@ -73,7 +85,8 @@ def conv2d_int32(a, w, strides=1, pads=0, pad_value: int = 0) -> np.ndarray:
     o, _, kh, kw = w.shape
     st = ap.strides          # im2col: one matrix product over every window
     win = np.lib.stride_tricks.as_strided(ap, (n, oh, ow, c, kh, kw),
-                                          (st[0], st[2] * sh, st[3] * sw, st[1], st[2], st[3]), writeable=False)
+                                          (st[0], st[2] * sh, st[3] * sw, st[1], st[2] * dh, st[3] * dw),
+                                          writeable=False)
     out = win.reshape(n * oh * ow, c * kh * kw) @ w.astype(dtype).reshape(o, -1).T
     return np.ascontiguousarray(out.reshape(n, oh, ow, o).transpose(0, 3, 1, 2)).astype(np.int64).astype(np.int32)
 
@@ -85,19 +98,20 @@ def _per_out(z, o, what):
     return z
 
 
-def qconv2d(qa, qw, za, zw, strides=1, pads=0) -> np.ndarray:
-    """``sum (QA - za)(QW - zw)`` as the four-term expansion (int32); ``zw`` scalar or per output channel."""
+def qconv2d(qa, qw, za, zw, strides=1, pads=0, dilations=1, groups: int = 1) -> np.ndarray:
+    """``sum (QA - za)(QW - zw)`` as the four-term expansion (int32); ``zw`` scalar or per output channel;
+    grouped (``groups`` > 1, depthwise when it equals the channels) and dilated alike."""
     qa, qw = np.asarray(qa), np.asarray(qw)
-    _check_conv(qa, qw)
+    _check_conv(qa, qw, groups)
     o, c, kh, kw = qw.shape
     za = int(za)
     zw = _per_out(zw, o, "weight zero point")
     zwb = zw.reshape(1, o, 1, 1) if zw.ndim else zw
-    t1 = conv2d_int32(qa, qw, strides, pads, pad_value=za).astype(np.int64)
+    t1 = conv2d_int32(qa, qw, strides, pads, za, dilations, groups).astype(np.int64)
     out = t1
-    if np.any(zw != 0):
-        ones = np.ones((1, c, kh, kw), dtype=np.int64)
-        t2 = conv2d_int32(qa, ones, strides, pads, pad_value=za).astype(np.int64)
+    if np.any(zw != 0):        # T2: the window sums of each output channel's own group of inputs
+        ones = np.ones((o, c, kh, kw), dtype=np.int64)
+        t2 = conv2d_int32(qa, ones, strides, pads, za, dilations, groups).astype(np.int64)
         out = out - zwb * t2 + za * zwb * (c * kh * kw)
     if za:
         t3 = za * qw.astype(np.int64).sum(axis=(1, 2, 3))

@@ -27,9 +27,13 @@ _BYTE_DTYPES = ("int8", "uint8")
 
 
 def lut_table(fn, in_scale, in_zp, out_scale, out_zp, in_dtype: str = "int8", out_dtype: str = "int8",
-              rounding: str = "half_away") -> np.ndarray:
-    """The 256 outputs of ``fn`` (``"tanh"``, ``"sigmoid"``, ``"silu"`` or a callable on float64 arrays),
-    indexed by the input's byte (its ``uint8`` view); per-tensor scales only."""
+              rounding: str = "half_away", precision: str = "float64") -> np.ndarray:
+    """The 256 outputs of ``fn`` (``"tanh"``, ``"sigmoid"``, ``"silu"`` or a callable on float arrays),
+    indexed by the input's byte (its ``uint8`` view); per-tensor scales only.
+
+    ``precision="float32"`` dequantises, applies ``fn`` and divides by the output scale in float32 and
+    rounds half to even, as onnxruntime builds the tables of its QLinear activations (a float64 table
+    differs from it on the codes whose float32 quotient is an exact tie)."""
     if in_dtype not in _BYTE_DTYPES or out_dtype not in _BYTE_DTYPES:
         raise QnnError(f"lut_table: dtypes {in_dtype}/{out_dtype} must be int8 or uint8 (a 256-entry table)")
     if np.ndim(in_scale) or np.ndim(out_scale) or np.ndim(in_zp) or np.ndim(out_zp):
@@ -41,6 +45,13 @@ def lut_table(fn, in_scale, in_zp, out_scale, out_zp, in_dtype: str = "int8", ou
     elif not callable(fn):
         raise QnnError(f"lut_table: fn = {fn!r} must be a function name or a callable")
     codes = np.arange(256, dtype=np.uint8).view(in_dtype)
+    if precision == "float32":
+        real = np.float32(in_scale) * (codes.astype(np.float32) - np.float32(in_zp))
+        y = np.asarray(fn(real), dtype=np.float32) / np.float32(out_scale)
+        info = np.iinfo(out_dtype)
+        return np.clip(np.rint(y) + np.float32(out_zp), info.min, info.max).astype(out_dtype)
+    if precision != "float64":
+        raise QnnError(f"lut_table: precision {precision!r} must be float64 or float32")
     real = dequantize(codes, in_scale, in_zp).astype(np.float64)
     y = np.asarray(fn(real), dtype=np.float64)
     if y.shape != real.shape:

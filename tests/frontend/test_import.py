@@ -91,14 +91,15 @@ def test_absurd_sizes_fail_before_allocating(tmp_path):
 
 
 def test_every_unsupported_op_listed_with_where(tmp_path):
+    """Only what neither VTA nor the host implements refuses the model, every such node in one error."""
     nodes = [helper.make_node("Relu", ["x"], ["a"]),
-             helper.make_node("Gather", ["a", "idx"], ["b"], name="g1"),
-             helper.make_node("Conv", ["b", "w"], ["c"], name="dw", group=4),
-             helper.make_node("Erf", ["c"], ["y"], name="e1")]
+             helper.make_node("Einsum", ["a"], ["b"], name="g1", equation="nchw->nchw"),
+             helper.make_node("Conv", ["b", "w"], ["c"], name="dw", group=4, auto_pad="SAME_UPPER"),
+             helper.make_node("TopK", ["c", "k"], ["y", "yi"], name="e1")]
     w = numpy_helper.from_array(np.zeros((4, 1, 1, 1), np.float32), "w")
-    idx = numpy_helper.from_array(np.zeros((1,), np.int64), "idx")
+    idx = numpy_helper.from_array(np.ones((1,), np.int64), "k")
     with pytest.raises(UnsupportedModel) as e:
         load_onnx(_save(_tiny([w, idx], nodes, (1, 4, 2, 2)), tmp_path))
     msg = str(e.value)
-    assert "node 1 'g1' (Gather)" in msg and "node 3 'e1' (Erf)" in msg and "group=4" in msg
+    assert "node 1 'g1' (Einsum)" in msg and "node 3 'e1' (TopK)" in msg and "auto_pad=SAME_UPPER" in msg
     assert len(e.value.problems) == 3

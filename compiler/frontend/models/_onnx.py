@@ -41,13 +41,17 @@ class GraphBuilder:
         self.nodes.append(helper.make_node(op_type, inputs, [name], name=name, **attrs))
         return name
 
-    def conv(self, x: str, w: np.ndarray, b: np.ndarray | None, stride=1, pad=0) -> str:
-        base = f"conv{self._count.get('Conv', 0)}"
+    def conv(self, x: str, w: np.ndarray, b: np.ndarray | None, stride=1, pad=0, group: int = 1,
+             op: str = "Conv", **attrs) -> str:
+        """A Conv (or ``op="ConvTranspose"``, weight (C, M/group, KH, KW)) with its weight and bias."""
+        base = f"{op.lower()}{self._count.get(op, 0)}"
         ins = [x, self.const(f"{base}.w", w.astype(np.float32))]
         if b is not None:
             ins.append(self.const(f"{base}.b", b.astype(np.float32)))
         k = w.shape[2:]
-        return self.op("Conv", ins, kernel_shape=list(k), strides=[stride, stride], pads=[pad] * 4)
+        if group != 1:
+            attrs["group"] = group
+        return self.op(op, ins, kernel_shape=list(k), strides=[stride, stride], pads=[pad] * 4, **attrs)
 
     def batchnorm(self, x: str, scale, bias, mean, var, eps=1e-5) -> str:
         base = f"bn{self._count.get('BatchNormalization', 0)}"
@@ -60,11 +64,12 @@ class GraphBuilder:
         return self.op("Gemm", [x, self.const(f"{base}.w", w.astype(np.float32)),
                                 self.const(f"{base}.b", b.astype(np.float32))], transB=1)
 
-    def model(self, name: str, x: str, in_shape: tuple, y: str, out_shape: tuple) -> onnx.ModelProto:
+    def model(self, name: str, x: str, in_shape: tuple, y: str, out_shape: tuple,
+              in_type: int = TensorProto.FLOAT) -> onnx.ModelProto:
         """The finished model with a symbolic batch dimension on its input and output."""
         graph = helper.make_graph(
             self.nodes, name,
-            [helper.make_tensor_value_info(x, TensorProto.FLOAT, ["N", *in_shape])],
+            [helper.make_tensor_value_info(x, in_type, ["N", *in_shape])],
             [helper.make_tensor_value_info(y, TensorProto.FLOAT, ["N", *out_shape])],
             self.inits)
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
@@ -89,11 +94,13 @@ def _reader(input_name: str, data: np.ndarray, batch: int):
 
 
 def quantize(float_model: onnx.ModelProto, out: Path, calibration: np.ndarray, fmt: str = "qdq",
-             batch: int = 64) -> Path:
+             batch: int = 64, symbolic_shapes: bool = True) -> Path:
     """Write the int8 model of ``float_model`` to ``out``, calibrated on ``calibration`` (NCHW float32).
 
     ``quant_pre_process`` runs first (shape inference and onnxruntime's basic graph optimisation,
-    which folds BatchNormalization into the preceding Conv), as onnxruntime recommends.
+    which folds BatchNormalization into the preceding Conv), as onnxruntime recommends;
+    ``symbolic_shapes=False`` skips its symbolic shape inference (which gives up on Resize with a
+    symbolic batch), leaving onnx's own.
     """
     from onnxruntime.quantization import QuantFormat, QuantType, quant_pre_process, quantize_static
 
@@ -104,7 +111,7 @@ def quantize(float_model: onnx.ModelProto, out: Path, calibration: np.ndarray, f
     with tempfile.TemporaryDirectory() as tmp:
         raw, pre = Path(tmp) / "float.onnx", Path(tmp) / "pre.onnx"
         onnx.save(float_model, raw)
-        quant_pre_process(str(raw), str(pre))
+        quant_pre_process(str(raw), str(pre), skip_symbolic_shape=not symbolic_shapes)
         quantize_static(str(pre), str(out), _reader(float_model.graph.input[0].name, calibration, batch),
                         quant_format=QuantFormat.QDQ if fmt == "qdq" else QuantFormat.QOperator,
                         per_channel=False, activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
