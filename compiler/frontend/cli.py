@@ -139,3 +139,5 @@ def add_commands(sub) -> None:
     p.add_argument("--report", type=Path, default=None, help="write layers.csv and PNG plots here")
     p.add_argument("--save-images", type=Path, default=None, help="write each VTA region's memory image here")
     p.set_defaults(func=cmd_onnx)
+    from compiler.frontend.quantize_cli import add_quantize
+    add_quantize(sub)
