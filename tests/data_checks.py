@@ -4,9 +4,8 @@ A comparison against expected bytes only checks something when those bytes depen
 output stuck at a clip bound (or a product count that cancels in the stored byte) makes any engine
 "bit-exact".  These helpers mutate one thing in a memory image and report whether the outputs moved:
 
-* :func:`flip_data_bit`: the sign bit of the middle byte of the middle element of the first LOAD of a
-  memory type (a weight - for a conv the centre tap, which no output reads as padding -, an input
-  element away from the image border, an accumulator operand);
+* :func:`flip_data_bit`: bit 6 of the first byte the first LOAD of a memory type reads (a weight, an
+  input element, an accumulator operand);
 * :func:`flip_uop_bit`: the low bit of the ``wgt`` (GEMM) or ``src`` (vector ALU) index of the middle
   uop of the first working GEMM/ALU instruction (an index flip keeps it inside the SRAM; the middle
   uop of a 3x3 conv kernel is its centre tap, which never reads padding);
@@ -64,14 +63,12 @@ def has_load(image, mem_type: int) -> bool:
                for k in range(prog.count))
 
 
-def flip_data_bit(image, mem_type: int, bit: int = 7) -> MemoryImage:
-    """Flip ``bit`` of the middle byte of the middle element of the first row the first non-empty LOAD of
-    ``mem_type`` reads."""
+def flip_data_bit(image, mem_type: int, bit: int = 6) -> MemoryImage:
+    """Flip ``bit`` of the first byte the first non-empty LOAD of ``mem_type`` reads."""
     prog, f = _fields(image)
     k = next(k for k in range(prog.count)
              if f["opcode"][k] == OP_LOAD and f["memory_type"][k] == mem_type and f["x_size"][k] > 0)
-    elem = image.cfg.sram_elem_bytes(mem_type)
-    return flip_byte(image, (int(f["dram_base"][k]) + int(f["x_size"][k]) // 2) * elem + elem // 2, bit)
+    return flip_byte(image, int(f["dram_base"][k]) * image.cfg.sram_elem_bytes(mem_type), bit)
 
 
 def flip_uop_bit(image) -> MemoryImage:
