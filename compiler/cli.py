@@ -64,6 +64,7 @@ def cmd_compile(args) -> int:
     print(f"{wl.name}: knobs from {source}: {json.dumps(compiled.knobs, sort_keys=True)}")
     print(f"compiled in {dt:.2f} s: {compiled.image.insn_count} instructions, {st.get('uop_kernels', 0)} uop kernels, "
           f"{st.get('uop_loads', 0)} uop loads, DRAM {compiled.image.dram_size} bytes -> {out}")
+    print(compiled.output_fractions())
     if args.dump_ir:
         print(f"IR after every pass -> {args.dump_ir}")
     print(f"replay: vtasim run {out} --engine cycle --check")

@@ -4,9 +4,12 @@ Names::
 
     resnet18.C2 ... resnet18.C11    ResNet-18 conv2d layers (compiler spec 7.1), fused epilogue
     conv2d.H.W.CIN.COUT.K.PAD.STRIDE a conv2d of any shape with the same epilogue
-    dense.<batch>x<in>x<out>        dense_packed -> >> 8 -> clip(0, 127) -> int8 (spec 7.2)
+    dense.<batch>x<in>x<out>        dense_packed -> >> s -> clip(0, 127) -> int8 (spec 7.2)
     gemm.<m>x<k>x<n>                a plain int8 GEMM (int32 accumulate, int8 truncating store)
     vadd.<n>                        vector add of two int32 vectors on the ALU (spec 3.2)
+
+The conv and dense epilogues shift by ``s``, derived from the reduction length (the data rule of
+:mod:`compiler.ops.data`); ``out_bounds`` are the values an output can take (the clip, or int8).
 
 ``reduce=R`` divides a conv layer's H and W by R (at least the kernel size) for quick runs; the
 channels, kernel, padding and stride stay those of the layer.
@@ -34,6 +37,12 @@ class Conv2d:
     stride: int
     batch: int = 1
     kind = "conv2d"
+    out_bounds = (0, 127)
+
+    @property
+    def reduction(self) -> int:
+        """Products summed into one output: input channels x kernel taps."""
+        return self.cin * self.k * self.k
 
     @property
     def oh(self) -> int:
@@ -68,6 +77,11 @@ class Dense:
     cin: int
     cout: int
     kind = "dense"
+    out_bounds = (0, 127)
+
+    @property
+    def reduction(self) -> int:
+        return self.cin
 
     @property
     def macs(self) -> int:
@@ -83,6 +97,7 @@ class Dense:
 @dataclass(frozen=True)
 class Gemm(Dense):
     kind = "gemm"
+    out_bounds = (-128, 127)        # no clip: the store truncates to int8
 
 
 @dataclass(frozen=True)
@@ -90,6 +105,7 @@ class VAdd:
     name: str
     n: int
     kind = "vadd"
+    out_bounds = (-128, 127)
 
     def ideal_gemm_uops(self, cfg) -> int:
         return 0

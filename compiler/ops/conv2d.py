@@ -45,8 +45,9 @@ def conv2d_packed(env, data, kernel, padding, strides, out_dtype=None):
         name="conv2d", tag=CONV_TAG)
 
 
-def fused_conv2d(env, wl):
-    """The ResNet-18 layer graph of spec 7.1: conv -> ``>> 8`` -> ``+ bias`` -> min 127 -> max 0 -> int8.
+def fused_conv2d(env, wl, shift: int):
+    """The ResNet-18 layer graph of spec 7.1: conv -> ``>> shift`` -> ``+ bias`` -> min 127 -> max 0 -> int8
+    (TVM's benchmark shifts by 8; :func:`compiler.ops.data.requant_shift` derives it from the layer).
 
     Returns ``(data, kernel, bias, output)`` tensors."""
     data = te.placeholder((wl.batch // env.BATCH, wl.cin // env.BLOCK_IN, wl.h, wl.w, env.BATCH, env.BLOCK_IN),
@@ -56,7 +57,7 @@ def fused_conv2d(env, wl):
     bias = te.placeholder((1, wl.cout // env.BLOCK_OUT, 1, 1, env.BATCH, env.BLOCK_OUT), env.acc_dtype, "bias")
     conv = conv2d_packed(env, data, kernel, (wl.pad, wl.pad), (wl.stride, wl.stride))
     shape = conv.shape
-    shr = te.compute(shape, lambda *i: conv(*i) >> env.WGT_WIDTH, name="res_shr")
+    shr = te.compute(shape, lambda *i: conv(*i) >> shift, name="res_shr")
     biased = te.compute(shape, lambda b, c, y, x, bi, ci: shr[b, c, y, x, bi, ci] + bias[0, c, 0, 0, bi, ci],
                         name="res_bias")
     inp_max = (1 << (env.INP_WIDTH - 1)) - 1
