@@ -18,8 +18,10 @@ import re
 from dataclasses import dataclass, replace
 
 from compiler.errors import CompileError
+from compiler.workloads_grouped import GROUPED_NAMES, GROUPED_PATTERNS, Conv2dTranspose, GroupConv2d
 
-__all__ = ["Conv2d", "Dense", "Gemm", "VAdd", "RESNET18", "parse_workload", "catalogue_names"]
+__all__ = ["Conv2d", "Dense", "Gemm", "VAdd", "GroupConv2d", "Conv2dTranspose", "RESNET18", "parse_workload",
+           "catalogue_names"]
 
 
 @dataclass(frozen=True)
@@ -111,11 +113,11 @@ _PATTERNS = (
     (re.compile(r"vadd\.(\d+)$"), lambda n, m: VAdd(n, int(m.group(1)))),
     (re.compile(r"conv2d\.(\d+)\.(\d+)\.(\d+)\.(\d+)\.(\d+)\.(\d+)\.(\d+)$"),
      lambda n, m: Conv2d(n, *map(int, m.groups()))),
-)
+) + GROUPED_PATTERNS
 
 
 def catalogue_names() -> list[str]:
-    return list(RESNET18) + ["conv2d.H.W.CIN.COUT.K.PAD.STRIDE", "dense.BxINxOUT", "gemm.MxKxN", "vadd.N"]
+    return list(RESNET18) + ["conv2d.H.W.CIN.COUT.K.PAD.STRIDE", "dense.BxINxOUT", "gemm.MxKxN", "vadd.N"] + GROUPED_NAMES
 
 
 def parse_workload(name: str, cfg=None, reduce: int = 1):
@@ -134,7 +136,7 @@ def parse_workload(name: str, cfg=None, reduce: int = 1):
             raise CompileError(f"unknown workload {name!r}; the catalogue has: {', '.join(catalogue_names())}")
     wl = wl.reduced(reduce)
     if cfg is not None:
-        if isinstance(wl, Conv2d):
+        if isinstance(wl, (Conv2d, GroupConv2d, Conv2dTranspose)):
             wl = replace(wl, batch=cfg.batch)     # TVM's conv benchmarks run batch = env.BATCH
         _check_fits(wl, cfg)
     return wl
@@ -143,7 +145,9 @@ def parse_workload(name: str, cfg=None, reduce: int = 1):
 def _check_fits(wl, cfg) -> None:
     """Channel counts must be whole blocks, the batch a whole number of BATCH (the packed layouts)."""
     rules = []
-    if isinstance(wl, Conv2d):
+    if isinstance(wl, (GroupConv2d, Conv2dTranspose)):
+        wl.check(cfg)
+    elif isinstance(wl, Conv2d):
         rules = [("in channels", wl.cin, cfg.block_in), ("out channels", wl.cout, cfg.block_out),
                  ("batch", wl.batch, cfg.batch)]
         if wl.k > wl.h + 2 * wl.pad or wl.k > wl.w + 2 * wl.pad:
