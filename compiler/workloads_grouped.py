@@ -103,10 +103,11 @@ class GroupConv2d:
 
     def tile_fits(self, cfg, b, h, w, ci, co, acc_tensors) -> bool:
         """One tile (inner factors) in the scratchpads: the input window with its dilated halo, the
-        weights, the accumulator tile and ``acc_tensors`` per-channel vectors."""
+        weights, the accumulator tile and ``acc_tensors`` per-channel vectors; the GEMM kernel (one
+        uop per output element of the tile, the taps as hardware loops) in the uop buffer."""
         ih, iw = (h - 1) * self.stride + self.span, (w - 1) * self.stride + self.span
         return (b * ci * ih * iw <= cfg.inp_depth and co * ci * self.k * self.k <= cfg.wgt_depth
-                and b * co * h * w + co * acc_tensors <= cfg.acc_depth)
+                and b * co * h * w + co * acc_tensors <= cfg.acc_depth and b * co * h * w <= cfg.uop_depth)
 
     def reduced(self, reduce: int) -> "GroupConv2d":
         _check_reduce(reduce)
@@ -197,7 +198,7 @@ class Conv2dTranspose:
         ih, iw = h + self.taps - 1 + max(e) - min(e), w + self.taps - 1 + max(e) - min(e)
         s2 = self.stride * self.stride
         return (b * ci * ih * iw <= cfg.inp_depth and co * ci * s2 * self.taps ** 2 <= cfg.wgt_depth
-                and b * co * h * w * s2 + co * acc_tensors <= cfg.acc_depth)
+                and b * co * h * w * s2 + co * acc_tensors <= cfg.acc_depth and b * co * h * w * s2 <= cfg.uop_depth)
 
     def reduced(self, reduce: int) -> "Conv2dTranspose":
         _check_reduce(reduce)

@@ -86,8 +86,10 @@ def schedule_conv_family(env, output, knobs: dict, tag: str, roles: str):
     cx = dict(zip(roles, s[conv].op.axis))
     copt = {r: [cx[r]] if r in cx else [] for r in "gpq"}
     k_o, d_i, d_j, k_i = s[conv].op.reduce_axis
-    # rows innermost above the tensor axes: consecutive uops write different accumulator rows
-    s[conv].reorder(cx["b"], *copt["g"], k_o, cx["x"], *copt["q"], d_j, d_i, *copt["p"], cx["c"], cx["y"],
+    # the taps outermost (the two loops fold_uop_loop makes hardware loops), every pixel of the tile
+    # inside: consecutive uops of the kernel write different accumulator rows whatever the tile shape
+    # (VerifyDep), where TVM's order (x, d_j, d_i, c, y) needs c * y >= 3
+    s[conv].reorder(cx["b"], *copt["g"], k_o, d_j, d_i, cx["x"], *copt["q"], *copt["p"], cx["c"], cx["y"],
                     cx["B"], cx["C"], k_i)
     tile_reduction_and_tensorize(env, s, conv, k_o, _inner(knobs, "tile_ci"), [cdata, ckernel], cx["B"],
                                  output, c1)
