@@ -101,6 +101,10 @@ class GroupConv2d:
         return (("oc_nthread", self.packing(cfg)[0], "the super-groups"),
                 ("h_nthread", None, "tile_h"))
 
+    def extra_knobs(self) -> dict:
+        """``dw_alu``: 0 the block-diagonal GEMM, 1 the ALU form (depthwise, stride 1)."""
+        return {"dw_alu": [0, 1]} if self.depthwise and self.stride == 1 else {}
+
     def tile_fits(self, cfg, b, h, w, ci, co, acc_tensors) -> bool:
         """One tile (inner factors) in the scratchpads: the input window with its dilated halo, the
         weights, the accumulator tile and ``acc_tensors`` per-channel vectors; the GEMM kernel (one

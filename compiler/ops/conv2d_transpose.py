@@ -114,8 +114,11 @@ def transpose_inputs(env, wl, seed: int = 0):
     return {"x": x, "w": w, "bias": bias}, pack_transpose_inputs(env, wl, x, w, bias)
 
 
-def transpose_program(env, wl, knobs: dict, seed: int = 0, inputs: dict | None = None):
-    """``(schedule, args, packed inputs)`` of a catalogue conv2d_transpose."""
+def transpose_program(env, wl, knobs: dict, seed: int = 0, logical: dict | None = None):
+    """``(schedule, args, packed inputs)`` of a conv2d_transpose; ``logical`` holds ``x`` NCHW, ``w``
+    IOHW and ``bias`` (drawn by :func:`transpose_inputs` from ``seed`` when None)."""
+    if logical is None:
+        logical = transpose_inputs(env, wl, seed)[0]
     data, kernel, bias, out = fused_conv2d_transpose(env, wl)
-    packed = inputs if inputs is not None else transpose_inputs(env, wl, seed)[1]
+    packed = pack_transpose_inputs(env, wl, logical["x"], logical["w"], logical["bias"])
     return schedule_conv_family(env, out, knobs, TRANSPOSE_TAG, ROLES), [data, kernel, bias, out], packed

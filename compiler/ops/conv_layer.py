@@ -22,9 +22,9 @@ import numpy as np
 from compiler.build import build
 from compiler.environment import Environment
 from compiler.knobs import check_knobs, fitting_knobs
-from compiler.ops.conv2d_transpose import (pack_transpose_inputs, transpose_inputs, transpose_program,
-                                           unpack_transpose_output)
-from compiler.ops.group_conv2d import group_inputs, group_program, pack_group_inputs, unpack_group_output
+from compiler.ops.conv2d_transpose import transpose_inputs, transpose_program, unpack_transpose_output
+from compiler.ops.group_conv2d import group_inputs, group_program, unpack_group_output
+from compiler.ops.layout import unpack_nchw
 from compiler.qnn.grouped import conv2d_grouped_int32, conv2d_transpose_int32
 from compiler.workloads_grouped import Conv2dTranspose
 
@@ -43,8 +43,9 @@ class ConvLayer:
     def output(self, result) -> np.ndarray:
         """The NCHW int8 output of an engine run of ``built.image``."""
         raw = np.frombuffer(result.outputs[OUTPUT], dtype=np.int8).reshape(self.out_shape)
-        unpack = unpack_transpose_output if isinstance(self.workload, Conv2dTranspose) else unpack_group_output
-        return unpack(raw)
+        if isinstance(self.workload, Conv2dTranspose):
+            return unpack_transpose_output(raw)
+        return unpack_group_output(raw) if raw.ndim == 7 else unpack_nchw(raw)      # 6-D: the ALU form
 
 
 def compile_conv_layer(cfg, wl, x, w, bias, knobs: dict | None = None, expected: bool = True) -> ConvLayer:
@@ -54,9 +55,9 @@ def compile_conv_layer(cfg, wl, x, w, bias, knobs: dict | None = None, expected:
     transpose = isinstance(wl, Conv2dTranspose)
     knobs = check_knobs(wl, cfg, fitting_knobs(wl, cfg) if knobs is None else knobs)
     with Environment(cfg) as env:
-        pack, program = (pack_transpose_inputs, transpose_program) if transpose else (pack_group_inputs, group_program)
-        packed = pack(env, wl, np.asarray(x, np.int8), np.asarray(w, np.int8), np.asarray(bias, np.int32))
-        sch, args, inputs = program(env, wl, knobs, inputs=packed)
+        program = transpose_program if transpose else group_program
+        logical = {"x": np.asarray(x, np.int8), "w": np.asarray(w, np.int8), "bias": np.asarray(bias, np.int32)}
+        sch, args, inputs = program(env, wl, knobs, logical=logical)
         built = build(sch, args, inputs, cfg, name=wl.name.replace("/", "_").replace(".", "_"), expected=expected)
     return ConvLayer(wl, knobs, built, tuple(args[-1].shape))
 

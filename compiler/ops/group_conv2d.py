@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler import te
+from compiler.ops.depthwise_alu import alu_program
 from compiler.ops.conv_family import bias_shape, fused_epilogue, schedule_conv_family
 from compiler.ops.layout import pack_nchw, unpack_nchw
 from compiler.ops.visible_data import visible_conv_inputs
@@ -127,8 +128,14 @@ def schedule_group_conv2d_packed(env, output, knobs: dict):
     return schedule_conv_family(env, output, knobs, GROUP_TAG, ROLES)
 
 
-def group_program(env, wl, knobs: dict, seed: int = 0, inputs: dict | None = None):
-    """``(schedule, args, packed inputs)`` of a catalogue grouped/depthwise/dilated conv2d."""
+def group_program(env, wl, knobs: dict, seed: int = 0, logical: dict | None = None):
+    """``(schedule, args, packed inputs)`` of a grouped/depthwise/dilated conv2d; ``logical`` holds
+    ``x`` NCHW, ``w`` OIHW and ``bias`` (drawn by :func:`group_inputs` from ``seed`` when None).
+    ``dw_alu = 1`` (depthwise only) compiles the ALU form of :mod:`compiler.ops.depthwise_alu`."""
+    if logical is None:
+        logical = group_inputs(env, wl, seed)[0]
+    if knobs.get("dw_alu", 0):
+        return alu_program(env, wl, knobs, logical["x"], logical["w"], logical["bias"])
     data, kernel, bias, out = fused_group_conv2d(env, wl)
-    packed = inputs if inputs is not None else group_inputs(env, wl, seed)[1]
+    packed = pack_group_inputs(env, wl, logical["x"], logical["w"], logical["bias"])
     return schedule_group_conv2d_packed(env, out, knobs), [data, kernel, bias, out], packed
