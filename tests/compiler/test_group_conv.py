@@ -134,7 +134,14 @@ def _check_layer(cfg, name, knobs=None, seed=0, flip=True):
     want = host_reference(wl, x, w, bias)
     for engine, r in res.items():
         assert (layer.output(r) == want).all(), engine
-    assert res["functional"].counters["gemm_counter"] == _ideal_gemm(wl, cfg) == wl.ideal_gemm_uops(cfg)
+    counters = res["functional"].counters
+    if layer.knobs.get("dw_alu"):
+        # per output element: K*K MULs, K*K - 1 ADDs, then SHR, bias ADD, MIN, MAX; no GEMM
+        elements = (wl.batch // cfg.batch) * wl.oh * wl.ow * (wl.cout // cfg.block_out)
+        assert counters["gemm_counter"] == 0
+        assert counters["alu_counter"] == elements * (2 * wl.k * wl.k - 1 + 4)
+    else:
+        assert counters["gemm_counter"] == _ideal_gemm(wl, cfg) == wl.ideal_gemm_uops(cfg)
     # visible data: few outputs at the upper clip bound, many strictly inside
     assert (want == 127).mean() <= 0.10, name
     assert ((want > 0) & (want < 127)).mean() >= 0.25, name
@@ -173,6 +180,25 @@ def test_group_conv_knobs_keep_it_exact(default_cfg, knobs):
 def test_transpose_knobs_keep_it_exact(default_cfg, knobs):
     b = default_cfg.block_in
     _check_layer(default_cfg, f"conv2d_transpose.4.4.{2 * b}.{2 * b}.4.1.2", knobs=knobs, flip=False)
+
+
+@pytest.mark.parametrize("preset", PRESETS, ids=lambda p: "default" if p is None else p.split("/")[-1][:-5])
+@pytest.mark.parametrize("shape", ["7.7.{c}.3.1.1", "6.6.{c}.3.0.1", "9.9.{c}.3.2.1"])
+def test_depthwise_on_the_alu_exact_on_every_preset(preset, shape):
+    from compiler.ops.depthwise_alu import alu_fitting_knobs
+    cfg = _cfg(preset)
+    name = "depthwise_conv2d." + shape.format(c=2 * cfg.block_in)
+    layer, _ = _check_layer(cfg, name, knobs=alu_fitting_knobs(parse_workload(name, cfg), cfg), flip=preset is None)
+    assert layer.knobs["dw_alu"] == 1
+
+
+def test_depthwise_alu_knob_only_where_it_applies(default_cfg):
+    s1 = knob_space(parse_workload("depthwise_conv2d.8.8.32.3.1.1", default_cfg), default_cfg)
+    assert s1["dw_alu"] == [0, 1]
+    s2 = parse_workload("depthwise_conv2d.8.8.32.3.1.2", default_cfg)
+    with pytest.raises(CompileError, match="unknown knob.*dw_alu"):
+        check_knobs(s2, default_cfg, {"dw_alu": 1})
+    assert "dw_alu" not in knob_space(parse_workload("group_conv2d.6.6.64.64.3.1.1.2", default_cfg), default_cfg)
 
 
 def test_depthwise_is_block_diagonal(default_cfg):
