@@ -4,8 +4,9 @@
     python bench/depthwise.py                              # MobileNet-like layers, default config
     python bench/depthwise.py --layers depthwise_conv2d.14.14.256.3.1.1 --config config/presets/1x8x8.json
 
-For each layer and form it tries the form's largest fitting tiles and the same with ``oc_nthread = 2``
-and with ``h_nthread = 2`` (where they apply and compile), and prints the best: cycles, GEMM and ALU
+For each layer and form it tries the three largest tiles that fit with no virtual threads, with
+``oc_nthread = 2`` and with ``h_nthread = 2`` (the scratchpads shared by the threads; up to nine
+points, those that compile), and prints the best: cycles, GEMM and ALU
 uops (fsim counters), the compute module's busy share, and the bytes loaded into the accumulator.
 The ALU form needs stride 1 (a stride-2 window is no 2-D DMA), so stride-2 layers show the GEMM form
 only.  Every image is checked bit for bit against the numpy evaluation of its tensor expressions.
@@ -17,14 +18,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from hw.config import load_config  # noqa: E402
 from compiler.errors import CompileError  # noqa: E402
-from compiler.knobs import check_knobs, fitting_knobs  # noqa: E402
+from compiler.knobs import check_knobs, knob_space, split_extents  # noqa: E402
 from compiler.ops import compile_workload  # noqa: E402
-from compiler.ops.depthwise_alu import alu_fitting_knobs  # noqa: E402
 from compiler.workloads import parse_workload  # noqa: E402
 from sim import cycle  # noqa: E402
 from sim.engines import check_result  # noqa: E402
@@ -33,13 +34,31 @@ LAYERS = ["depthwise_conv2d.56.56.64.3.1.1", "depthwise_conv2d.56.56.64.3.1.2",
           "depthwise_conv2d.14.14.256.3.1.1", "depthwise_conv2d.14.14.256.3.1.2"]
 
 
-def _variants(wl, cfg, base):
-    out = [base]
-    for extra in ({"oc_nthread": 2}, {"h_nthread": 2}):
-        try:
-            out.append(check_knobs(wl, cfg, {**base, **extra}))
-        except CompileError:
-            pass
+def _candidates(wl, cfg, form, per_thread=3):
+    """Per thread setting (none, oc_nthread = 2, h_nthread = 2), the ``per_thread`` largest tiles that fit
+    the scratchpads divided among the threads (fewest tiles first, then the widest)."""
+    ext = split_extents(wl, cfg)
+    taps = wl.k * wl.k
+    out = []
+    for threads in ({}, {"oc_nthread": 2}, {"h_nthread": 2}):
+        n = 2 if threads else 1
+        small = SimpleNamespace(inp_depth=cfg.inp_depth // n, wgt_depth=cfg.wgt_depth // n,
+                                acc_depth=cfg.acc_depth // n, uop_depth=cfg.uop_depth)
+        tiles = []
+        for h in (d for d in range(1, ext["tile_h"] + 1) if ext["tile_h"] % d == 0):
+            for w in (d for d in range(2 if ext["tile_w"] > 1 else 1, ext["tile_w"] + 1) if ext["tile_w"] % d == 0):
+                fits = (taps * h * w + taps + 1 <= small.acc_depth) if form == "alu" else \
+                    wl.tile_fits(small, 1, h, w, 1, 1, 1)
+                if fits:
+                    tiles.append(((ext["tile_h"] // h) * (ext["tile_w"] // w), -w, h, w))
+        for _, _, h, w in sorted(tiles)[:per_thread]:
+            knobs = {"tile_h": [ext["tile_h"] // h, h], "tile_w": [ext["tile_w"] // w, w], **threads}
+            if form == "alu":
+                knobs["dw_alu"] = 1
+            try:
+                out.append(check_knobs(wl, cfg, knobs))
+            except CompileError:
+                pass
     return out
 
 
@@ -57,14 +76,10 @@ def _measure(name, cfg, knobs):
 
 def best(name, cfg, form):
     wl = parse_workload(name, cfg)
-    try:
-        base = alu_fitting_knobs(wl, cfg) if form == "alu" else fitting_knobs(wl, cfg)
-        if form == "alu" and "dw_alu" not in check_knobs(wl, cfg, {}):
-            return None
-    except CompileError:
+    if form == "alu" and "dw_alu" not in knob_space(wl, cfg):
         return None
     rows = []
-    for knobs in _variants(wl, cfg, base):
+    for knobs in _candidates(wl, cfg, form):
         try:
             rows.append(_measure(name, cfg, knobs))
         except CompileError:

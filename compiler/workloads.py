@@ -7,6 +7,7 @@ Names::
     dense.<batch>x<in>x<out>        dense_packed -> >> 8 -> clip(0, 127) -> int8 (spec 7.2)
     gemm.<m>x<k>x<n>                a plain int8 GEMM (int32 accumulate, int8 truncating store)
     vadd.<n>                        vector add of two int32 vectors on the ALU (spec 3.2)
+    group_conv2d.*, depthwise_conv2d.*, dilated_conv2d.*, conv2d_transpose.*   see compiler.workloads_grouped
 
 ``reduce=R`` divides a conv layer's H and W by R (at least the kernel size) for quick runs; the
 channels, kernel, padding and stride stay those of the layer.

@@ -346,10 +346,10 @@ def _geometry(cfg, x_shape, weight, strides, pads, name, dense=False, groups=1, 
     o, wc, kh, kw = weight.shape
     if min(x_shape) < 1 or min(weight.shape) < 1:
         raise qnn.QnnError(f"{name}: empty shape (input {x_shape}, weight {weight.shape})")
-    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1 or c % groups or \
-            o % groups or wc * groups != c:
-        raise qnn.QnnError(f"{name}: groups = {groups!r} must be a positive integer dividing the {o} output "
-                           f"channels, with {c} input channels = groups x the weight's {wc}")
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1 or o % groups:
+        raise qnn.QnnError(f"{name}: groups = {groups!r} must be a positive integer dividing the {o} output channels")
+    if wc * groups != c:
+        raise qnn.QnnError(f"{name}: input has {c} channels, the weight expects {wc} per group x groups = {groups}")
     sh, sw = norm_pair(strides, "strides")
     dil = norm_pair(dilations, "dilations")
     p = norm_pads(pads)

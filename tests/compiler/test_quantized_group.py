@@ -60,7 +60,9 @@ def test_grouped_qconv_engines_equal_reference(default_cfg, case):
 def test_grouped_qconv_bad_groups(default_cfg):
     w = np.zeros((24, 1, 3, 3), np.int8)
     plan = qnn.plan_requant(0.004, 1 << 16, 0, -128, 127, default_cfg)
-    with pytest.raises(qnn.QnnError, match="groups = 5 must be a positive integer dividing"):
+    with pytest.raises(qnn.QnnError, match="groups = 5 must be a positive integer dividing the 24 output"):
         build_qconv(default_cfg, (1, 24, 6, 6), w, None, 1, 1, 0, plan, groups=5)
+    with pytest.raises(qnn.QnnError, match="input has 24 channels, the weight expects 1 per group x groups = 12"):
+        build_qconv(default_cfg, (1, 24, 6, 6), w, None, 1, 1, 0, plan, groups=12)
     with pytest.raises(qnn.QnnError, match="groups = 24 must be a multiple of 16"):
         build_qconv(default_cfg, (1, 24, 6, 6), w, None, 1, 1, 0, plan, groups=24)
