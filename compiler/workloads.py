@@ -19,22 +19,14 @@ import re
 from dataclasses import dataclass, replace
 
 from compiler.errors import CompileError
-from compiler.workloads_grouped import GROUPED_NAMES, GROUPED_PATTERNS, Conv2dTranspose, GroupConv2d
+from compiler.workloads_grouped import GROUPED_NAMES, GROUPED_PATTERNS, Conv2dTranspose, ConvShape, GroupConv2d
 
 __all__ = ["Conv2d", "Dense", "Gemm", "VAdd", "GroupConv2d", "Conv2dTranspose", "RESNET18", "parse_workload",
            "catalogue_names"]
 
 
 @dataclass(frozen=True)
-class Conv2d:
-    name: str
-    h: int
-    w: int
-    cin: int
-    cout: int
-    k: int
-    pad: int
-    stride: int
+class Conv2d(ConvShape):
     batch: int = 1
     kind = "conv2d"
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 
 from compiler.errors import CompileError
 
-__all__ = ["GroupConv2d", "Conv2dTranspose", "GROUPED_PATTERNS", "GROUPED_NAMES"]
+__all__ = ["ConvShape", "GroupConv2d", "Conv2dTranspose", "GROUPED_PATTERNS", "GROUPED_NAMES"]
 
 
 def _fail(name, what, value, rule):
@@ -30,8 +30,8 @@ def _fail(name, what, value, rule):
 
 
 @dataclass(frozen=True)
-class GroupConv2d:
-    """A conv2d with ``groups`` groups and ``dilation`` (square kernel, equal strides)."""
+class ConvShape:
+    """The fields every catalogue convolution has: a square kernel ``k``, equal strides and pads."""
 
     name: str
     h: int
@@ -41,6 +41,12 @@ class GroupConv2d:
     k: int
     pad: int
     stride: int
+
+
+@dataclass(frozen=True)
+class GroupConv2d(ConvShape):
+    """A conv2d with ``groups`` groups and ``dilation`` (square kernel, equal strides)."""
+
     groups: int = 1
     dilation: int = 1
     batch: int = 1
@@ -136,7 +142,7 @@ class GroupConv2d:
 
 
 @dataclass(frozen=True)
-class Conv2dTranspose:
+class Conv2dTranspose(ConvShape):
     """A transposed conv2d (PyTorch's ConvTranspose2d, weights IOHW, no output padding).
 
     VTA runs it as ``STRIDE x STRIDE`` phase convolutions over the un-dilated input, one per output
@@ -144,14 +150,6 @@ class Conv2dTranspose:
     ``r = K - 1 - PAD - p (mod STRIDE)``, ``K / STRIDE`` of them, so no product with an inserted zero
     is ever computed (:meth:`phase_offsets`)."""
 
-    name: str
-    h: int
-    w: int
-    cin: int
-    cout: int
-    k: int
-    pad: int
-    stride: int
     batch: int = 1
     kind = "conv2d_transpose"
 

@@ -47,11 +47,12 @@ def _inner(knobs, key):
     return int(knobs[key][1])
 
 
-def schedule_conv_family(env, output, knobs: dict, tag: str, roles: str):
+def schedule_conv_family(env, output, knobs: dict, tag: str, roles: str, taps_outer: bool = True):
     """TVM's conv2d schedule (spec 3.6) for an output with axes ``roles``: tiles of ``tile_h`` x
     ``tile_w`` x ``tile_co`` (phases whole inside a tile), the reduction split by ``tile_ci``,
     ``oc_nthread`` virtual threads over the super-groups (``g``) or else the channel tiles,
-    ``h_nthread`` over the row tiles."""
+    ``h_nthread`` over the row tiles.  ``taps_outer=False`` keeps TVM's conv stage order
+    ``(b, k_o, x, d_j, d_i, c, y)`` (``conv2d_packed``: the TopHub records were tuned for it)."""
     conv_op, ewise_ops, ewise_inputs = collect(output, tag)
     s = create_schedule(output.op)
     conv = conv_op.output(0)
@@ -89,8 +90,12 @@ def schedule_conv_family(env, output, knobs: dict, tag: str, roles: str):
     # the taps outermost (the two loops fold_uop_loop makes hardware loops), every pixel of the tile
     # inside: consecutive uops of the kernel write different accumulator rows whatever the tile shape
     # (VerifyDep), where TVM's order (x, d_j, d_i, c, y) needs c * y >= 3
-    s[conv].reorder(cx["b"], *copt["g"], k_o, d_j, d_i, cx["x"], *copt["q"], *copt["p"], cx["c"], cx["y"],
-                    cx["B"], cx["C"], k_i)
+    if taps_outer:
+        s[conv].reorder(cx["b"], *copt["g"], k_o, d_j, d_i, cx["x"], *copt["q"], *copt["p"], cx["c"], cx["y"],
+                        cx["B"], cx["C"], k_i)
+    else:
+        s[conv].reorder(cx["b"], *copt["g"], k_o, cx["x"], *copt["q"], d_j, d_i, *copt["p"], cx["c"], cx["y"],
+                        cx["B"], cx["C"], k_i)
     tile_reduction_and_tensorize(env, s, conv, k_o, _inner(knobs, "tile_ci"), [cdata, ckernel], cx["B"],
                                  output, c1)
     return s
