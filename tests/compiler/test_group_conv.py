@@ -207,10 +207,11 @@ def test_depthwise_is_block_diagonal(default_cfg):
     wl = parse_workload("depthwise_conv2d.7.7.32.3.1.1", default_cfg)
     x, w, bias = visible_inputs(default_cfg, wl)
     layer = compile_conv_layer(default_cfg, wl, x, w, bias)
-    kernel = layer.built.image.segments  # noqa: F841 - the kernel bytes are checked through the packer
-    from compiler.ops.group_conv2d import pack_group_kernel
-    k = pack_group_kernel(w, wl.groups, default_cfg)
-    assert k.shape == (2, 1, 1, 3, 3, 16, 16)
+    addr = layer.built.buffers["kernel"].addr
+    (seg,) = [s for s in layer.built.image.segments if s.addr == addr]
+    k = np.frombuffer(bytes(seg.data), np.int8).reshape(2, 1, 1, 3, 3, 16, 16)     # what VTA loads
+    for c in range(32):                                                           # w[c] on the diagonal
+        assert (k[c // 16, 0, 0, :, :, c % 16, c % 16] == w[c, 0]).all()
     eye = np.eye(16, dtype=bool)
     assert (k[..., ~eye] == 0).all()
     assert (k[..., eye] != 0).mean() > 0.9
@@ -262,3 +263,23 @@ def test_bad_shapes_name_the_rule(default_cfg, name, rule):
                                   "conv2d_transpose.16.16.128.64.4.1.2", "dilated_conv2d.28.28.64.64.3.2.1.2"])
 def test_full_size_layers(default_cfg, name):
     _check_layer(default_cfg, name, flip=False)
+
+
+@pytest.mark.parametrize("name", ["depthwise_conv2d.8.8.32.3.1.1", "conv2d_transpose.4.4.32.16.4.1.2"])
+def test_vtasim_compile_then_run_check(tmp_path, capsys, name):
+    from sim.cli import main
+    out = tmp_path / "img"
+    assert main(["compile", name, "--out", str(out)]) == 0
+    assert "the largest tiles that fit" in capsys.readouterr().out
+    assert main(["run", str(out), "--engine", "cycle", "--check"]) == 0
+    assert main(["run", str(out), "--engine", "functional", "--check"]) == 0
+
+
+def test_vtasim_compile_bad_group_is_one_line_exit_2(tmp_path, capsys):
+    from sim.cli import main
+    rc = main(["compile", "group_conv2d.6.6.32.32.3.1.1.3", "--out", str(tmp_path / "x")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "groups = 3 must divide" in err
+    rc = main(["compile", "depthwise_conv2d.8.8.32.3.1.2", "--knobs", '{"dw_alu": 1}', "--out", str(tmp_path / "y")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "unknown knob(s) dw_alu" in err
