@@ -238,9 +238,14 @@ def test_tuner_space_and_fitting_knobs(default_cfg):
 
 def test_tune_measures_group_conv(default_cfg):
     from compiler.tune import tune
-    res = tune("depthwise_conv2d.8.8.32.3.1.1", default_cfg, trials=3, jobs=0, progress=None)
+    from compiler.tune import measure
+    name = "depthwise_conv2d.8.8.32.3.1.1"
+    res = tune(name, default_cfg, trials=3, jobs=0, progress=None)
     best = res.best()
-    assert best is not None and best["gemm_uops"] == 8 * 8 * 9 * 2
+    assert res.records[0]["knobs"] == fitting_knobs(parse_workload(name, default_cfg), default_cfg)   # the seed
+    fit = measure(name, 1, default_cfg.to_dict(), res.records[0]["knobs"])
+    assert best is not None and best["cycles"] <= fit["cycles"]
+    assert best["gemm_uops"] in (8 * 8 * 9 * 2, 0)                  # the GEMM form, or dw_alu = 1
 
 
 @pytest.mark.parametrize("name,rule", [
