@@ -45,6 +45,9 @@ def _knobs_from_args(args, wl, cfg):
     top = tophub_knobs(wl, cfg)
     if top is not None:
         return top, "TopHub" if args.reduce == 1 else f"TopHub (adapted to reduce={args.reduce})"
+    if hasattr(wl, "tile_fits"):              # grouped / depthwise / dilated / transposed: no TopHub
+        from compiler.knobs import fitting_knobs
+        return fitting_knobs(wl, cfg), "the largest tiles that fit (no TopHub record)"
     return fallback_knobs(wl, cfg), "fallback (no TopHub record)"
 
 

@@ -22,12 +22,14 @@ import numpy as np
 
 from compiler.build import build
 from compiler.environment import Environment
-from compiler.knobs import check_knobs, fallback_knobs, tophub_knobs
+from compiler.knobs import check_knobs, fallback_knobs, fitting_knobs, tophub_knobs
 from compiler.ops import data as rule
 from compiler.ops.alu import alu_chain, schedule_alu, vector_add
 from compiler.ops.conv2d import fused_conv2d, schedule_conv2d_packed
 from compiler.ops.dense import fused_dense, plain_gemm, schedule_dense_packed
-from compiler.workloads import Conv2d, Dense, Gemm, VAdd, parse_workload
+from compiler.ops.conv2d_transpose import transpose_program
+from compiler.ops.group_conv2d import group_program
+from compiler.workloads import Conv2d, Conv2dTranspose, Dense, Gemm, GroupConv2d, VAdd, parse_workload
 
 __all__ = ["compile_workload", "Compiled", "workload_program", "workload_shift", "default_knobs", "alu_chain"]
 
@@ -51,7 +53,10 @@ class Compiled:
 
 
 def default_knobs(wl, cfg) -> dict:
-    """TopHub where it has a record for this layer and config, else the fallback."""
+    """TopHub where it has a record for this layer and config; for grouped and transposed convolutions
+    the largest tiles that fit (:func:`fitting_knobs`); else the fallback."""
+    if isinstance(wl, (GroupConv2d, Conv2dTranspose)):
+        return fitting_knobs(wl, cfg)
     return tophub_knobs(wl, cfg) or fallback_knobs(wl, cfg)
 
 
@@ -64,6 +69,10 @@ def workload_shift(wl) -> int | None:
 
 def workload_program(env, wl, knobs: dict, seed: int = 0):
     """``(schedule, args, inputs)`` of catalogue workload ``wl`` with ``knobs``."""
+    if isinstance(wl, GroupConv2d):
+        return group_program(env, wl, knobs, seed)
+    if isinstance(wl, Conv2dTranspose):
+        return transpose_program(env, wl, knobs, seed)
     rng = np.random.default_rng(seed)
     if isinstance(wl, Conv2d):
         data, kernel, bias, out = fused_conv2d(env, wl, workload_shift(wl))
