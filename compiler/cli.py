@@ -45,6 +45,9 @@ def _knobs_from_args(args, wl, cfg):
     top = tophub_knobs(wl, cfg)
     if top is not None:
         return top, "TopHub" if args.reduce == 1 else f"TopHub (adapted to reduce={args.reduce})"
+    if hasattr(wl, "tile_fits"):              # grouped / depthwise / dilated / transposed: no TopHub
+        from compiler.knobs import fitting_knobs
+        return fitting_knobs(wl, cfg), "the largest tiles that fit (no TopHub record)"
     return fallback_knobs(wl, cfg), "fallback (no TopHub record)"
 
 
@@ -64,6 +67,7 @@ def cmd_compile(args) -> int:
     print(f"{wl.name}: knobs from {source}: {json.dumps(compiled.knobs, sort_keys=True)}")
     print(f"compiled in {dt:.2f} s: {compiled.image.insn_count} instructions, {st.get('uop_kernels', 0)} uop kernels, "
           f"{st.get('uop_loads', 0)} uop loads, DRAM {compiled.image.dram_size} bytes -> {out}")
+    print(compiled.output_fractions())
     if args.dump_ir:
         print(f"IR after every pass -> {args.dump_ir}")
     print(f"replay: vtasim run {out} --engine cycle --check")

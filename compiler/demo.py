@@ -1,7 +1,7 @@
 """``vtasim demo``: the README's first command - compile, simulate, report.
 
-Compiles ResNet-18's C8 layer (14x14, 256 -> 256 channels, 3x3, the fused epilogue ``>> 8``,
-``+ bias``, clip, int8) from its DSL schedule with the TopHub knobs, writes the memory image and the
+Compiles ResNet-18's C8 layer (14x14, 256 -> 256 channels, 3x3, the fused epilogue ``>> s``,
+``+ bias``, clip, int8; ``s`` and the data follow :mod:`compiler.ops.data`) from its DSL schedule with the TopHub knobs, writes the memory image and the
 IR after every pass, runs the image on the functional and the cycle engine, checks both against the
 numpy reference of the tensor expressions, and reports the fsim counters, the cycles, the GEMM
 utilisation against spec 7.1's ideal count, the per-module breakdown, and a retire trace, a
@@ -65,7 +65,8 @@ def run_demo(cfg, out: Path, rtl: str | None = None, workload: str = WORKLOAD, r
     wl = compiled.workload
     compiled.image.save(out)
     print(f"demo: {wl.name} conv2d {wl.h}x{wl.w}, {wl.cin}->{wl.cout} channels, {wl.k}x{wl.k}, stride {wl.stride} "
-          f"+ >>8, +bias, clip, int8 on {cfg.model}")
+          f"+ >>{compiled.shift}, +bias, clip, int8 on {cfg.model}")
+    print(compiled.output_fractions())
     print(f"compiled in {dt:.2f} s with {source} knobs {compiled.knobs}")
     print(f"image: {out} ({compiled.image.insn_count} instructions, {compiled.stats.get('uop_kernels', 0)} uop "
           f"kernels, DRAM {compiled.image.dram_size} bytes); IR after every pass in {out / 'ir'}")

@@ -49,6 +49,8 @@ _TOPHUB_RESNET18 = {  # layer: tile_h, tile_w, tile_ci, tile_co, oc_nthread, h_n
 
 def split_extents(wl, cfg) -> dict:
     """The extent each ``tile_*`` knob splits, for workload ``wl`` under ``cfg``."""
+    if hasattr(wl, "split_extents"):          # grouped and transposed convolutions say it themselves
+        return wl.split_extents(cfg)
     if isinstance(wl, Conv2d):
         return {"tile_b": wl.batch // cfg.batch, "tile_h": wl.oh, "tile_w": wl.ow,
                 "tile_ci": wl.cin // cfg.block_in, "tile_co": wl.cout // cfg.block_out}
@@ -59,7 +61,7 @@ def split_extents(wl, cfg) -> dict:
 
 
 def _thread_knobs(wl) -> tuple:
-    if isinstance(wl, Conv2d):
+    if isinstance(wl, Conv2d) or hasattr(wl, "thread_rules"):
         return ("oc_nthread", "h_nthread")
     if isinstance(wl, Dense):
         return ("oc_nthread",)
@@ -73,6 +75,7 @@ def knob_space(wl, cfg) -> dict:
         space[knob] = [[n // d, d] for d in range(1, n + 1) if n % d == 0]
     for knob in _thread_knobs(wl):
         space[knob] = [1, 2]
+    space.update(getattr(wl, "extra_knobs", lambda: {})())
     return space
 
 
@@ -89,6 +92,8 @@ def _fits(wl, cfg, b, h, w, ci, co, acc_tensors) -> bool:
     """Whether one tile (inner factors ``b, h, w, ci, co``) fits the scratchpads, single-buffered:
     the input window with its halo, the weights, and the accumulator tile plus ``acc_tensors``
     per-channel vectors (a bias, requantisation multipliers)."""
+    if hasattr(wl, "tile_fits"):
+        return wl.tile_fits(cfg, b, h, w, ci, co, acc_tensors)
     if isinstance(wl, Conv2d):
         ih, iw = (h - 1) * wl.stride + wl.k, (w - 1) * wl.stride + wl.k
         inp, wgt = b * ci * ih * iw, co * ci * wl.k * wl.k
@@ -106,7 +111,7 @@ def fitting_knobs(wl, cfg, acc_tensors: int = 1) -> dict:
     instructions than the fallback's unit tiles; whether the lowered program fits (uop kernels,
     instruction fields) is still the compiler's to say."""
     ext = split_extents(wl, cfg)
-    conv = isinstance(wl, Conv2d)
+    conv = isinstance(wl, Conv2d) or hasattr(wl, "tile_fits")
     hs = _divisors_desc(ext["tile_h"]) if conv else [1]
     ws = _divisors_desc(ext["tile_w"]) if conv else [1]
     best, best_key = None, None
@@ -170,8 +175,14 @@ def check_knobs(wl, cfg, knobs: dict) -> dict:
                                    f"(outer * inner must equal {n})")
             raise CompileError(f"{wl.name}: knob {k} = {v!r} must be one of {space[k]}")
         out[k] = v
-    for thread, split in (("oc_nthread", "tile_co"), ("h_nthread", "tile_h")):
-        if out.get(thread, 1) > 1 and out[split][0] % out[thread]:
+    rules = wl.thread_rules(cfg) if hasattr(wl, "thread_rules") else \
+        (("oc_nthread", None, "tile_co"), ("h_nthread", None, "tile_h"))
+    for thread, extent, split in rules:
+        if out.get(thread, 1) <= 1:
+            continue
+        if extent is not None and extent % out[thread]:
+            raise CompileError(f"{wl.name}: {thread} = {out[thread]} must divide {split} ({extent})")
+        if extent is None and out[split][0] % out[thread]:
             raise CompileError(f"{wl.name}: {thread} = {out[thread]} must divide the outer factor of "
                                f"{split} = {out[split]}")
     return out

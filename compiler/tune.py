@@ -2,7 +2,8 @@
 
 The search is evolutionary, AutoTVM-style in spirit but small:
 
-1. seed the population with the TopHub record (when there is one), the fallback when it is cheap
+1. seed the population with the TopHub record (when there is one; for grouped and transposed
+   convolutions the largest tiles that fit), the fallback when it is cheap
    (``seed_fallback``), and random points of the space;
 2. measure every new point: compile, run on the cycle engine, record cycles (a point that does not
    compile - a tile over its SRAM, an unsupported copy pattern - is recorded with its error, as
@@ -28,7 +29,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
-from compiler.knobs import append_log, check_knobs, fallback_knobs, knob_space, tophub_knobs
+from compiler.knobs import append_log, check_knobs, fallback_knobs, fitting_knobs, knob_space, tophub_knobs
 from compiler.workloads import parse_workload
 
 __all__ = ["measure", "tune", "TuneResult"]
@@ -136,6 +137,8 @@ def tune(workload: str, cfg, trials: int = 32, jobs: int = 2, log=None, seed: in
             queue.append(k)
 
     offer(tophub_knobs(wl, cfg))
+    if hasattr(wl, "tile_fits"):            # grouped / transposed: no TopHub, the largest fitting tiles
+        offer(fitting_knobs(wl, cfg))
     if seed_fallback:
         offer(fallback_knobs(wl, cfg))
     for _ in range(population * 20):

@@ -4,9 +4,13 @@ Names::
 
     resnet18.C2 ... resnet18.C11    ResNet-18 conv2d layers (compiler spec 7.1), fused epilogue
     conv2d.H.W.CIN.COUT.K.PAD.STRIDE a conv2d of any shape with the same epilogue
-    dense.<batch>x<in>x<out>        dense_packed -> >> 8 -> clip(0, 127) -> int8 (spec 7.2)
+    dense.<batch>x<in>x<out>        dense_packed -> >> s -> clip(0, 127) -> int8 (spec 7.2)
     gemm.<m>x<k>x<n>                a plain int8 GEMM (int32 accumulate, int8 truncating store)
     vadd.<n>                        vector add of two int32 vectors on the ALU (spec 3.2)
+    group_conv2d.*, depthwise_conv2d.*, dilated_conv2d.*, conv2d_transpose.*   see compiler.workloads_grouped
+
+The conv and dense epilogues shift by ``s``, derived from the reduction length (the data rule of
+:mod:`compiler.ops.data`); ``out_bounds`` are the values an output can take (the clip, or int8).
 
 ``reduce=R`` divides a conv layer's H and W by R (at least the kernel size) for quick runs; the
 channels, kernel, padding and stride stay those of the layer.
@@ -18,22 +22,22 @@ import re
 from dataclasses import dataclass, replace
 
 from compiler.errors import CompileError
+from compiler.workloads_grouped import GROUPED_NAMES, GROUPED_PATTERNS, Conv2dTranspose, ConvShape, GroupConv2d
 
-__all__ = ["Conv2d", "Dense", "Gemm", "VAdd", "RESNET18", "parse_workload", "catalogue_names"]
+__all__ = ["Conv2d", "Dense", "Gemm", "VAdd", "GroupConv2d", "Conv2dTranspose", "RESNET18", "parse_workload",
+           "catalogue_names"]
 
 
 @dataclass(frozen=True)
-class Conv2d:
-    name: str
-    h: int
-    w: int
-    cin: int
-    cout: int
-    k: int
-    pad: int
-    stride: int
+class Conv2d(ConvShape):
     batch: int = 1
     kind = "conv2d"
+    out_bounds = (0, 127)
+
+    @property
+    def reduction(self) -> int:
+        """Products summed into one output: input channels x kernel taps."""
+        return self.cin * self.k * self.k
 
     @property
     def oh(self) -> int:
@@ -68,6 +72,11 @@ class Dense:
     cin: int
     cout: int
     kind = "dense"
+    out_bounds = (0, 127)
+
+    @property
+    def reduction(self) -> int:
+        return self.cin
 
     @property
     def macs(self) -> int:
@@ -83,6 +92,7 @@ class Dense:
 @dataclass(frozen=True)
 class Gemm(Dense):
     kind = "gemm"
+    out_bounds = (-128, 127)        # no clip: the store truncates to int8
 
 
 @dataclass(frozen=True)
@@ -90,6 +100,7 @@ class VAdd:
     name: str
     n: int
     kind = "vadd"
+    out_bounds = (-128, 127)
 
     def ideal_gemm_uops(self, cfg) -> int:
         return 0
@@ -111,11 +122,11 @@ _PATTERNS = (
     (re.compile(r"vadd\.(\d+)$"), lambda n, m: VAdd(n, int(m.group(1)))),
     (re.compile(r"conv2d\.(\d+)\.(\d+)\.(\d+)\.(\d+)\.(\d+)\.(\d+)\.(\d+)$"),
      lambda n, m: Conv2d(n, *map(int, m.groups()))),
-)
+) + GROUPED_PATTERNS
 
 
 def catalogue_names() -> list[str]:
-    return list(RESNET18) + ["conv2d.H.W.CIN.COUT.K.PAD.STRIDE", "dense.BxINxOUT", "gemm.MxKxN", "vadd.N"]
+    return list(RESNET18) + ["conv2d.H.W.CIN.COUT.K.PAD.STRIDE", "dense.BxINxOUT", "gemm.MxKxN", "vadd.N"] + GROUPED_NAMES
 
 
 def parse_workload(name: str, cfg=None, reduce: int = 1):
@@ -134,7 +145,7 @@ def parse_workload(name: str, cfg=None, reduce: int = 1):
             raise CompileError(f"unknown workload {name!r}; the catalogue has: {', '.join(catalogue_names())}")
     wl = wl.reduced(reduce)
     if cfg is not None:
-        if isinstance(wl, Conv2d):
+        if isinstance(wl, (Conv2d, GroupConv2d, Conv2dTranspose)):
             wl = replace(wl, batch=cfg.batch)     # TVM's conv benchmarks run batch = env.BATCH
         _check_fits(wl, cfg)
     return wl
@@ -143,7 +154,9 @@ def parse_workload(name: str, cfg=None, reduce: int = 1):
 def _check_fits(wl, cfg) -> None:
     """Channel counts must be whole blocks, the batch a whole number of BATCH (the packed layouts)."""
     rules = []
-    if isinstance(wl, Conv2d):
+    if isinstance(wl, (GroupConv2d, Conv2dTranspose)):
+        wl.check(cfg)
+    elif isinstance(wl, Conv2d):
         rules = [("in channels", wl.cin, cfg.block_in), ("out channels", wl.cout, cfg.block_out),
                  ("batch", wl.batch, cfg.batch)]
         if wl.k > wl.h + 2 * wl.pad or wl.k > wl.w + 2 * wl.pad:

@@ -59,7 +59,8 @@ def test_random_programs_fast_equals_integer_kernel(preset_name, seed):
 
 @pytest.mark.parametrize("preset_name", ["1x16x16", "2x16x16"])
 def test_gemm_bound_stream_repeated_tiles(preset_name):
-    """Inner loop with src and wgt factors 0: the products are computed once and added 256 times."""
+    """Inner loops with src and wgt factors 0: the products are computed once and added 64 times (to one row,
+    and in the last GEMM to 64 consecutive rows)."""
     img = gemm_bound_image(load_preset(preset_name), gemms=2, repeat=64)
     both_paths(img)
 

@@ -7,8 +7,11 @@
     c = compile_workload("dense.16x512x1008", cfg, knobs={"tile_co": [21, 3]})
     c.image.save("out")
 
-Inputs are random (seeded) in the ranges of TVM's tests: activations and weights in [-128, 128),
-a bias in [-2^14, 2^14), ALU vectors small enough that no step overflows.
+Inputs are random (seeded) under the data rule of :mod:`compiler.ops.data`: activations and weights
+in [-128, 128), the conv/dense shift derived from the reduction length and a bias a small fraction of
+the shifted spread, so the outputs depend on the data (TVM's tests shift by 8 and draw the bias from
++-2^14, which puts nearly every output at a clip bound); ALU vectors small enough that no step
+overflows.  ``Compiled.shift`` is the epilogue's shift (None without one).
 """
 
 from __future__ import annotations
@@ -19,13 +22,16 @@ import numpy as np
 
 from compiler.build import build
 from compiler.environment import Environment
-from compiler.knobs import check_knobs, fallback_knobs, tophub_knobs
+from compiler.knobs import check_knobs, fallback_knobs, fitting_knobs, tophub_knobs
+from compiler.ops import data as rule
 from compiler.ops.alu import alu_chain, schedule_alu, vector_add
 from compiler.ops.conv2d import fused_conv2d, schedule_conv2d_packed
 from compiler.ops.dense import fused_dense, plain_gemm, schedule_dense_packed
-from compiler.workloads import Conv2d, Dense, Gemm, VAdd, parse_workload
+from compiler.ops.conv2d_transpose import transpose_program
+from compiler.ops.group_conv2d import group_program
+from compiler.workloads import Conv2d, Conv2dTranspose, Dense, Gemm, GroupConv2d, VAdd, parse_workload
 
-__all__ = ["compile_workload", "Compiled", "workload_program", "default_knobs", "alu_chain"]
+__all__ = ["compile_workload", "Compiled", "workload_program", "workload_shift", "default_knobs", "alu_chain"]
 
 
 @dataclass
@@ -36,35 +42,52 @@ class Compiled:
     stats: dict
     built: object
 
+    @property
+    def shift(self) -> int | None:
+        return workload_shift(self.workload)
+
+    def output_fractions(self) -> str | None:
+        """``outputs: ... % at 127, ... % at 0, ... % between`` of the expected output (None without one)."""
+        out = self.built.expected.get(self.built.func.args[-1].name)
+        return None if out is None else rule.format_fractions(out, *self.workload.out_bounds)
+
 
 def default_knobs(wl, cfg) -> dict:
-    """TopHub where it has a record for this layer and config, else the fallback."""
+    """TopHub where it has a record for this layer and config; for grouped and transposed convolutions
+    the largest tiles that fit (:func:`fitting_knobs`); else the fallback."""
+    if isinstance(wl, (GroupConv2d, Conv2dTranspose)):
+        return fitting_knobs(wl, cfg)
     return tophub_knobs(wl, cfg) or fallback_knobs(wl, cfg)
 
 
-def _int(rng, lo, hi, shape, dtype):
-    return rng.integers(lo, hi, size=shape).astype(dtype)
+def workload_shift(wl) -> int | None:
+    """The right shift of ``wl``'s requantising epilogue (conv2d, dense), None for gemm and vadd."""
+    if isinstance(wl, Conv2d) or (isinstance(wl, Dense) and not isinstance(wl, Gemm)):
+        return rule.requant_shift(wl.reduction)
+    return None
 
 
 def workload_program(env, wl, knobs: dict, seed: int = 0):
     """``(schedule, args, inputs)`` of catalogue workload ``wl`` with ``knobs``."""
+    if isinstance(wl, GroupConv2d):
+        return group_program(env, wl, knobs, seed)
+    if isinstance(wl, Conv2dTranspose):
+        return transpose_program(env, wl, knobs, seed)
     rng = np.random.default_rng(seed)
     if isinstance(wl, Conv2d):
-        data, kernel, bias, out = fused_conv2d(env, wl)
-        b = rng.integers(-(1 << 14), 1 << 14, size=(1, bias.shape[1], 1, 1, 1, bias.shape[5]))
-        inputs = {"data": _int(rng, -128, 128, data.shape, np.int8),
-                  "kernel": _int(rng, -128, 128, kernel.shape, np.int8),
+        data, kernel, bias, out = fused_conv2d(env, wl, workload_shift(wl))
+        b = rule.draw_bias(rng, (1, bias.shape[1], 1, 1, 1, bias.shape[5]))
+        inputs = {"data": rule.draw(rng, data.shape), "kernel": rule.draw(rng, kernel.shape),
                   "bias": np.broadcast_to(b, bias.shape).astype(np.int32)}
         return schedule_conv2d_packed(env, out, knobs), [data, kernel, bias, out], inputs
     if isinstance(wl, Dense):
-        data, weight, out = (plain_gemm if isinstance(wl, Gemm) else fused_dense)(env, wl)
-        inputs = {"data": _int(rng, -128, 128, data.shape, np.int8),
-                  "weight": _int(rng, -128, 128, weight.shape, np.int8)}
+        data, weight, out = plain_gemm(env, wl) if isinstance(wl, Gemm) else fused_dense(env, wl, workload_shift(wl))
+        inputs = {"data": rule.draw(rng, data.shape), "weight": rule.draw(rng, weight.shape)}
         return schedule_dense_packed(env, out, knobs), [data, weight, out], inputs
     if isinstance(wl, VAdd):
         m = wl.n // (env.BATCH * env.BLOCK_OUT)
         (a, b), out, copies, stages = vector_add(env, m)
-        inputs = {"A": _int(rng, -64, 64, a.shape, np.int32), "B": _int(rng, -64, 64, b.shape, np.int32)}
+        inputs = {"A": rule.draw(rng, a.shape, np.int32, -64, 64), "B": rule.draw(rng, b.shape, np.int32, -64, 64)}
         return schedule_alu(env, m, out, copies, stages), [a, b, out], inputs
     raise TypeError(f"no operator for workload {wl!r}")
 

@@ -2,7 +2,7 @@
 
 Data ``(N/b, K/c, b, c)``, weights ``(O/o, K/i, o, i)``, output ``(N/b, O/o, b, o)``; knobs
 ``tile_b``, ``tile_ci``, ``tile_co`` and ``oc_nthread``.  ``fused_dense`` adds the epilogue of
-TVM's dense benchmark (``>> 8``, clip to [0, 127], int8); ``plain_gemm`` only narrows to int8
+TVM's dense benchmark (``>> shift``, clip to [0, 127], int8); ``plain_gemm`` only narrows to int8
 (the store truncates, as fsim's does).
 """
 
@@ -39,11 +39,11 @@ def _placeholders(env, wl):
     return data, weight
 
 
-def fused_dense(env, wl):
-    """dense -> ``>> 8`` -> min 127 -> max 0 -> int8 (spec 7.2); returns ``(data, weight, output)``."""
+def fused_dense(env, wl, shift: int):
+    """dense -> ``>> shift`` -> min 127 -> max 0 -> int8 (spec 7.2); returns ``(data, weight, output)``."""
     data, weight = _placeholders(env, wl)
     d = dense_packed(env, data, weight)
-    shr = te.compute(d.shape, lambda *i: d(*i) >> env.WGT_WIDTH, name="res_shr")
+    shr = te.compute(d.shape, lambda *i: d(*i) >> shift, name="res_shr")
     inp_max = (1 << (env.INP_WIDTH - 1)) - 1
     hi = te.compute(d.shape, lambda *i: te.min_(shr(*i), inp_max), name="res_min")
     lo = te.compute(d.shape, lambda *i: te.max_(hi(*i), 0), name="res_max")

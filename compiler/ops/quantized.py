@@ -42,11 +42,16 @@ from compiler.environment import Environment
 from compiler.errors import CompileError
 from compiler.knobs import check_knobs, fallback_knobs, fitting_knobs, tophub_knobs
 from compiler.ops.conv2d import conv2d_packed, schedule_conv2d_packed
+from compiler.ops.conv_family import bias_shape
+from compiler.ops.group_conv2d import ROLES as GROUP_ROLES
+from compiler.ops.group_conv2d import (group_conv2d_packed, pack_group_bias, pack_group_kernel,
+                                       schedule_group_conv2d_packed, unpack_group_output)
 from compiler.ops.layout import pack_channel_const, pack_nchw, pack_oihw, unpack_nchw
+from compiler.qnn.grouped import conv2d_grouped_int32
 from compiler.qnn.conv import norm_pads, norm_pair
 from compiler.qnn.errors import check_zero_point
 from compiler.reference import evaluate
-from compiler.workloads import RESNET18, Conv2d
+from compiler.workloads import RESNET18, Conv2d, GroupConv2d
 from sim.engines import run_engine
 from sim.image import MemoryImage, Segment
 
@@ -74,6 +79,13 @@ class _Geometry:
     o_pad: int
     host_pad: bool           # the host pads with za; the VTA conv has pad 0
     dense: bool = False
+    groups: int = 1
+    dilation: tuple = (1, 1)
+
+    @property
+    def grouped(self) -> bool:
+        """Compiled by ``group_conv2d_packed`` (groups or dilation), else by ``conv2d_packed``."""
+        return self.groups > 1 or self.dilation != (1, 1)
 
 
 @dataclass
@@ -108,7 +120,7 @@ class QLayer:
     @property
     def macs(self) -> int:
         g = self.geom
-        return g.n * g.o * g.oh * g.ow * g.c * g.kh * g.kw
+        return g.n * g.o * g.oh * g.ow * (g.c // g.groups) * g.kh * g.kw
 
     # ---- data --------------------------------------------------------------------------------------
     def _check_input(self, x) -> np.ndarray:
@@ -134,7 +146,7 @@ class QLayer:
 
     def _unpack_output(self, packed: np.ndarray) -> np.ndarray:
         g = self.geom
-        y = unpack_nchw(packed)[:g.n, :g.o]
+        y = (unpack_group_output(packed) if g.grouped else unpack_nchw(packed))[:g.n, :g.o]
         return y.reshape(g.n, g.o) if g.dense else y
 
     def image(self, x, expected: bool = True) -> MemoryImage:
@@ -168,6 +180,9 @@ class QLayer:
         g = self.geom
         if g.dense:
             acc = qnn.qdense(x, self.weight[:, :, 0, 0], self.za, 0)
+        elif g.grouped:             # sum (x - za) w: x padded with za, then the za * sum(w) term
+            acc = conv2d_grouped_int32(x, self.weight, g.strides, g.pads, g.groups, g.dilation, pad_value=self.za)
+            acc = acc.astype(np.int64) - self.za * self.weight.astype(np.int64).sum(axis=(1, 2, 3)).reshape(1, -1, 1, 1)
         else:
             acc = qnn.qconv2d(x, self.weight, self.za, 0, g.strides, g.pads)
         acc = acc.astype(np.int64) + self.bias.reshape((1, -1) + (1,) * (acc.ndim - 2))
@@ -214,8 +229,12 @@ def _check_plan(plan, o, name):
             raise qnn.QnnError(f"{name}: plan step ({kind!r}, {operand!r}) names no vector of the plan")
 
 
-def _knob_workload(name, g: _Geometry):
-    """The catalogue's ResNet-18 layer of this shape (for TopHub), else a workload with its extents."""
+def _knob_workload(name, g: _Geometry, hw=None, vta_pad=(0, 0)):
+    """The catalogue's ResNet-18 layer of this shape (for TopHub), else a workload with its extents
+    (a grouped layer: its ``GroupConv2d``, whose tiles count the dilated halo)."""
+    if g.grouped:
+        return GroupConv2d(name, hw[0], hw[1], g.c_pad, g.o_pad, g.kh, vta_pad[0], g.strides[0], g.groups,
+                           g.dilation[0], batch=g.n_pad)
     square = g.kh == g.kw and g.strides[0] == g.strides[1] and len(set(g.pads)) == 1
     for wl in RESNET18.values():
         if square and (wl.h, wl.w, wl.cin, wl.cout, wl.k, wl.pad, wl.stride) == \
@@ -224,44 +243,60 @@ def _knob_workload(name, g: _Geometry):
     return Conv2d(name, g.oh, g.ow, g.c_pad, g.o_pad, 1, 0, 1, batch=g.n_pad)
 
 
+_PLAIN_ROLES = "bcyxBC"          # conv2d_packed's output axes (compiler.ops.conv_family names)
+
 _BINARY = {"add": lambda a, b: a + b, "mul": lambda a, b: a * b, "min": te.min_, "max": te.max_,
            "shr": lambda a, b: a >> b, "shl": lambda a, b: a << b}
 
 
-def _stage(prev, kind, operand, vecs, n):
-    """One elementwise stage ``prev <kind> operand`` (an immediate, or a per-channel vector)."""
+def _stage(prev, kind, operand, vecs, n, roles):
+    """One elementwise stage ``prev <kind> operand`` (an immediate, or a per-channel vector, read at
+    the output's channel axes ``g c B C`` of ``roles`` and index 0 elsewhere)."""
     op = _BINARY[kind]
     if isinstance(operand, str):
         v = vecs[operand]
-        return te.compute(prev.shape, lambda b, c, y, x, bi, ci: op(prev[b, c, y, x, bi, ci], v[0, c, 0, 0, bi, ci]),
+        keep = [r in "gcBC" for r in roles]
+        return te.compute(prev.shape, lambda *i: op(prev(*i), v(*[a if k else 0 for a, k in zip(i, keep)])),
                           name=f"q_s{n}_{kind}")
     imm = int(operand)
     return te.compute(prev.shape, lambda *i: op(prev(*i), imm), name=f"q_s{n}_{kind}")
 
 
-def _epilogue(acc, bias, vecs, steps):
+def _epilogue(acc, bias, vecs, steps, roles):
     """``acc + bias`` then each plan step as one elementwise stage (one ALU instruction each)."""
-    x = _stage(acc, "add", "bias", {"bias": bias}, "b")
+    x = _stage(acc, "add", "bias", {"bias": bias}, "b", roles)
     for n, (kind, operand) in enumerate(steps):
-        x = _stage(x, kind, operand, vecs, n)
+        x = _stage(x, kind, operand, vecs, n, roles)
     return x
 
 
 def _compile(cfg, g: _Geometry, name, weight, folded_bias, plan, knobs, za):
     bo, bi, bb = cfg.block_out, cfg.block_in, cfg.batch
-    w_full = np.zeros((g.o_pad, g.c_pad, g.kh, g.kw), dtype=np.int8)
-    w_full[:g.o, :g.c] = weight
+    w_full = np.zeros((g.o_pad, g.c_pad // g.groups, g.kh, g.kw), dtype=np.int8)
+    w_full[:g.o, :g.c // g.groups] = weight
     b_full = np.zeros(g.o_pad, dtype=np.int32)
     b_full[:g.o] = folded_bias
-    consts = {"kernel": pack_oihw(w_full, bo, bi), "bias": pack_channel_const(b_full, bb, bo)}
+    if g.grouped:
+        kernel = pack_group_kernel(w_full, g.groups, cfg)
+        sg, ob = kernel.shape[:2]
+        cshape = (g.n_pad // bb, sg, ob, 1, 1, bb, bo)
+
+        def channel_const(v):
+            return pack_group_bias(v, bias_shape(cshape, GROUP_ROLES))
+    else:
+        kernel = pack_oihw(w_full, bo, bi)
+
+        def channel_const(v):
+            return pack_channel_const(v, bb, bo)
+    consts = {"kernel": kernel, "bias": channel_const(b_full)}
     for vname, vec in plan.vectors.items():
         v_full = np.ones(g.o_pad, dtype=np.int32)
         v_full[:g.o] = vec
-        consts[f"vec_{vname}"] = pack_channel_const(v_full, bb, bo)
+        consts[f"vec_{vname}"] = channel_const(v_full)
     hp = g.h + (g.pads[0] + g.pads[2] if g.host_pad else 0)
     wp = g.w + (g.pads[1] + g.pads[3] if g.host_pad else 0)
     vta_pad = (0, 0) if g.host_pad else (g.pads[0], g.pads[1])
-    wl = _knob_workload(name, g)
+    wl = _knob_workload(name, g, (hp, wp), vta_pad)
     user = knobs is not None
     record = None if user else tophub_knobs(wl, cfg)
     tries = [("user", knobs)] if user else ([("tophub", record)] if record else []) + \
@@ -286,16 +321,19 @@ def _program(cfg, g, consts, plan, knobs, name, hw, vta_pad):
         kernel = te.placeholder(consts["kernel"].shape, env.wgt_dtype, "kernel")
         bias = te.placeholder(consts["bias"].shape, env.acc_dtype, "bias")
         vecs = {v: te.placeholder(consts[f"vec_{v}"].shape, env.acc_dtype, f"vec_{v}") for v in plan.vectors}
-        conv = conv2d_packed(env, data, kernel, vta_pad, g.strides)
-        last = _epilogue(conv, bias, vecs, plan.steps)
+        if g.grouped:
+            conv = group_conv2d_packed(env, data, kernel, vta_pad, g.strides, g.dilation)
+        else:
+            conv = conv2d_packed(env, data, kernel, vta_pad, g.strides)
+        last = _epilogue(conv, bias, vecs, plan.steps, GROUP_ROLES if g.grouped else _PLAIN_ROLES)
         out = te.compute(last.shape, lambda *i: last(*i).astype(env.out_dtype), name="q_out")
-        sch = schedule_conv2d_packed(env, out, knobs)
+        sch = (schedule_group_conv2d_packed if g.grouped else schedule_conv2d_packed)(env, out, knobs)
         inputs = {**consts, "data": np.zeros(data.shape, np.int8)}
         built = build(sch, [data, kernel, bias, *vecs.values(), out], inputs, cfg, name=name, expected=False)
     return built, out
 
 
-def _geometry(cfg, x_shape, weight, strides, pads, name, dense=False):
+def _geometry(cfg, x_shape, weight, strides, pads, name, dense=False, groups=1, dilations=1):
     x_shape = tuple(int(v) for v in x_shape)
     if dense:
         if len(x_shape) != 2 or weight.ndim != 2:
@@ -308,13 +346,29 @@ def _geometry(cfg, x_shape, weight, strides, pads, name, dense=False):
     o, wc, kh, kw = weight.shape
     if min(x_shape) < 1 or min(weight.shape) < 1:
         raise qnn.QnnError(f"{name}: empty shape (input {x_shape}, weight {weight.shape})")
-    if wc != c:
-        raise qnn.QnnError(f"{name}: input has {c} channels, the weight expects {wc} (groups = 1 only)")
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1 or o % groups:
+        raise qnn.QnnError(f"{name}: groups = {groups!r} must be a positive integer dividing the {o} output channels")
+    if wc * groups != c:
+        raise qnn.QnnError(f"{name}: input has {c} channels, the weight expects {wc} per group x groups = {groups}")
     sh, sw = norm_pair(strides, "strides")
+    dil = norm_pair(dilations, "dilations")
     p = norm_pads(pads)
-    oh, ow = qnn.conv_out_hw(h, w, kh, kw, (sh, sw), p)
-    return _Geometry(n, c, h, w, o, kh, kw, (sh, sw), p, oh, ow, _round_up(n, cfg.batch),
-                     _round_up(c, cfg.block_in), _round_up(o, cfg.block_out), False, dense), weight
+    oh, ow = qnn.conv_out_hw(h, w, dil[0] * (kh - 1) + 1, dil[1] * (kw - 1) + 1, (sh, sw), p)
+    grouped = groups > 1 or dil != (1, 1)
+    if grouped and (kh != kw or sh != sw or dil[0] != dil[1]):
+        raise qnn.QnnError(f"{name}: a grouped or dilated layer needs a square kernel, equal strides and equal "
+                           f"dilations (kernel {kh}x{kw}, strides {(sh, sw)}, dilations {dil})")
+    # channels of a grouped layer are not padded (a padded channel would shift every later group)
+    c_pad = c if groups > 1 else _round_up(c, cfg.block_in)
+    o_pad = o if groups > 1 else _round_up(o, cfg.block_out)
+    g = _Geometry(n, c, h, w, o, kh, kw, (sh, sw), p, oh, ow, _round_up(n, cfg.batch), c_pad, o_pad, False, dense,
+                  int(groups), dil)
+    if groups > 1:
+        try:
+            GroupConv2d(name, h, w, c, o, kh, 0, sh, int(groups)).packing(cfg)
+        except CompileError as exc:
+            raise qnn.QnnError(str(exc)) from None
+    return g, weight
 
 
 def _build(cfg, g, weight, bias, za, plan, knobs, name):
@@ -345,14 +399,17 @@ def _symmetric(zw, name):
 
 
 def build_qconv(cfg, x_shape, weight, bias, strides, pads, za, plan, knobs=None, name: str = "qconv",
-                zw=0) -> QLayer:
+                zw=0, groups: int = 1, dilations=1) -> QLayer:
     """A quantised conv2d: ``x_shape`` NCHW int8 activations with zero point ``za``, ``weight`` int8 OIHW
     (symmetric, zero point 0), ``bias`` int32 (O,) or None, ``pads`` an int, (h, w) or (top, left,
     bottom, right), ``plan`` from :func:`compiler.qnn.plan_requant` (made for an ``acc_bound`` of at
-    least :func:`compiler.qnn.conv_acc_bound`); ``zw`` must be 0."""
+    least :func:`compiler.qnn.conv_acc_bound`); ``zw`` must be 0.  ``groups`` > 1 (weight
+    ``(O, C/groups, KH, KW)``; depthwise: ``groups = C``) and ``dilations`` compile through
+    ``group_conv2d_packed`` (:mod:`compiler.ops.group_conv2d`): square kernels, channels per group whole
+    blocks or dividing one block (depthwise), no channel padding."""
     _symmetric(zw, name)
     weight = np.asarray(weight)
-    g, weight = _geometry(cfg, x_shape, weight, strides, pads, name)
+    g, weight = _geometry(cfg, x_shape, weight, strides, pads, name, groups=groups, dilations=dilations)
     return _build(cfg, g, weight, bias, za, plan, knobs, name)
 
 

@@ -19,11 +19,19 @@ def gemm_bound_image(cfg: VTAConfig, gemms: int = 16, repeat: int = 256, seed: i
     """A GEMM-bound synthetic stream: one small load of everything, then ``gemms`` GEMMs of
     ``16 * repeat * 16`` uops each (16 uops x 16 row blocks x ``repeat`` passes), one STORE.
 
-    Accumulator element ``16 r + u`` receives ``gemms * repeat`` times ``inp[16 r + u] . wgt[u]``;
-    the expected bytes are that sum, wrapped to int32 and truncated to int8 by the STORE."""
-    rng = np.random.default_rng(seed)
+    Row ``r = 16 i + u`` of the dot products, ``D[r] = inp[r] . wgt[u]``, goes ``repeat`` times into
+    accumulator row ``r`` in every GEMM but the last (inner factors 0: the products repeat), and into
+    rows ``r, r + 1, ..., r + repeat - 1`` in the last (``dst_factor_in = 1``).  The STORE truncates
+    to the low byte, where ``repeat`` equal terms vanish whenever ``repeat`` is a multiple of 256; the
+    last GEMM's sliding sum ``sum_{j < repeat} D[k - j]`` keeps every product visible in the stored
+    bytes (one bit of one input, weight or uop changes them).  Same instructions, uops and cycles
+    as with every inner factor 0."""
     nb, bi, bo = cfg.batch, cfg.block_in, cfg.block_out
     n = 256
+    if n + repeat - 1 > cfg.acc_depth:
+        raise ValueError(f"gemm_bound_image: repeat = {repeat} must be <= {cfg.acc_depth - n + 1} "
+                         f"(the last GEMM's rows 0..{n} + repeat - 2 must fit the {cfg.acc_depth}-row accumulator)")
+    rng = np.random.default_rng(seed)
     x = rng.integers(-128, 128, (n, nb, bi)).astype(np.int8)
     w = rng.integers(-128, 128, (16, bo, bi)).astype(np.int8)
     b = ProgramBuilder(cfg)
@@ -35,13 +43,18 @@ def gemm_bound_image(cfg: VTAConfig, gemms: int = 16, repeat: int = 256, seed: i
     b.load(memory_type=MEM_UOP, dram_base=ub, x_size=16, pop_prev=1)
     b.gemm(reset_reg=1, uop_bgn=0, uop_end=16, iter_out=16, iter_in=1, dst_factor_out=16)
     for g in range(gemms):
+        last = g == gemms - 1
         b.gemm(uop_bgn=0, uop_end=16, iter_out=16, iter_in=repeat, dst_factor_out=16, src_factor_out=16,
-               **({"push_next": 1} if g == gemms - 1 else {}))
+               dst_factor_in=int(last), **({"push_next": 1} if last else {}))
     b.store(dram_base=out, x_size=n, pop_prev=1, push_prev=1)
     b.nop("compute", pop_next=1)
     b.finish()
     dots = np.einsum("rubk,uok->rubo", x.reshape(16, 16, nb, bi).astype(np.int64), w.astype(np.int64))
-    acc = (dots * gemms * repeat).reshape(n, nb * bo)
+    dots = dots.reshape(n, nb * bo)
+    run = np.cumsum(np.concatenate([np.zeros((1, nb * bo), np.int64), dots]), axis=0)   # run[k] = sum D[:k]
+    k = np.arange(n)
+    window = run[k + 1] - run[np.maximum(k + 1 - repeat, 0)]          # sum of D[k - repeat + 1 .. k]
+    acc = dots * (gemms - 1) * repeat + window
     b.expect("y", (acc & 0xFF).astype(np.uint8))
     return b.build()
 

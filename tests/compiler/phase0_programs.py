@@ -11,6 +11,7 @@ import numpy as np
 from compiler import ir
 from compiler.ir import (Attr, Allocate, Buffer, Call, Cast, Evaluate, For, Load, Select, Store, Var,
                          seq)
+from compiler.ops.data import requant_shift
 from compiler.passes import Func
 
 ACC, INP, WGT = ir.SCOPE_ACC, ir.SCOPE_INP, ir.SCOPE_WGT
@@ -116,15 +117,17 @@ def _alu_nest(dst, src, op, shape_axes, imm=None):
     return nest(shape_axes, body, "alu")
 
 
-def _requant_ref(acc):
-    return np.clip(acc >> 8, 0, 127).astype(np.int8)
+def _requant_ref(acc, shift):
+    return np.clip(acc >> shift, 0, 127).astype(np.int8)
 
 
 # ---- blocked GEMM + ALU (spec 3.4) ----------------------------------------------------------
 def gemm_blocked(cfg, in_blocks=64, out_blocks=64, i_block=16, o_block=16):
-    """data (1, in_blocks, B, BI) x weight (out_blocks, in_blocks, BO, BI) -> res, then >>8, max 0,
-    min 127, int8; blocked by i_block / o_block as matrix_multiply_opt.py."""
+    """data (1, in_blocks, B, BI) x weight (out_blocks, in_blocks, BO, BI) -> res, then >> s, max 0,
+    min 127, int8 (s from the reduction length, compiler.ops.data); blocked by i_block / o_block as
+    matrix_multiply_opt.py."""
     Bt, BI, BO = cfg.batch, cfg.block_in, cfg.block_out
+    shift = requant_shift(in_blocks * BI)
     data = Buffer("data", (1, in_blocks, Bt, BI), "int8")
     weight = Buffer("weight", (out_blocks, in_blocks, BO, BI), "int8")
     res = Buffer("res", (1, out_blocks, Bt, BO), "int8")
@@ -153,7 +156,7 @@ def gemm_blocked(cfg, in_blocks=64, out_blocks=64, i_block=16, o_block=16):
     ic_loop = For(ic_out, in_blocks // i_block,
                   Allocate(data_buf, Allocate(weight_buf, seq(ld_data, ld_wgt, update))))
     axes = [("i0", 1), ("i1", o_block), ("i2", Bt), ("i3", BO)]
-    alus = seq(_alu_nest(res_shr, res_gemm, ">>", axes, 8),
+    alus = seq(_alu_nest(res_shr, res_gemm, ">>", axes, shift),
                _alu_nest(res_max, res_shr, "max", axes, 0),
                _alu_nest(res_min, res_max, "min", axes, 127))
     store = nest([("b_inn", 1), ("oc_inn", o_block)], lambda b, oc: Attr("pragma_dma_copy", 1, nest(
@@ -171,16 +174,18 @@ def gemm_blocked(cfg, in_blocks=64, out_blocks=64, i_block=16, o_block=16):
         a = x["data"].astype(np.int32).transpose(0, 2, 1, 3).reshape(Bt, in_blocks * BI)
         w = x["weight"].astype(np.int32).transpose(0, 2, 1, 3).reshape(out_blocks * BO, in_blocks * BI)
         c = (a @ w.T).reshape(1, Bt, out_blocks, BO).transpose(0, 2, 1, 3)
-        return _requant_ref(c)
+        return _requant_ref(c, shift)
     return Func("gemm_blocked", (data, weight, res), body), inputs, ref
 
 
 # ---- conv2d with virtual threads (spec 3.5) ---------------------------------------------------
 def conv2d_vt(cfg, H=14, W=14, icb=16, ocb=16, oc_block=8, h_block=7, nthreads=2):
     """3x3, pad 1, stride 1 conv in NCHWnc / OIHWoi as convolution_opt.py: w_block = W, ic_block 1,
-    oc_out split by ``nthreads`` onto a cthread axis, then >>8, max 0, min 127, int8."""
+    oc_out split by ``nthreads`` onto a cthread axis, then >> s (s from the reduction length), max 0,
+    min 127, int8."""
     Bt, BI, BO = cfg.batch, cfg.block_in, cfg.block_out
     KH = KW = 3
+    shift = requant_shift(icb * BI * KH * KW)
     PH = h_block + KH - 1
     PW = W + KW - 1
     data = Buffer("data", (1, icb, H, W, Bt, BI), "int8")
@@ -219,7 +224,7 @@ def conv2d_vt(cfg, H=14, W=14, icb=16, ocb=16, oc_block=8, h_block=7, nthreads=2
                       kernel_buf, kernel_buf.flat_index((oc, ic, dy, dx, 0, 0))))
     ic_loop = For(ic_out, icb, Allocate(data_buf, Allocate(kernel_buf, seq(ld_data, ld_kernel, update))))
     axes = [("i0", 1), ("i1", oc_block), ("i2", h_block), ("i3", W), ("i4", Bt), ("i5", BO)]
-    alus = seq(_alu_nest(res_shr, res_conv, ">>", axes, 8),
+    alus = seq(_alu_nest(res_shr, res_conv, ">>", axes, shift),
                _alu_nest(res_max, res_shr, "max", axes, 0),
                _alu_nest(res_min, res_max, "min", axes, 127))
     store = nest([("b_inn", 1), ("oc_inn", oc_block), ("y_inn", h_block), ("x_inn", W)],
@@ -243,7 +248,7 @@ def conv2d_vt(cfg, H=14, W=14, icb=16, ocb=16, oc_block=8, h_block=7, nthreads=2
             for dx in range(KW):
                 win = d[:, :, dy:dy + H, dx:dx + W]                      # (1, icb, H, W, Bt, BI)
                 out += np.einsum("nchwbk,ocjk->nohwbj", win, k[:, :, dy, dx], optimize=True)
-        return _requant_ref(out.astype(np.int32))
+        return _requant_ref(out.astype(np.int32), shift)
     return Func("conv2d_vt", (data, kernel, res), body), inputs, ref
 
 

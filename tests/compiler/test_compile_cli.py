@@ -1,8 +1,24 @@
 """``vtasim compile`` / ``vtasim tune`` end to end through the command line."""
 
 import json
+import re
+
+import numpy as np
 
 from sim.cli import main
+
+
+def _printed_fractions(text: str):
+    m = re.search(r"^outputs: ([\d.]+) % at 127, ([\d.]+) % at (-?\d+), ([\d.]+) % between$", text, re.M)
+    assert m, text
+    return float(m.group(1)), int(m.group(3)), float(m.group(2)), float(m.group(4))
+
+
+def _counted_fractions(image_dir, lo):
+    from sim.image import MemoryImage
+    (data,) = MemoryImage.load(image_dir).expected.values()
+    v = np.frombuffer(data, np.int8)
+    return [round(100 * f, 1) for f in (np.mean(v == 127), np.mean(v == lo), np.mean((v > lo) & (v < 127)))]
 
 
 def test_compile_then_run_check(tmp_path, capsys):
@@ -10,6 +26,9 @@ def test_compile_then_run_check(tmp_path, capsys):
     assert main(["compile", "resnet18.C8", "--reduce", "2", "--out", str(out), "--dump-ir", str(tmp_path / "ir")]) == 0
     text = capsys.readouterr().out
     assert "knobs from TopHub (adapted to reduce=2)" in text and "replay: vtasim run" in text
+    at_hi, lo, at_lo, between = _printed_fractions(text)      # the clip bounds of the expected output
+    assert lo == 0 and [at_hi, at_lo, between] == _counted_fractions(out, 0)
+    assert at_hi <= 10 and between >= 25
     dumps = sorted(p.name for p in (tmp_path / "ir").iterdir())
     assert dumps[0] == "00_input.txt" and "12_fold_uop_loop.txt" in dumps and "00_lowered.txt" in dumps
     assert main(["run", str(out), "--engine", "cycle", "--check"]) == 0
@@ -19,6 +38,9 @@ def test_compile_then_run_check(tmp_path, capsys):
 def test_compile_tophub_default_and_knob_errors(tmp_path, capsys):
     assert main(["compile", "resnet18.C10", "--out", str(tmp_path / "c10")]) == 0
     assert "knobs from TopHub" in capsys.readouterr().out
+    assert main(["compile", "gemm.32x64x48", "--out", str(tmp_path / "g")]) == 0
+    at_hi, lo, at_lo, between = _printed_fractions(capsys.readouterr().out)    # no clip: the int8 range
+    assert lo == -128 and [at_hi, at_lo, between] == _counted_fractions(tmp_path / "g", -128)
     rc = main(["compile", "resnet18.C10", "--knobs", '{"tile_h": [3, 3]}', "--out", str(tmp_path / "x")])
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and "tile_h = [3, 3] is not a split" in err
@@ -49,7 +71,9 @@ def test_demo_compiles_c8_and_reports_ideal_gemm_count(tmp_path, capsys):
     out = tmp_path / "demo"
     assert main(["demo", "--out", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "with TopHub knobs" in text
+    assert "with TopHub knobs" in text and "+ >>13, +bias" in text
+    at_hi, lo, at_lo, between = _printed_fractions(text)
+    assert lo == 0 and [at_hi, at_lo, between] == _counted_fractions(out, 0)
     # spec 7.1: C8 = 14*14 output pixels x 9 taps x 16 x 16 channel blocks, every MAC tile once
     assert f"GEMM uops: {14 * 14 * 9 * 16 * 16}, ideal {14 * 14 * 9 * 16 * 16}" in text
     assert (out / "ir" / "12_fold_uop_loop.txt").is_file() and (out / "ir" / "00_lowered.txt").is_file()

@@ -35,6 +35,7 @@ import sim.functional
 from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_UOP, MEM_WGT, load_config
 from hw.isa import ALU_ADD, ALU_MAX, ALU_MIN, ALU_SHR, OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, \
     decode_stream, decode_uops
+from compiler.ops.data import requant_shift
 from sim.image import MemoryImage
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -282,7 +283,7 @@ def test_blocked_gemm(runs):
     d = segment_base(image, 16, rows[3][2].dram_base, IC_B * 16)
     w = segment_base(image, 256, rows[4][2].dram_base, OC_B * IC_B * 256)
     r = image.output("res").addr // 16
-    epilogue = [(ALU_SHR, 8), (ALU_MAX, 0), (ALU_MIN, 127)]
+    epilogue = [(ALU_SHR, requant_shift(IC_B * 16)), (ALU_MAX, 0), (ALU_MIN, 127)]   # the data rule's shift
     want_rows = [("NOP-STORE", "U", {}, None)]                     # prologue push(3,2): empty stream
     for oc in range(OC_B // TILE):
         first = oc == 0
@@ -299,7 +300,7 @@ def test_blocked_gemm(runs):
                 want_rows += [("LD-UOP", "P", dict(x_size=1), None), ("GEMM", "U", gemm, [(0, 0, 0)])]
             else:
                 want_rows += [("GEMM", "PU", gemm, [(0, 0, 0)])]
-        # pop(2,1) (stays pending); CS(2){ SHR 8; MAX 0; MIN 127; push(2,3) }
+        # pop(2,1) (stays pending); CS(2){ SHR s; MAX 0; MIN 127; push(2,3) }
         for n, (op, imm) in enumerate(epilogue):
             if first:
                 want_rows += [("LD-UOP", "", dict(x_size=1), None)]
@@ -389,8 +390,8 @@ def conv_stream(image, R):
                 want += [("LD-UOP", "P", dict(x_size=126), None), gemm] if yb == 0 and ic == 0 else [gemm]
         want += [("NOP-MEM", "p", {}, None)]         # pop(2,1) x 2: the second commits the first as a NOP
         for t in range(2):
-            # CS(2){ SHR 8, MAX 0, MIN 127, each UOPK{LOOP(acc, 1, 1, 0) UOP(t*acc, t*acc)}; push(2,3) }
-            for n, (op, imm) in enumerate([(ALU_SHR, 8), (ALU_MAX, 0), (ALU_MIN, 127)]):
+            # CS(2){ SHR s, MAX 0, MIN 127, each UOPK{LOOP(acc, 1, 1, 0) UOP(t*acc, t*acc)}; push(2,3) }
+            for n, (op, imm) in enumerate([(ALU_SHR, requant_shift(icb * 16 * 9)), (ALU_MAX, 0), (ALU_MIN, 127)]):
                 if yb == 0:
                     want += [("LD-UOP", "", dict(x_size=1), None)]
                 want += [("ALU", "u" if n == 2 else "", alu(op, 1, imm, inner=(acc, 1, 1, 0)), [(t * acc, t * acc, 0)])]

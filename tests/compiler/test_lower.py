@@ -6,6 +6,7 @@ import pytest
 
 from compiler import ir, te
 from compiler.environment import Environment
+from compiler.ops.data import requant_shift
 from compiler.irexec import run
 from compiler.lower import LowerError, lower
 from compiler.reference import evaluate
@@ -163,7 +164,7 @@ def test_blocked_gemm_structure():
                                             "coproc_scope", "coproc_uop_scope"]
     alus = [a for a in _nodes(f.body, ir.Attr) if a.key == "pragma_alu"]
     ops = [(_nodes(a, ir.Store)[0].value.op, _nodes(a, ir.Store)[0].value.b) for a in alus]
-    assert ops == [(">>", ir.IntImm(8)), ("max", ir.IntImm(0)), ("min", ir.IntImm(127))]
+    assert ops == [(">>", ir.IntImm(requant_shift(1024))), ("max", ir.IntImm(0)), ("min", ir.IntImm(127))]
     # the store pragma sits on res.axis[2]: inside the 16-iteration oc_inn loop, one element each
     stores = [a for a in _nodes(f.body, ir.Attr) if a.key == "pragma_dma_copy"][-1]
     (st,) = _nodes(stores, ir.Store)

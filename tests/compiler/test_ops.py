@@ -39,8 +39,8 @@ def _run_both(image):
     return results
 
 
-def _conv_reference(wl, data, kernel, bias):
-    """NCHW conv (im2col in int64) -> wrap to int32 -> >> 8 -> + bias -> clip [0, 127] -> int8."""
+def _conv_reference(wl, data, kernel, bias, shift):
+    """NCHW conv (im2col in int64) -> wrap to int32 -> >> shift -> + bias -> clip [0, 127] -> int8."""
     x = unpack_nchw(data).astype(np.int64)
     o, i, kh, kw, bo, bi = kernel.shape
     w = kernel.transpose(0, 4, 1, 5, 2, 3).reshape(o * bo, i * bi, kh, kw).astype(np.int64)
@@ -48,7 +48,7 @@ def _conv_reference(wl, data, kernel, bias):
     cols = np.stack([xp[:, :, ky:ky + wl.stride * wl.oh:wl.stride, kx:kx + wl.stride * wl.ow:wl.stride]
                      for ky in range(wl.k) for kx in range(wl.k)], axis=2)      # n, c, k*k, oh, ow
     acc = np.einsum("ncqhw,ocq->nohw", cols, w.reshape(o * bo, i * bi, kh * kw))
-    acc = ((acc + (1 << 31)) % (1 << 32) - (1 << 31)) >> 8
+    acc = ((acc + (1 << 31)) % (1 << 32) - (1 << 31)) >> shift
     b = bias[0, :, 0, 0, 0, :].reshape(-1).astype(np.int64)
     return np.clip(acc + b[None, :, None, None], 0, 127).astype(np.int8)
 
@@ -100,13 +100,13 @@ def test_resnet_layer_fallback_reduced(default_cfg, layer):
 def test_conv_reference_is_independent(default_cfg):
     """The numpy reference the image carries equals an im2col conv written here."""
     from compiler.environment import Environment
-    from compiler.ops import workload_program
+    from compiler.ops import workload_program, workload_shift
     from compiler.reference import evaluate
     wl = parse_workload("resnet18.C3", default_cfg, reduce=4)
     with Environment(default_cfg) as env:
         sch, args, inputs = workload_program(env, wl, fallback_knobs(wl, default_cfg), seed=5)
         got = evaluate(args[-1], inputs)
-    want = _conv_reference(wl, inputs["data"], inputs["kernel"], inputs["bias"])
+    want = _conv_reference(wl, inputs["data"], inputs["kernel"], inputs["bias"], workload_shift(wl))
     assert np.array_equal(unpack_nchw(got), want)
 
 

@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_sigterm_during_an_rtl_run_leaves_no_work_dir(cfg, verilator_build, tmp_path):
     from sim.programs.synthetic import gemm_bound_image
-    image = gemm_bound_image(cfg, gemms=16, repeat=2048)          # ~8 M cycles: seconds on Verilator
+    image = gemm_bound_image(cfg, gemms=128, repeat=256)          # ~8 M cycles: seconds on Verilator
     image.save(tmp_path / "long")
     scratch = tmp_path / "tmp"
     scratch.mkdir()
