@@ -85,6 +85,10 @@ def partition(g: Graph, cfg, mode: str = "pattern", skip_first_conv: bool = True
         x_dtype = n.attrs["x_dtype"]
         try:
             region.check(x_dtype)
+            if n.op == "qconv" and (n.attrs["group"] != 1 or n.attrs["dilations"] != [1, 1]):
+                from compiler.ops.quantized import check_qconv_packing    # whether the groups pack into blocks
+                check_qconv_packing(cfg, n.attrs["weight"], n.attrs["strides"], n.attrs["pads"], n.attrs["group"],
+                                    n.attrs["dilations"], n.name, x_shape)
         except CompileError as e:
             if requant != "auto":        # the user asked for this path: its limit is the answer
                 raise

@@ -115,9 +115,9 @@ def canonicalise_qoperator(g: Graph) -> Graph:
         elif n.op in ("QGemm", "QLinearMatMul"):
             gemm = n.op == "QGemm"
             shape = g.shapes.get(ins[0]) or g.inputs.get(ins[0], ((0, 0), None))[0]
-            if len(shape) != 2:
+            if len(shape) != 2 and not (len(shape) == 3 and not gemm):
                 problems.append(f"{w}: input `{ins[0]}` of shape {tuple(shape)} ({n.op} is supported on 2-D "
-                                f"(N, K) inputs only)")
+                                f"(N, K) inputs{'' if gemm else ' and 3-D (B, S, K) ones'} only)")
                 continue
             xs, xz = _c(g, ins[1], w, problems, "a_scale"), _c(g, ins[2], w, problems, "a_zero_point")
             wt = _weight(g, ins[3], w, problems)
@@ -140,9 +140,20 @@ def canonicalise_qoperator(g: Graph) -> Graph:
                 problems.append(f"{w}: weight of shape {wt.shape} (2-D expected)")
                 continue
             weight = wt if (gemm and n.attrs.get("transB", 0)) else wt.T
-            nodes.append(qdense_node(n.name, w, ins[0], n.outputs[0], np.ascontiguousarray(weight), bias, xs, xz,
+            x_in, y_out, wrap = ins[0], n.outputs[0], []
+            if len(shape) == 3:       # (B, S, K): one dense over the B*S rows between two reshapes
+                b, s, k = shape
+                x_in, y_out = g.fresh(f"{n.name}_rows"), g.fresh(f"{n.name}_rows_out")
+                to2, to3 = g.fresh(f"{n.name}_shape2"), g.fresh(f"{n.name}_shape3")
+                g.consts[to2] = np.array([b * s, k], np.int64)
+                g.consts[to3] = np.array([b, s, weight.shape[0]], np.int64)
+                g.shapes[x_in], g.shapes[y_out] = (b * s, k), (b * s, weight.shape[0])
+                nodes.append(Node("Reshape", [ins[0], to2], [x_in], {}, f"{n.name}_rows", w))
+                wrap = [Node("Reshape", [y_out, to3], list(n.outputs), {}, f"{n.name}_unrows", w)]
+            nodes.append(qdense_node(n.name, w, x_in, y_out, np.ascontiguousarray(weight), bias, xs, xz,
                                      ws, wz, ys, yz, g.consts[yz_name].dtype,
                                      x_dtype=g.consts[ins[2]].dtype))
+            nodes += wrap
         elif n.op in ("QLinearAdd", "QLinearMul"):
             vals = [_c(g, ins[k], w, problems, what) for k, what in
                     ((1, "A_scale"), (2, "A_zero_point"), (4, "B_scale"), (5, "B_zero_point"), (6, "C_scale"),

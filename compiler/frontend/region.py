@@ -29,10 +29,9 @@ def region_problem(node) -> str | None:
         return "weight zero point is not 0 (VTA needs symmetric weights)"
     if node.op == "qconv":
         o, i, kh, kw = a["weight"].shape
-        if a.get("group", 1) != 1:
-            return f"group={a['group']} (grouped and depthwise convolutions have no VTA lowering here yet)"
-        if any(d != 1 for d in a.get("dilations", (1, 1))):
-            return f"dilations={a['dilations']} (conv2d_packed takes undilated kernels)"
+        dil = a.get("dilations", (1, 1))
+        if dil[0] != dil[1]:
+            return f"dilations={dil} cannot be packed (equal dilations needed)"
         if kh != kw:
             return f"kernel {kh}x{kw} cannot be packed (conv2d_packed takes square kernels)"
         if a["strides"][0] != a["strides"][1]:
@@ -92,7 +91,8 @@ class VtaRegion:
         name = "".join(c if c.isalnum() else "_" for c in self.node.name)[:40] or "region"
         if self.node.op == "qconv":
             self.layer = build_qconv(self.cfg, tuple(x_shape), a["weight"], a["bias"], a["strides"], a["pads"], za,
-                                     plan, knobs=self.knobs, name=name)
+                                     plan, knobs=self.knobs, name=name, groups=int(a.get("group", 1)),
+                                     dilations=tuple(a.get("dilations", (1, 1))))
         else:
             self.layer = build_qdense(self.cfg, tuple(x_shape), a["weight"], a["bias"], za, plan,
                                       knobs=self.knobs, name=name)

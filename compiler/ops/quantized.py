@@ -55,7 +55,7 @@ from compiler.workloads import RESNET18, Conv2d, GroupConv2d
 from sim.engines import run_engine
 from sim.image import MemoryImage, Segment
 
-__all__ = ["build_qconv", "build_qdense", "QLayer"]
+__all__ = ["build_qconv", "build_qdense", "QLayer", "check_qconv_packing"]
 
 _STEP_KINDS = ("add", "mul", "min", "max", "shr", "shl")
 _DMA_PAD_MAX = 15            # the 4-bit pad fields of a LOAD
@@ -331,6 +331,17 @@ def _program(cfg, g, consts, plan, knobs, name, hw, vta_pad):
         inputs = {**consts, "data": np.zeros(data.shape, np.int8)}
         built = build(sch, [data, kernel, bias, *vecs.values(), out], inputs, cfg, name=name, expected=False)
     return built, out
+
+
+def check_qconv_packing(cfg, weight, strides, pads=0, groups: int = 1, dilations=1, name: str = "qconv",
+                        x_shape=None):
+    """Raise the error :func:`build_qconv` would raise for this weight, groups and dilation (packing into
+    the config's blocks), without compiling; ``x_shape`` defaults to the smallest input that fits."""
+    o, cg, kh, kw = np.shape(weight)
+    d = norm_pair(dilations, "dilations")
+    if x_shape is None:
+        x_shape = (1, cg * groups, (kh - 1) * d[0] + 1, (kw - 1) * d[1] + 1)
+    _geometry(cfg, x_shape, np.asarray(weight), strides, pads, name, groups=groups, dilations=dilations)
 
 
 def _geometry(cfg, x_shape, weight, strides, pads, name, dense=False, groups=1, dilations=1):

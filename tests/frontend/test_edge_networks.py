@@ -30,7 +30,7 @@ from compiler.frontend.network import Network
 SMALL = {"mobilenet_v2": dict(hw=32, width=0.5, classes=16), "yolo_tiny": dict(hw=64, classes=3),
          "bert_tiny": dict(), "dcgan": dict()}
 # (relative error bound, least top-1 agreement, least regions on VTA) at these sizes
-BOUNDS = {"mobilenet_v2": (0.15, 0.85, 30), "yolo_tiny": (0.08, 1.0, 10), "bert_tiny": (0.08, 0.9, 13),
+BOUNDS = {"mobilenet_v2": (0.15, 0.85, 50), "yolo_tiny": (0.08, 1.0, 10), "bert_tiny": (0.08, 0.9, 13),
           "dcgan": (0.02, 1.0, 0)}
 # onnxruntime writes QOperator for the convolutional ones; those run in the slow set
 CASES = [pytest.param((n, "qdq"), id=f"{n}-qdq") for n in SMALL]

@@ -273,21 +273,25 @@ def test_fuse_gemm_and_matmul(cfg, tmp_path):
     assert worst <= 1 and same > 0.9
 
 
-def test_batched_matmul_stays_float_in_qdq_and_is_refused_in_qoperator(cfg, tmp_path):
-    """qdense takes (N, K): a 3-D MatMul runs on the host in float (QDQ) or is listed as unsupported (QOperator)."""
+def test_batched_matmul_with_a_constant_weight_is_one_dense_over_the_rows(cfg, tmp_path):
+    """A 3-D (B, S, K) MatMul with a constant (K, O) weight becomes one qdense over the B*S rows between
+    two reshapes, in both formats, within one LSB of onnxruntime."""
     rng = np.random.default_rng(21)
     g = GraphBuilder()
     y = g.op("MatMul", ["x", g.const("w", (rng.standard_normal((16, 8)) * 0.3).astype(np.float32))])
     model = g.model("bmm", "x", (3, 16), y, (3, 8))
     path = _qdq(model, tmp_path / "bmm.onnx")
     net = _net(path, cfg)
-    assert net.graph.counts().get("MatMul") == 1 and "qdense" not in net.graph.counts()
+    counts = net.graph.counts()
+    assert "MatMul" not in counts and counts["qdense"] == 1 and counts["Reshape"] == 2, counts
     worst, _, _ = _lsb_vs_ort(net, path)
     assert worst <= 1
     cal = np.random.default_rng(22).standard_normal((16, 3, 16)).astype(np.float32)
     qop = quantize(model, tmp_path / "bmm_qop.onnx", cal, "qop", batch=8)
-    with pytest.raises(UnsupportedModel, match=r"QLinearMatMul is supported on 2-D \(N, K\) inputs only"):
-        load_onnx(qop)
+    net = _net(qop, cfg)
+    assert net.graph.counts()["qdense"] == 1
+    worst, _, _ = _lsb_vs_ort(net, qop)
+    assert worst <= 1
 
 
 def test_fuse_residual_add(cfg, tmp_path):

@@ -4,7 +4,7 @@ Shape (NCHW, ``c`` channels at ``hw`` x ``hw``)::
 
     Conv3x3 3->c + BN + LeakyRelu(0.1)                        (the first conv: kept on the host)
     Conv3x3 s2 c->2c + BN + Relu                               (VTA)
-    depthwise Conv3x3 (group 2c) + BN + Relu                   (host: grouped convs have no VTA lowering)
+    depthwise Conv3x3 (group 2c) + BN + Relu                   (VTA when 2c packs into the blocks, else host)
     Conv1x1 2c->2c + BN + LeakyRelu(0.1)                       (VTA; LeakyReLU a table on the host)
     Resize nearest x2, Concat with the first conv's output     (host, YOLO's route/upsample)
     Conv1x1 3c->c + BN + Relu                                  (VTA)
