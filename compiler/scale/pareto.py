@@ -97,12 +97,11 @@ def run_dse(results, out_dir, log=print) -> dict:
     if not grouped:
         raise SpecError(f"results file {results}: no successful point (statuses: "
                         f"{sorted({r['status'] for r in rows}) or 'none'})")
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise SpecError("vtasim dse draws with matplotlib: pip install 'vtasim[plot]'") from None
+    from sim.install import require
+    require(["matplotlib"], "vtasim dse (its Pareto and sensitivity plots)")
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     all_pts = [p for g, pts in grouped.items() if g != TOTAL for p in pts]

