@@ -89,6 +89,8 @@ def _finish(plt, fig, ax, xlabel: str, ylabel: str, title: str, path: Path) -> P
 def run_dse(results, out_dir, log=print) -> dict:
     """Write ``front.csv``, ``pareto_<group>.png`` and ``sensitivity_<KEY>.png`` into ``out_dir``;
     returns ``{group: front}``."""
+    from sim.install import require
+    require(["matplotlib"], "vtasim dse (its Pareto and sensitivity plots)")
     results = Path(results)
     if not results.is_file():
         raise SpecError(f"results file {results}: not a regular file (run vtasim sweep SPEC --out {results})")
@@ -97,8 +99,6 @@ def run_dse(results, out_dir, log=print) -> dict:
     if not grouped:
         raise SpecError(f"results file {results}: no successful point (statuses: "
                         f"{sorted({r['status'] for r in rows}) or 'none'})")
-    from sim.install import require
-    require(["matplotlib"], "vtasim dse (its Pareto and sensitivity plots)")
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
