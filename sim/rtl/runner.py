@@ -296,8 +296,7 @@ def get_build(cfg: VTAConfig, sim: str = "verilator", waves=None, rtl_dir=None,
     ``dram_bytes``), compiling it first if needed.  ``waves``: see :func:`wave_format`."""
     if sim not in SIMULATORS:
         raise SimError(f"--sim {sim!r} is not one of {', '.join(SIMULATORS)}")
-    from sim.rtl import require
-    require(sim)
+    tools.require(sim)
     waves = compiled_trace(sim, waves)
     rtl_dir = Path(rtl_dir) if rtl_dir else default_rtl_dir()
     tb_file = Path(tb_file) if tb_file else default_tb_file()

