@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 
 from hw.files import load_json, parse_json
+from sim.cli.options import add_config
+from sim.rtl.runner import SIMULATORS
 
 __all__ = ["add_commands"]
 
@@ -26,7 +28,7 @@ __all__ = ["add_commands"]
 def _knobs_from_args(args, wl, cfg):
     """(knobs, source) from --knobs / --log / TopHub / fallback, in that order of preference."""
     from compiler.errors import CompileError
-    from compiler.knobs import best_from_log, fallback_knobs, tophub_knobs
+    from compiler.knobs import best_from_log, fallback_knobs, tophub_knobs, tuned_sizes
     if args.knobs is not None:
         if os.path.lexists(args.knobs):         # a file: regular, bounded, strict JSON (hw.files)
             knobs = load_json(args.knobs, "--knobs file", 1 << 20, error=CompileError)
@@ -36,8 +38,14 @@ def _knobs_from_args(args, wl, cfg):
             raise CompileError(f"--knobs must be a JSON object, got {type(knobs).__name__}")
         return knobs, "--knobs"
     if args.log is not None:
-        rec = best_from_log(args.log, args.workload, cfg)
+        rec = best_from_log(args.log, args.workload, cfg, reduce=args.reduce)
         if rec is None:
+            sizes = tuned_sizes(args.log, args.workload, cfg)
+            if sizes:
+                raise CompileError(f"tuning log {args.log} has {args.workload} on {cfg.bitstream} tuned at "
+                                   f"{', '.join(_size(args.workload, cfg, r) for r in sizes)}, not at the size asked, "
+                                   f"{_size(args.workload, cfg, args.reduce)}: compile with that --reduce or tune "
+                                   f"this size")
             raise CompileError(f"tuning log {args.log} has no error-free record of {args.workload} on {cfg.bitstream}")
         return rec["knobs"], f"log {args.log} ({rec['cycles']} cycles)"
     if args.fallback:
@@ -49,6 +57,14 @@ def _knobs_from_args(args, wl, cfg):
         from compiler.knobs import fitting_knobs
         return fitting_knobs(wl, cfg), "the largest tiles that fit (no TopHub record)"
     return fallback_knobs(wl, cfg), "fallback (no TopHub record)"
+
+
+def _size(workload: str, cfg, reduce: int) -> str:
+    """``--reduce 4 (7x7)``: a size of the workload as the command line spells it, with its H x W."""
+    from compiler.workloads import parse_workload
+    wl = parse_workload(workload, cfg, reduce=reduce)
+    dims = f" ({wl.h}x{wl.w})" if hasattr(wl, "h") and hasattr(wl, "w") else ""
+    return f"--reduce {reduce}{dims}"
 
 
 def cmd_compile(args) -> int:
@@ -80,8 +96,10 @@ def cmd_tune(args) -> int:
     from compiler.tune import measure, tune
     from compiler.workloads import parse_workload
     cfg = load_config(args.config)
+    from sim.scale.cluster import client_from_args, cluster_option, require_cluster, wants_cluster
+    if wants_cluster(args):
+        require_cluster(f"vtasim tune {cluster_option(args)}")
     wl = parse_workload(args.workload, cfg, reduce=args.reduce)
-    from sim.scale.cluster import client_from_args, wants_cluster
     if wants_cluster(args):         # --workers N / --scheduler ADDR: the trials run on Dask
         with client_from_args(args, log=lambda s: print(s, flush=True), what="tune") as client:
             result = tune(args.workload, cfg, trials=args.trials, log=args.log, seed=args.seed,
@@ -115,15 +133,18 @@ def cmd_tune(args) -> int:
 def cmd_demo(args) -> int:
     from hw.config import load_config
     from compiler.demo import run_demo
+    if args.rtl:
+        from sim.rtl import require
+        require(args.rtl, "vtasim demo --rtl")
     return run_demo(load_config(args.config), Path(args.out), rtl=args.rtl, workload=args.workload,
                     reduce=args.reduce)
 
 
 def add_commands(sub) -> None:
     p = sub.add_parser("demo", help="compile ResNet-18 C8, run it on the functional and cycle engines, check, report")
-    p.add_argument("--config", type=Path, default=None)
+    add_config(p)
     p.add_argument("--out", type=Path, default=Path("runs/demo"), help="where the image, IR, traces and plot go")
-    p.add_argument("--rtl", choices=("verilator", "icarus"), default=None,
+    p.add_argument("--rtl", choices=SIMULATORS, default=None,
                    help="also run the RTL on this simulator and compare it with the cycle engine")
     p.add_argument("--workload", default="resnet18.C8", help="another ResNet-18 layer (resnet18.C2 ... C11)")
     p.add_argument("--reduce", type=int, default=1, help="divide H and W by this (quick runs)")
@@ -133,23 +154,24 @@ def add_commands(sub) -> None:
     p.add_argument("workload", help="resnet18.C2..C11, conv2d.H.W.CIN.COUT.K.PAD.STRIDE, dense.BxINxOUT, gemm.MxKxN, vadd.N")
     knobs = p.add_mutually_exclusive_group()
     knobs.add_argument("--knobs", default=None, help="knob JSON object (or a file holding one)")
-    knobs.add_argument("--log", type=Path, default=None, help="tuning log: use its best record of this workload")
+    knobs.add_argument("--log", type=Path, default=None,
+                       help="tuning log: use its best record of this workload at this --reduce")
     knobs.add_argument("--fallback", action="store_true", help="AutoTVM's fallback knobs (slow schedules)")
     p.add_argument("--reduce", type=int, default=1, help="divide a conv layer's H and W by this (quick runs)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
-    p.add_argument("--config", type=Path, default=None)
+    add_config(p)
     p.add_argument("--dump-ir", type=Path, default=None, help="write the IR after every pass into this directory")
     p.add_argument("--out", type=Path, required=True, help="memory image directory")
     p.set_defaults(func=cmd_compile)
 
     p = sub.add_parser("tune", help="search a workload's schedule knobs with the cycle engine as cost model")
-    p.add_argument("workload")
-    p.add_argument("--trials", type=int, default=32)
+    p.add_argument("workload", help="a catalogue workload, as for vtasim compile")
+    p.add_argument("--trials", type=int, default=32, help="knob settings measured")
     p.add_argument("--jobs", type=int, default=2, help="worker processes (without Dask)")
     p.add_argument("--log", type=Path, default=None, help="append every trial to this JSON-lines log")
-    p.add_argument("--reduce", type=int, default=1)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--config", type=Path, default=None)
+    p.add_argument("--reduce", type=int, default=1, help="divide a conv layer's H and W by this (the size tuned)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the knob search")
+    add_config(p)
     p.add_argument("--skip-fallback", action="store_true", help="do not measure the (slow) fallback knobs")
     from sim.scale.cluster import add_cluster_options
     add_cluster_options(p, default_workers=None)    # --workers N / --scheduler ADDR: trials on Dask

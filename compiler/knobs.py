@@ -15,7 +15,8 @@ Tuning logs are JSON lines, one trial per line::
     {"workload": "resnet18.C2", "config": "1x16_i8w8a32_15_15_18_17", "knobs": {...},
      "cycles": 535000, "gemm_uops": 451584, "error": null}
 
-``best_from_log`` picks the fewest cycles for a workload and config.
+``best_from_log`` picks the fewest cycles for a workload, config and size (``reduce``; a record without
+it was tuned at full size); ``tuned_sizes`` lists the sizes a log has.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from hw.files import parse_json, read_regular
 from compiler.errors import CompileError
 from compiler.workloads import Conv2d, Dense, VAdd
 
-__all__ = ["knob_space", "fallback_knobs", "tophub_knobs", "fitting_knobs", "check_knobs", "best_from_log",
+__all__ = ["knob_space", "fallback_knobs", "tophub_knobs", "fitting_knobs", "check_knobs", "best_from_log", "tuned_sizes",
            "read_log", "append_log", "split_extents", "MAX_LOG_BYTES"]
 
 MAX_LOG_BYTES = 128 << 20      # a tuning log of about 400k trials; read whole (a regular file, hw.files)
@@ -215,12 +216,22 @@ def append_log(path, record: dict) -> None:
         f.flush()
 
 
-def best_from_log(path, workload: str, cfg) -> dict | None:
-    """The fastest error-free record of ``workload`` on ``cfg`` in the log, or None."""
+def _measured(path, workload: str, cfg) -> list[dict]:
+    """The error-free, measured records of ``workload`` on ``cfg`` in the log."""
+    return [rec for rec in read_log(path) if rec["workload"] == workload and rec["config"] == cfg.bitstream
+            and not rec.get("error") and rec.get("cycles") is not None]
+
+
+def best_from_log(path, workload: str, cfg, reduce: int = 1) -> dict | None:
+    """The fastest error-free record of ``workload`` on ``cfg`` tuned at size ``reduce`` in the log, or
+    None (a record without ``reduce`` was tuned at full size)."""
     best = None
-    for rec in read_log(path):
-        if rec["workload"] != workload or rec["config"] != cfg.bitstream or rec.get("error"):
-            continue
-        if rec.get("cycles") is not None and (best is None or rec["cycles"] < best["cycles"]):
+    for rec in _measured(path, workload, cfg):
+        if rec.get("reduce", 1) == reduce and (best is None or rec["cycles"] < best["cycles"]):
             best = rec
     return best
+
+
+def tuned_sizes(path, workload: str, cfg) -> list[int]:
+    """The ``reduce`` values the log has error-free records of ``workload`` on ``cfg`` for, ascending."""
+    return sorted({rec.get("reduce", 1) for rec in _measured(path, workload, cfg)})

@@ -3,12 +3,13 @@
 ``compare(expected, actual, image)`` matches retire records by program index, finds the earliest
 divergence in time (a start that differs shows at the earlier start, an end at the earlier end, a
 digest at the end), compares the output bytes and the final DRAM, and returns a :class:`Diff`.
-Items counted in ``N matched, M mismatched``: retire records (matched by program index) and output
-regions (plus one item for DRAM bytes outside every output, when they differ).
+Items counted in ``N matched, M mismatched``: retire records (matched by program index, one per
+instruction) and output regions (plus one item for DRAM bytes outside every output, when they
+differ); the report names both kinds: ``22 instructions and 1 output matched, 0 mismatched``.
 ``Diff.report()`` is the multi-line text of ``vtasim diff``: module, the instruction disassembled,
 the cycle on each side, expected vs actual lanes, the last retirements on both sides, command-queue
 and token state at that cycle (rebuilt from dispatch/start/end cycles), the waveform window and a
-command that reproduces it; it ends with ``N matched, M mismatched``.
+command that reproduces it; it ends with that tally.
 
 Against the functional model only data is compared (it has no cycles).  :func:`render` is the text of
 the report (:meth:`Diff.report`).
@@ -24,7 +25,7 @@ from hw.disasm import one_line
 from hw.isa import MODULE_NAMES, OPCODE_NAMES, TOKEN_POPS, TOKEN_PUSHES, TOKEN_QUEUES, decode
 from sim.program import load_program
 
-__all__ = ["Diff", "Divergence", "DataDiff", "compare", "machine_state", "render", "format_record",
+__all__ = ["Diff", "Divergence", "DataDiff", "compare", "machine_state", "render", "tally", "format_record",
            "WINDOW_CYCLES", "LAST_N", "TOKENS"]
 
 WINDOW_CYCLES = 20          # half-width of the waveform window named by a report
@@ -59,8 +60,10 @@ class Diff:
     image: object
     expected_engine: str
     actual_engine: str
-    matched: int = 0
+    matched: int = 0                                 # retire records and output regions
     mismatched: int = 0
+    records_matched: int | None = None               # of ``matched``: retire records (None: not compared)
+    outputs_matched: int | None = None               # of ``matched``: output regions (None: not compared)
     first: Divergence | None = None
     data: list = field(default_factory=list)        # DataDiff per differing region
     cycles: tuple = (None, None)
@@ -186,6 +189,7 @@ def compare(expected, actual, image, reproduce: str = "", timing: bool = True, e
              reproduce=reproduce, error=error)
     if timing and expected.trace is not None and actual.trace is not None:
         d.matched, d.mismatched, d.first = compare_traces(expected.trace, actual.trace)
+        d.records_matched = d.matched
         d.cycles = (expected.cycles, actual.cycles)
         if d.first is not None and d.first.program_index is not None and "digest" in d.first.fields:
             order = [r.program_index for r in sorted(expected.trace, key=_key)]
@@ -195,7 +199,8 @@ def compare(expected, actual, image, reproduce: str = "", timing: bool = True, e
     d.data = compare_data(image, expected.dram, actual.dram)
     # Output regions count as items next to the retire records, so a data-only divergence is counted.
     bad_outputs = len({x.name for x in d.data if x.name != "dram"})
-    d.matched += len(image.outputs) - bad_outputs
+    d.outputs_matched = len(image.outputs) - bad_outputs
+    d.matched += d.outputs_matched
     d.mismatched += len(d.data)
     return d
 
@@ -336,5 +341,17 @@ def render(diff) -> str:
         lines.append(f"reproduce: {diff.reproduce}")
     if diff.cycles != (None, None):
         lines.append(f"cycles: {diff.cycles[0]} ({E}) vs {diff.cycles[1]} ({A})")
-    lines.append(f"{diff.matched} matched, {diff.mismatched} mismatched")
+    lines.append(tally(diff))
     return "\n".join(lines)
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
+def tally(diff) -> str:
+    """The report's last line: what matched, by kind (instructions' retire records, output regions),
+    and how many items mismatched."""
+    kinds = [_count(n, what) for n, what in ((diff.records_matched, "instruction"), (diff.outputs_matched, "output"))
+             if n is not None]
+    return f"{' and '.join(kinds) if kinds else diff.matched} matched, {diff.mismatched} mismatched"

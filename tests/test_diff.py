@@ -50,7 +50,7 @@ def test_identical_runs_match(case):
     d = compare(run, _mutant(run), image)
     assert d.ok and d.first is None and not d.data
     assert (d.matched, d.mismatched) == (5 + 1, 0)          # 5 records + 1 output region
-    assert d.report().endswith("6 matched, 0 mismatched")
+    assert d.report().endswith("5 instructions and 1 output matched, 0 mismatched")
 
 
 def test_extra_cycle_is_reported_at_its_instruction_and_cycle(case):
@@ -66,7 +66,7 @@ def test_extra_cycle_is_reported_at_its_instruction_and_cycle(case):
     text = d.report()
     assert "FIRST DIVERGENCE at cycle 79: compute module, instruction 2" in text
     assert "ALU add imm 3" in text
-    assert text.endswith("3 matched, 3 mismatched")
+    assert text.endswith("2 instructions and 1 output matched, 3 mismatched")
 
 
 def test_data_bit_is_reported_with_lanes(case):
@@ -95,3 +95,13 @@ def test_machine_state_follows_the_contract(case):
     # Queues at cycle 22: dispatched before 22 = insns 0, 1 (compute); started before 22 = insn 0.
     st = machine_state(prog, run.trace, run.dispatch_cycle, 22)
     assert st["queues"] == {"load": 0, "compute": 1, "store": 0}
+
+
+def test_the_tally_names_instructions_and_outputs(case):
+    """One retire record per instruction: the count next to 'instructions' is the image's instruction
+    count; a data-only diff (against the functional model) counts outputs alone."""
+    image, run, _ = case
+    d = compare(run, _mutant(run), image)
+    assert d.report().splitlines()[-1] == f"{image.insn_count} instructions and {len(image.outputs)} output matched, 0 mismatched"
+    d = compare(run, _mutant(run), image, timing=False)
+    assert d.report().splitlines()[-1] == "1 output matched, 0 mismatched"

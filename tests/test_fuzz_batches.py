@@ -73,7 +73,7 @@ def test_fuzz_runs_in_batches_with_bounded_live_images(fake_rtl, tracked, capsys
     out = capsys.readouterr().out
     assert fake_rtl["sizes"] == [3, 3, 1]
     assert tracked["peak"] <= 3, tracked["peak"]
-    assert "seed 40: 7 programs identical, 0 diverged" in out and "in batches of 3" in out
+    assert "seeds 40..46: 7 programs identical, 0 diverged" in out and "in batches of 3" in out
     from hw.config import load_config
     cfg = load_config()
     want = [watchdog_for(run_image(randprog.generate(cfg, s)).cycles) for s in range(40, 47)]
@@ -121,3 +121,16 @@ def test_fuzz_batch_and_max_cycles_options(fake_rtl, capsys):
     assert main(["fuzz", "--n", "3", "--batch", "0"]) == 2
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and "--batch 0" in err[0]
+
+
+def test_fuzz_names_each_batchs_seed_range(fake_rtl, tracked, capsys):
+    """7 programs in batches of 3: one line per batch naming its seeds (a single seed as 'seed 46'),
+    then the campaign's range; the counts per batch add up to the campaign's."""
+    tracked["fail"] = {44}
+    assert main(["fuzz", "--n", "7", "--seed", "40", "--batch", "3"]) == 1
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("seed")]
+    assert lines[:3] == ["seeds 40..42: 3 programs identical, 0 diverged",
+                         "seeds 43..45: 2 programs identical, 0 diverged, 1 could not be generated or modelled",
+                         "seed 46: 1 program identical, 0 diverged"]
+    assert lines[3].startswith("seeds 40..46: 6 programs identical, 0 diverged, 1 could not be generated")
+    assert len(lines) == 4

@@ -36,7 +36,7 @@ def _zoom(text) -> float:
 def test_groups_open_with_every_signal(tmp_path):
     cfg = load_config()
     text = write_gtkw(tmp_path / "m.gtkw", tmp_path / "m.vcd", widths=signal_widths(cfg), end_ns=1000).read_text()
-    assert f'[dumpfile] "{(tmp_path / "m.vcd").resolve()}"' in text
+    assert '[dumpfile] "m.vcd"' in text and '[savefile] "m.gtkw"' in text     # relative: the folder can move
     items = _flags_and_lines(text)
     begins = [line for flag, line in items if flag & TR_GRP_BEGIN]
     assert begins == [f"-{g}" for g, _ in GROUPS]
@@ -65,3 +65,21 @@ def test_zoom_counts_in_the_dumps_time_unit(tmp_path):
     text = write_gtkw(tmp_path / "r.gtkw", tmp_path / "r.fst", window_ns=(5_000, 5_400), unit_ns=0.001).read_text()
     assert "[timestart] 5000000" in text
     assert 400_000 <= 2 ** -_zoom(text) / 200 * WAVE_PX <= 440_000
+
+
+def test_the_save_file_names_its_waveform_relative_to_itself(tmp_path):
+    """A folder of waves and save files moved elsewhere still opens: the [dumpfile] path, resolved from
+    the moved save file's directory, is the moved waveform (and a waveform in another directory is
+    reached with '..')."""
+    import shutil
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "rtl.fst").write_bytes(b"fst")
+    write_gtkw(tmp_path / "a" / "rtl.gtkw", tmp_path / "a" / "rtl.fst", end_ns=10)
+    shutil.move(tmp_path / "a", tmp_path / "moved")
+    text = (tmp_path / "moved" / "rtl.gtkw").read_text()
+    (dump,) = re.findall(r'^\[dumpfile\] "(.*)"$', text, re.M)
+    assert (tmp_path / "moved" / dump).read_bytes() == b"fst"
+    (tmp_path / "views").mkdir()
+    other = write_gtkw(tmp_path / "views" / "x.gtkw", tmp_path / "moved" / "rtl.fst", end_ns=10)
+    (dump,) = re.findall(r'^\[dumpfile\] "(.*)"$', other.read_text(), re.M)
+    assert dump == "../moved/rtl.fst"

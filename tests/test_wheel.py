@@ -59,5 +59,14 @@ def test_wheel_ships_config_and_runs_the_demo(tmp_path):
                  cwd=work, env=env).stdout.split()
     site = venv / "lib"
     assert all(Path(p).is_relative_to(site) for p in where), f"not the installed copy: {where}"
+    # No pyproject.toml beside an installed wheel: the version and the extras come from its metadata.
+    import tomllib
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert _run([venv / "bin" / "vtasim", "--version"], cwd=work, env=env).stdout.strip() == \
+        f"vtasim {project['version']}"
+    facts = _run([py, "-c", "import sim.install as i; print(i.extra_of('sklearn'), i.extra_of('distributed'), "
+                  "i.extra_of('cocotb_tools'), i.extra_of('matplotlib'), sorted(i.extras()))"],
+                 cwd=work, env=env).stdout.strip()
+    assert facts == f"onnx scale rtl plot {sorted(project['optional-dependencies'])}", facts
     demo = _run([venv / "bin" / "vtasim", "demo", "--out", str(work / "demo")], cwd=work, env=env)
     assert "demo: all outputs match the numpy reference" in demo.stdout, demo.stdout

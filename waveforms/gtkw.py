@@ -8,18 +8,23 @@ the groups open expanded and the view is zoomed to the whole run, or to ``window
 
     >>> write_gtkw("view.gtkw", "rtl.vcd", end_ns=52_000)          # doctest: +SKIP
     $ gtkwave view.gtkw
+
+The save file names the waveform by its path relative to the save file's own directory (and itself by
+its bare name in ``[savefile]``, which GTKWave uses to re-anchor a relative dump path on the save
+file's location), so a folder of waves and save files can be moved or copied as a whole.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 from vcd.gtkw import GTKWSave
 
 from waveforms.vcd import SCOPE, SIGNALS
 
-__all__ = ["GROUPS", "WINDOW_PX", "WAVE_PX", "zoom_for", "write_gtkw"]
+__all__ = ["GROUPS", "WINDOW_PX", "WAVE_PX", "zoom_for", "relative_dumpfile", "write_gtkw"]
 
 GROUPS = (
     ("busy", ("load_busy", "compute_busy", "store_busy")),
@@ -41,6 +46,11 @@ def zoom_for(span: float, pixels: int = WAVE_PX) -> float:
     return -math.log2(_PIXELS_PER_FRAME * max(span, 1) * _MARGIN / pixels)
 
 
+def relative_dumpfile(path, dumpfile) -> str:
+    """``dumpfile`` as a path relative to the directory of the save file ``path``."""
+    return os.path.relpath(Path(dumpfile).resolve(), Path(path).resolve().parent)
+
+
 def write_gtkw(path, dumpfile, scope=SCOPE, window_ns: tuple | None = None, widths: dict | None = None,
                end_ns: float | None = None, unit_ns: float = 1.0) -> Path:
     """Write a save file for ``dumpfile``.
@@ -56,8 +66,8 @@ def write_gtkw(path, dumpfile, scope=SCOPE, window_ns: tuple | None = None, widt
     with path.open("w") as fh:
         save = GTKWSave(fh)
         save.comment("vtasim co-verification signals (waveforms/gtkw.py)")
-        save.dumpfile(str(Path(dumpfile).resolve()))
-        save.savefile(str(path.resolve()))
+        save.dumpfile(relative_dumpfile(path, dumpfile), abspath=False)
+        save.savefile(path.name, abspath=False)
         save.size(*WINDOW_PX)
         save.signals_width(SIGNALS_PX)
         save.sst_expanded(False)          # the hierarchy tree would take the waves' room

@@ -45,6 +45,12 @@ class _Progress:
 
 
 def cmd_onnx(args) -> int:
+    from sim.install import require
+    require(("onnx", "onnxruntime") + (("sklearn",) if args.dataset == "digits" else ()),
+            "vtasim onnx" + (f" --dataset {args.dataset}" if args.dataset else ""))
+    if args.engine == "rtl":
+        from sim.rtl import require as require_rtl
+        require_rtl("verilator", "vtasim onnx --engine rtl")
     from compiler.frontend.compare import OrtReference, agreement, output_lsb
     from compiler.frontend.network import Network
     from compiler.frontend.report import layer_table, totals, write_report
@@ -103,8 +109,10 @@ def cmd_onnx(args) -> int:
             line += f", float32 {DIGITS_FLOAT.name} (onnxruntime) {held_out_top1(DIGITS_FLOAT, len(labels)):.4f}"
         print(line)
     if args.report is not None:
+        from sim.install import missing_note
         paths = write_report(first, args.report, cfg, title=Path(args.model).stem)
-        print(f"report: {', '.join(str(p) for p in paths)}")
+        note = missing_note(["matplotlib"], "the report's PNG plots")
+        print(f"report: {', '.join(str(p) for p in paths)}" + (f"; no PNG plots ({note})" if note else ""))
     if args.save_images is not None:
         print(f"memory images of the VTA regions (first input): {args.save_images} "
               f"(replay: vtasim run DIR --engine cycle --check; vtasim diff DIR)")
@@ -114,6 +122,7 @@ def cmd_onnx(args) -> int:
 def add_commands(sub) -> None:
     from compiler.frontend.execute import ENGINES
     from compiler.frontend.inputs import DATASETS
+    from sim.cli.options import add_config
     from compiler.frontend.partition import PARTITION_MODES
     p = sub.add_parser("onnx", help="run an int8 ONNX model: VTA regions on an engine, the rest on the host; "
                                     "compare with onnxruntime")
@@ -127,7 +136,7 @@ def add_commands(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the random input when no --input/--dataset")
     p.add_argument("--engine", choices=ENGINES, default="cycle",
                    help="where the VTA regions run (reference = their numpy execution)")
-    p.add_argument("--config", type=Path, default=None)
+    add_config(p)
     p.add_argument("--partition", choices=PARTITION_MODES, default="pattern",
                    help="pattern: every convertible layer; cost: only where VTA beats the host estimate")
     p.add_argument("--threshold", type=float, default=1.0, help="cost partitioning: offload when host/VTA time >= this")

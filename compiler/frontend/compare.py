@@ -13,10 +13,9 @@ class OrtReference:
     """An onnxruntime CPU session of the same model file."""
 
     def __init__(self, path):
-        try:
-            import onnxruntime as ort
-        except ImportError as e:
-            raise FrontendError("onnxruntime is not installed (pip install 'vtasim[onnx]')") from e
+        from sim.install import require
+        require(["onnxruntime"], "the onnxruntime reference")
+        import onnxruntime as ort
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = 1
         opts.log_severity_level = 3

@@ -22,7 +22,8 @@ __all__ = ["add_scale_commands"]
 def cmd_sweep(args) -> int:
     from compiler.scale.runner import run_sweep
     from compiler.scale.spec import load_spec
-    from sim.scale.cluster import security_from
+    from sim.scale.cluster import cluster_option, require_cluster, security_from
+    require_cluster(f"vtasim sweep (on Dask, {cluster_option(args)})")
     if args.workers < 1:
         raise SimError(f"--workers {args.workers} must be at least 1")
     spec = load_spec(args.spec)

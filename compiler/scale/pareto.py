@@ -158,6 +158,8 @@ def sensitivity_figure(plt, key: str, grouped: dict):
 def run_dse(results, out_dir, log=print) -> dict:
     """Write ``front.csv``, ``pareto_<group>.png`` and ``sensitivity_<KEY>.png`` into ``out_dir``;
     returns ``{group: front}``."""
+    from sim.install import require
+    require(["matplotlib"], "vtasim dse (its Pareto and sensitivity plots)")
     results = Path(results)
     if not results.is_file():
         raise SpecError(f"results file {results}: not a regular file (run vtasim sweep SPEC --out {results})")
@@ -166,12 +168,9 @@ def run_dse(results, out_dir, log=print) -> dict:
     if not grouped:
         raise SpecError(f"results file {results}: no successful point (statuses: "
                         f"{sorted({r['status'] for r in rows}) or 'none'})")
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise SpecError("vtasim dse draws with matplotlib: pip install 'vtasim[plot]'") from None
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     all_pts = [p for g, pts in grouped.items() if g != TOTAL for p in pts]

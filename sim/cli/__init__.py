@@ -14,26 +14,35 @@ commands by declaring an entry point in its own metadata.  An entry point whose 
 imported (an optional extra not installed) becomes a command of its name that prints one line saying
 what to install and exits 2; the other commands are unaffected.
 
+Every parser is a :class:`_Parser`: its help lists each option's default (:class:`_Formatter`), and a
+sub-command's ``help=`` line is its ``description`` unless it gives one.  ``vtasim --version`` reads
+:func:`sim.install.version`.
+
 Exit codes: 0 success, 1 ``--check`` mismatch, 2 any error (printed as one line on stderr; ``-v``
-adds the multi-line report where there is one).  An argument error is one line as well, and
-:func:`main` ends in a last-resort guard: an exception no command turned into a user error (a bug)
-is one line naming it and asking for a report, with the traceback under ``-v``.
+adds the multi-line report where there is one).  An argument error is one line as well; a module of
+an optional extra that is missing is one line naming the extra and its pip command
+(:mod:`sim.install`); a closed stdout (``vtasim config | head``) ends quietly with 141, as a process
+killed by SIGPIPE; and :func:`main` ends in a last-resort guard: an exception no command turned into a
+user error (a bug) is one line naming it and asking for a report, with the traceback under ``-v``.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from importlib.metadata import entry_points
 
 from hw.config import ConfigError
 from hw.isa import IsaError
 from sim.errors import SimError
+from sim.install import missing_extra, pip_command, version
 
-__all__ = ["main", "build_parser", "GROUP", "USER_ERRORS"]
+__all__ = ["main", "build_parser", "GROUP", "USER_ERRORS", "EXIT_BROKEN_PIPE"]
 
 GROUP = "vtasim.commands"
 USER_ERRORS = (SimError, ConfigError, IsaError, OSError)
+EXIT_BROKEN_PIPE = 128 + 13       # what a shell reports for a process ended by SIGPIPE
 
 
 class CommandUnavailable(SimError):
@@ -42,8 +51,9 @@ class CommandUnavailable(SimError):
 
 def _stub(sub, ep, exc) -> str:
     """Register ``ep.name`` as a command that reports why its module is missing, in one line; that line."""
-    extra = f"pip install 'vtasim[{','.join(ep.extras)}]'" if ep.extras else "install the package that provides it"
-    message = f"vtasim {ep.name} is not available ({ep.value}: {exc}): {extra}"
+    known = missing_extra(exc, f"vtasim {ep.name}")
+    extra = pip_command(",".join(ep.extras)) if ep.extras else "install the package that provides it"
+    message = str(known) if known else f"vtasim {ep.name} is not available ({ep.value}: {exc}): {extra}"
 
     def unavailable(args) -> int:
         raise CommandUnavailable(message)
@@ -57,6 +67,7 @@ def _stub(sub, ep, exc) -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="vtasim", description="VTA simulator: functional, cycle-accurate, RTL")
     parser.add_argument("-v", "--verbose", action="store_true", help="multi-line reports after an error line")
+    parser.add_argument("--version", action="version", version=f"vtasim {version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     parser.commands = sub.choices             # command name -> its sub-parser
     parser.unavailable = {}                   # command group -> the line saying why it could not be loaded
@@ -105,8 +116,36 @@ def _unexpected(exc: BaseException, verbose: bool) -> int:
     return 2
 
 
+class _Formatter(argparse.HelpFormatter):
+    """Help that names every option's default (where it has one worth naming and the text does not
+    already say it)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        default = action.default
+        if (action.option_strings and text and "default" not in text and "%(default)" not in text
+                and not any(default is v for v in (None, False, argparse.SUPPRESS))    # 0 is a default to name
+                and not isinstance(default, (list, tuple))):
+            text += " (default: %(default)s)"
+        return text
+
+
+class _SubParsers(argparse._SubParsersAction):
+    """``add_parser(name, help=...)``: the help line is also the sub-command's description."""
+
+    def add_parser(self, name, **kwargs):
+        if kwargs.get("help") and kwargs.get("description") is None:
+            kwargs["description"] = kwargs["help"][:1].upper() + kwargs["help"][1:] + "."
+        return super().add_parser(name, **kwargs)
+
+
 class _Parser(argparse.ArgumentParser):
-    """An argument error is one line too (argparse prints the usage first; ``-h`` still shows it)."""
+    """An argument error is one line too (argparse prints the usage first; ``-h`` still shows it).
+    Every parser made from it (the sub-commands' too) uses :class:`_Formatter` and :class:`_SubParsers`."""
+
+    def __init__(self, *args, formatter_class=_Formatter, **kwargs):
+        super().__init__(*args, formatter_class=formatter_class, **kwargs)
+        self.register("action", "parsers", _SubParsers)
 
     def error(self, message):
         where = f"{self.prog}: " if self.prog != "vtasim" else ""
@@ -114,11 +153,27 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+def _quiet_stdout() -> None:
+    """stdout's reader went away: send what is still buffered to /dev/null, so the interpreter's final
+    flush does not report the broken pipe either."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):      # no real file behind sys.stdout (pytest's capture)
+        pass
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     verbose = any(a in ("-v", "--verbose") for a in argv)
     try:
-        return _main(argv)
+        status = _main(argv)
+        sys.stdout.flush()                       # a closed pipe shows here, inside the guard
+        return status
+    except BrokenPipeError:                      # vtasim config | head
+        _quiet_stdout()
+        return EXIT_BROKEN_PIPE
     except USER_ERRORS as exc:
         return _error(exc, verbose)
     except Exception as exc:                     # noqa: BLE001 - the last-resort guard
@@ -138,5 +193,12 @@ def _main(argv) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
+    except BrokenPipeError:
+        raise
     except USER_ERRORS as exc:
         return _error(exc, args.verbose)
+    except ImportError as exc:                   # a module of an optional extra (else a bug: main's guard)
+        known = missing_extra(exc, f"vtasim {args.command}")
+        if known is None:
+            raise
+        return _error(known, args.verbose)

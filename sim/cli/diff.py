@@ -19,9 +19,10 @@ from sim.engines import run_engine
 from sim.errors import RtlStopped, SimError
 from sim.image import MemoryImage
 from sim.result import RunResult
-from sim.rtl.runner import DUMP_UNIT_NS, WAVE_FORMATS, wave_format
-from sim.scale.cluster import add_cluster_options, wants_cluster
-from sim.scale.fuzz import fuzz_batch, print_coverage, program_bins
+from sim.cli.options import add_config, add_image_dir, add_sim, add_waves
+from sim.rtl.runner import DUMP_UNIT_NS, wave_format
+from sim.scale.cluster import add_cluster_options, cluster_option, require_cluster, wants_cluster
+from sim.scale.fuzz import fuzz_batch, outcome_text, print_coverage, program_bins, seed_range
 
 __all__ = ["add_commands", "diff_image", "cmd_diff", "cmd_fuzz"]
 
@@ -61,6 +62,9 @@ def diff_image(image, against: str = "cycle", sim: str = "verilator", waves=Fals
         d.waves["actual"] = rtl_result.waves
         t0 = rtl_result.launch_ns or 0.0
         p = rtl_result.clock_ns or 10
+        if rtl_result.waves and rtl_result.cycles is not None:
+            from sim.cli.waves import write_rtl_view
+            d.waves["view"] = str(write_rtl_view(image, rtl_result, rtl_result.waves))
         if against == "cycle":
             from waveforms.vcd import write_model_vcd
             # same time base as the RTL's VCD: its launch time and its clock period
@@ -86,6 +90,8 @@ def _rtl_dir(path):
 
 
 def cmd_diff(args) -> int:
+    from sim.rtl import require
+    require(args.sim, "vtasim diff")
     image = MemoryImage.load(args.image_dir)
     repro = (f"vtasim diff {shlex.quote(str(args.image_dir))} --against {args.against} --sim {args.sim}"
              + (f" --waves {args.waves}" if args.waves else "")
@@ -93,6 +99,9 @@ def cmd_diff(args) -> int:
              + (f" --rtl-dir {shlex.quote(str(args.rtl_dir))}" if args.rtl_dir else ""))
     d = diff_image(image, args.against, args.sim, args.waves, reproduce=repro, max_cycles=args.max_cycles,
                    rtl_dir=_rtl_dir(args.rtl_dir))
+    if args.waves:
+        names = [d.waves.get(k) for k in ("actual", "view", "expected", "gtkw")]
+        print("waves: " + ", ".join(str(n) for n in names if n))
     print(d.report())
     return 0 if d.ok else 1
 
@@ -102,7 +111,7 @@ def cmd_fuzz(args) -> int:
     the RTL (one simulator process), compared and dropped before the next, so memory does not grow
     with ``--n``; diverging images (the first ``--max-reports``) are saved when found."""
     from sim.programs.randprog import check_seed
-    from sim.rtl import run_images
+    from sim.rtl import require, run_images
     check_seed(args.seed, "fuzz --seed")
     if args.n < 1:
         raise SimError(f"fuzz --n {args.n}: the number of programs must be at least 1")
@@ -110,6 +119,9 @@ def cmd_fuzz(args) -> int:
         raise SimError(f"fuzz --batch {args.batch}: the batch size must be at least 1")
     if args.max_cycles is not None and not 1 <= args.max_cycles < 1 << 32:
         raise SimError(f"fuzz --max-cycles {args.max_cycles} is outside 1 .. 2^32 - 1 (the RTL's 32-bit watchdog)")
+    require(args.sim, "vtasim fuzz")
+    if wants_cluster(args):
+        require_cluster(f"vtasim fuzz {cluster_option(args)}")
     rtl_dir = _rtl_dir(args.rtl_dir)
     cfg = load_config(args.config)
     cfg_opt = f" --config {shlex.quote(str(args.config))}" if args.config else ""
@@ -129,16 +141,19 @@ def cmd_fuzz(args) -> int:
           flush=True)
     st = _Campaign(args, Path(args.out or "."), cfg_opt, rtl_opt)
     for lo in range(first, last + 1, args.batch):
-        batch = fuzz_batch(cfg, range(lo, min(lo + args.batch, last + 1)), args.sim, args.max_cycles,
-                           args.imm_src_ne_dst, run_images)
+        hi = min(lo + args.batch, last + 1)
+        before = (st.n_run, st.n_diverged, st.n_errors)
+        batch = fuzz_batch(cfg, range(lo, hi), args.sim, args.max_cycles, args.imm_src_ne_dst, run_images)
         for k in range(len(batch)):
             st.take(*batch[k])
         del batch                          # this batch's images and results go before the next is built
+        if args.n > args.batch:
+            n_run, n_div, n_err = (now - was for now, was in zip((st.n_run, st.n_diverged, st.n_errors), before))
+            print(f"{seed_range(lo, hi)}: " + outcome_text(n_run - n_div, n_div, n_err), flush=True)
     print_coverage(st.hit, st.n_run)
     more = " ..." if st.n_diverged + st.n_errors > len(st.bad_seeds) else ""
     tail = f"; failing seeds {', '.join(map(str, st.bad_seeds))}{more}" if st.bad_seeds else ""
-    print(f"seed {args.seed}: {st.n_run - st.n_diverged} programs identical, {st.n_diverged} diverged"
-          + (f", {st.n_errors} could not be generated or modelled" if st.n_errors else "")
+    print(f"{seed_range(first, last + 1)}: " + outcome_text(st.n_run - st.n_diverged, st.n_diverged, st.n_errors)
           + f" ({st.matched} retire records and outputs matched){tail}")
     return 1 if st.n_diverged or st.n_errors else 0
 
@@ -195,22 +210,23 @@ class _Campaign:
 def add_commands(sub) -> None:
     """Add ``diff`` and ``fuzz`` to an argparse sub-parser collection."""
     p = sub.add_parser("diff", help="run the RTL and a model on an image; report the first divergence")
-    p.add_argument("image_dir", type=Path)
-    p.add_argument("--against", choices=AGAINST, default="cycle")
-    p.add_argument("--sim", choices=("verilator", "icarus"), default="verilator")
-    p.add_argument("--waves", nargs="?", const=WAVE_FORMATS[0], choices=WAVE_FORMATS, default=None,
-                   help="write rtl.<fst|vcd> (default fst), model.vcd and divergence.gtkw in the current directory")
+    add_image_dir(p)
+    p.add_argument("--against", choices=AGAINST, default="cycle",
+                   help="the model the RTL is held against: cycle (data and every cycle) or functional (data)")
+    add_sim(p)
+    add_waves(p, "write rtl.<format> and rtl.gtkw, model.vcd and, at a divergence, divergence.gtkw in the "
+                 "current directory")
     p.add_argument("--max-cycles", type=int, default=None,
                    help="RTL watchdog, 1 .. 2^32-1 (default: the cycle engine's count + 1/8 + 10,000)")
     p.add_argument("--rtl-dir", type=Path, default=None, help="another copy of hw/rtl (e.g. a modified design)")
     p.set_defaults(func=cmd_diff)
     p = sub.add_parser("fuzz", help="random legal programs: cycle engine vs RTL, with coverage")
-    p.add_argument("--n", type=int, default=100)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--config", type=Path, default=None)
-    p.add_argument("--sim", choices=("verilator", "icarus"), default="verilator")
+    p.add_argument("--n", type=int, default=100, help="number of random programs (seeds SEED .. SEED+N-1)")
+    p.add_argument("--seed", type=int, default=0, help="the first program's seed")
+    add_config(p, "the programs are generated for")
+    add_sim(p)
     p.add_argument("--out", type=Path, default=None, help="where diverging images are saved (default .)")
-    p.add_argument("--max-reports", type=int, default=3)
+    p.add_argument("--max-reports", type=int, default=3, help="divergences reported in full (the rest in one line)")
     p.add_argument("--batch", type=int, default=100,
                    help="programs generated, run and dropped together (one simulator process each; default 100)")
     p.add_argument("--max-cycles", type=int, default=None,

@@ -17,6 +17,7 @@ import warnings
 from pathlib import Path
 
 from hw.config import load_config
+from sim.cli.options import add_config
 from sim.errors import SimError
 
 __all__ = ["add_commands"]
@@ -74,8 +75,8 @@ def cmd_randprog(args) -> int:
 def add_commands(sub) -> None:
     """Add ``unit``, ``workload``, ``randprog`` and ``import-tvm`` to an argparse sub-parser collection."""
     p = sub.add_parser("unit", help="list the spec 7.1/7.2 unit programs, or save one as a memory image")
-    p.add_argument("name", nargs="?")
-    p.add_argument("--config", type=Path, default=None)
+    p.add_argument("name", nargs="?", help="the unit program to save (without it: list them)")
+    add_config(p)
     p.add_argument("--out", type=Path, default=None, help="image directory (default: ./NAME)")
     p.set_defaults(func=cmd_unit)
 
@@ -86,12 +87,12 @@ def add_commands(sub) -> None:
 
     p = sub.add_parser("workload", help="save the GEMM-bound synthetic stream as an image (layers: vtasim compile)")
     p.add_argument("name", help="gemm-bound")
-    p.add_argument("--config", type=Path, default=None)
+    add_config(p)
     p.add_argument("--out", type=Path, default=None, help="image directory (default: ./NAME)")
     p.set_defaults(func=cmd_workload)
     p = sub.add_parser("randprog", help="save one random legal program (sim.programs.randprog) as an image")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--config", type=Path, default=None)
+    p.add_argument("--seed", type=int, default=0, help="the program's seed (vtasim fuzz uses SEED .. SEED+N-1)")
+    add_config(p)
     p.add_argument("--out", type=Path, default=None, help="image directory (default: ./randprog_SEED)")
     p.add_argument("--imm-src-ne-dst", action="store_true",
                    help="also emit immediate ALU ops with src != dst (the Chisel VTA reads src, fsim dst)")

@@ -5,6 +5,7 @@
     vtasim config [--config PATH] [--json]          every key and derived quantity of a config
     vtasim disasm IMAGE_DIR [--uops]                DUMP_INSN-shaped listing (reassemblable)
     vtasim run IMAGE_DIR [--engine functional|cycle|rtl] [--out DIR] [--check] [--json] [--max-cycles N]
+    vtasim run IMAGE_DIR --engine rtl --waves [fst|vcd]     ./vtasim_rtl.fst + ./vtasim_rtl.gtkw
 
 ``run`` exits 1 when ``--check`` finds a mismatch (each printed on stderr).
 """
@@ -20,8 +21,10 @@ from hw.config import load_config
 from sim.engines import ENGINES, check_result, run_engine
 from sim.errors import SimError
 from sim.image import MemoryImage, check_output_name
+from sim.cli.options import add_config, add_image_dir, add_json, add_sim, add_waves
 from sim.result import COUNTER_NAMES
-from sim.rtl.runner import WAVE_FORMATS
+
+RUN_WAVES = "vtasim_rtl"        # the stem of run --waves' files in the current directory
 
 __all__ = ["add_commands", "cmd_config", "cmd_disasm", "cmd_run"]
 
@@ -69,9 +72,21 @@ def cmd_run(args) -> int:
     if args.max_cycles is not None and args.engine != "rtl":
         raise SimError(f"--max-cycles {args.max_cycles} is the RTL's watchdog: it needs --engine rtl "
                        f"(the {args.engine} engine detects deadlocks and needs no watchdog)")
+    if args.engine == "rtl":
+        from sim.rtl import require
+        require(args.sim or "verilator", "vtasim run --engine rtl")
+    elif args.waves:
+        raise SimError(f"--waves {args.waves}: the {args.engine} engine writes no waveforms (vtasim waves IMAGE_DIR "
+                       f"writes the model's); --waves needs --engine rtl")
+    waves_file = Path(f"{RUN_WAVES}.{args.waves}").resolve() if args.waves else None
     opts = {k: v for k, v in (("trace", args.trace), ("perfetto", args.perfetto), ("sim", args.sim),
-                              ("waves", args.waves or None), ("max_cycles", args.max_cycles)) if v is not None}
+                              ("waves", args.waves or None), ("waves_file", waves_file),
+                              ("max_cycles", args.max_cycles)) if v is not None}
     result = run_engine(args.engine, image, **opts)
+    views = {}
+    if waves_file is not None:
+        from sim.cli.waves import write_rtl_view
+        views = {"file": str(waves_file), "gtkw": str(write_rtl_view(image, result, waves_file))}
     files = {}
     if args.out is not None:
         out = Path(args.out)
@@ -93,6 +108,8 @@ def cmd_run(args) -> int:
             doc["cycles_per_s"] = result.cycles / result.wall_s if result.wall_s else None
         if args.check:
             doc["check"] = {"ok": not problems, "mismatches": problems}
+        if views:
+            doc["waves"] = views
         print(json.dumps(doc, indent=1))
     else:
         print(f"engine {result.engine}: {image.insn_count} instructions"
@@ -106,6 +123,8 @@ def cmd_run(args) -> int:
             print("  leftover tokens: " + ", ".join(f"{k}={v}" for k, v in result.leftover_tokens.items()))
         for n, d in result.outputs.items():
             print(f"  output {n}: {len(d)} bytes sha256 {_sha256(d)[:16]}" + (f" -> {files[n]}" if n in files else ""))
+        if views:
+            print(f"waves: {views['file']} (gtkwave {views['gtkw']})")
         if args.check:
             print("check: OK" if not problems else "check: MISMATCH")
     if problems:
@@ -119,26 +138,26 @@ def cmd_run(args) -> int:
 def add_commands(sub) -> None:
     """Add ``config``, ``disasm`` and ``run`` to an argparse sub-parser collection."""
     p = sub.add_parser("config", help="show a config with every derived quantity")
-    p.add_argument("--config", type=Path, default=None, help="vta_config.json (default: the shipped default)")
-    p.add_argument("--json", action="store_true")
+    add_config(p)
+    add_json(p)
     p.set_defaults(func=cmd_config)
 
     p = sub.add_parser("disasm", help="disassemble the instructions of a memory image")
-    p.add_argument("image_dir", type=Path)
+    add_image_dir(p)
     p.add_argument("--uops", action="store_true", help="list the uops each LOAD UOP brings in")
     p.set_defaults(func=cmd_disasm)
 
     p = sub.add_parser("run", help="run a memory image on an engine")
-    p.add_argument("image_dir", type=Path)
-    p.add_argument("--engine", choices=tuple(ENGINES), default="functional")
+    add_image_dir(p)
+    p.add_argument("--engine", choices=tuple(ENGINES), default="functional",
+                   help="functional: fsim's semantics, no cycles; cycle: the cycle-accurate model; rtl: the Verilog")
     p.add_argument("--out", type=Path, default=None, help="write each output region to OUT/<name>.bin")
     p.add_argument("--check", action="store_true", help="compare with the image's expected outputs (exit 1 if not)")
-    p.add_argument("--json", action="store_true")
+    add_json(p)
     p.add_argument("--trace", type=Path, default=None, help="retire trace file (cycle/rtl engines)")
     p.add_argument("--perfetto", type=Path, default=None, help="Perfetto/Chrome trace JSON (cycle/rtl engines)")
-    p.add_argument("--sim", choices=("verilator", "icarus"), default=None, help="HDL simulator (rtl engine)")
-    p.add_argument("--waves", nargs="?", const=WAVE_FORMATS[0], choices=WAVE_FORMATS, default=None,
-                   help=f"dump waveforms (rtl engine), as {' or '.join(WAVE_FORMATS)} (default {WAVE_FORMATS[0]})")
+    add_sim(p, default=None, what="HDL simulator of the rtl engine")
+    add_waves(p, f"rtl engine: write the waveforms to ./{RUN_WAVES}.<format> and a GTKWave save file beside them")
     p.add_argument("--max-cycles", type=int, default=None,
                    help="RTL watchdog, 1 .. 2^32-1 (rtl engine; default 2^32-1: deadlocks are detected, not timed out)")
     p.set_defaults(func=cmd_run)

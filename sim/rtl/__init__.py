@@ -23,7 +23,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["run_image", "run_images", "watchdog_for"]
+from sim.rtl.tools import require
+
+__all__ = ["run_image", "run_images", "watchdog_for", "require"]
 
 
 def watchdog_for(model_cycles: int) -> int:

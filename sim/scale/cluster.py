@@ -24,24 +24,26 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from sim.errors import SimError
+from sim.install import MissingExtra, require
 
-__all__ = ["MissingExtra", "ClusterError", "import_distributed", "security_from", "dask_client",
-           "add_cluster_options", "client_from_args", "wants_cluster", "Progress"]
-
-
-class MissingExtra(SimError):
-    """dask.distributed is not installed."""
+__all__ = ["MissingExtra", "ClusterError", "import_distributed", "require_cluster", "security_from", "dask_client",
+           "add_cluster_options", "client_from_args", "wants_cluster", "cluster_option", "Progress"]
 
 
 class ClusterError(SimError):
     """Bad cluster options (worker count, TLS files, both an address and a scheduler file)."""
 
 
+def require_cluster(what: str = "vtasim on Dask") -> None:
+    """A one-line :class:`~sim.install.MissingExtra` naming the extra of dask.distributed unless it is
+    installed; ``what`` is the command and option that asked for Dask."""
+    require(("dask", "distributed"), what)
+
+
 def import_distributed(command: str = "vtasim"):
-    try:
-        import distributed
-    except ImportError:
-        raise MissingExtra(f"{command} on Dask needs dask.distributed: pip install 'vtasim[scale]'") from None
+    """``distributed``, imported now (:func:`require_cluster` first: a missing extra is one line)."""
+    require_cluster(f"{command} on Dask")
+    import distributed
     return distributed
 
 
@@ -122,6 +124,15 @@ def add_cluster_options(p, default_workers: int | None = 2) -> None:
     p.add_argument("--tls-ca", type=Path, default=None, help="CA certificate the scheduler's cert is checked against")
     p.add_argument("--tls-cert", type=Path, default=None, help="this client's TLS certificate")
     p.add_argument("--tls-key", type=Path, default=None, help="this client's TLS private key")
+
+
+def cluster_option(args) -> str:
+    """The option that asked for Dask, as typed (``--workers 2``, ``--scheduler ADDR``, ...), for messages."""
+    if args.scheduler:
+        return f"--scheduler {args.scheduler}"
+    if args.scheduler_file:
+        return f"--scheduler-file {args.scheduler_file}"
+    return f"--workers {args.workers}"
 
 
 def wants_cluster(args) -> bool:

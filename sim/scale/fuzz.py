@@ -21,7 +21,19 @@ from pathlib import Path
 from sim.engines import run_engine
 from sim.errors import SimulatorError, ToolError
 
-__all__ = ["fuzz_batch", "program_bins", "print_coverage", "fuzz_chunk", "run_distributed", "chunks"]
+__all__ = ["fuzz_batch", "program_bins", "print_coverage", "fuzz_chunk", "run_distributed", "chunks",
+           "seed_range", "outcome_text"]
+
+
+def seed_range(lo: int, hi: int) -> str:
+    """``seeds 0..4`` for the seeds ``lo .. hi - 1`` (``seed 7`` for one)."""
+    return f"seed {lo}" if hi - lo == 1 else f"seeds {lo}..{hi - 1}"
+
+
+def outcome_text(identical: int, diverged: int, errors: int) -> str:
+    """``5 programs identical, 0 diverged`` (+ the programs that could not be generated or modelled)."""
+    return (f"{identical} program{'s' if identical != 1 else ''} identical, {diverged} diverged"
+            + (f", {errors} could not be generated or modelled" if errors else ""))
 
 
 def program_bins(image) -> set:
@@ -148,6 +160,10 @@ def run_distributed(args, cfg, cfg_opt: str) -> int:
                 r = ready.pop(nxt)
                 nxt += 1
                 bar.step(r["hi"] - r["lo"])
+                if len(parts) > 1:
+                    n_div = len(r["divergences"])
+                    print(f"{seed_range(r['lo'], r['hi'])}: " + outcome_text(r["n_run"] - n_div, n_div, len(r["errors"])),
+                          flush=True)
                 n_run += r["n_run"]
                 matched += r["matched"]
                 for b, c in r["hit"].items():
@@ -164,8 +180,7 @@ def run_distributed(args, cfg, cfg_opt: str) -> int:
     bad = sorted(diverged + errors)
     more = " ..." if len(bad) > 20 else ""
     tail = f"; failing seeds {', '.join(map(str, bad[:20]))}{more}" if bad else ""
-    print(f"seed {args.seed}: {n_run - len(diverged)} programs identical, {len(diverged)} diverged"
-          + (f", {len(errors)} could not be generated or modelled" if errors else "")
+    print(f"{seed_range(args.seed, args.seed + args.n)}: " + outcome_text(n_run - len(diverged), len(diverged), len(errors))
           + f" ({matched} retire records and outputs matched) on {nworkers} Dask workers{tail}")
     return 1 if diverged or errors else 0
 

@@ -18,7 +18,6 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from compiler.frontend import fuse, passes
-from compiler.frontend.errors import UnsupportedModel
 from compiler.frontend.execute import execute
 from compiler.frontend.models._onnx import GraphBuilder, quantize, run
 from compiler.frontend.network import Network

@@ -39,7 +39,8 @@ def test_diff_command_matches(image_dir, verilator_build, capsys):
     image = MemoryImage.load(image_dir)
     assert main(["diff", str(image_dir)]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
-    assert last == f"{image.insn_count + len(image.outputs)} matched, 0 mismatched"
+    n_out = len(image.outputs)
+    assert last == f"{image.insn_count} instructions and {n_out} output{'s' * (n_out != 1)} matched, 0 mismatched"
 
 
 def test_diff_against_functional_on_icarus_with_waves(image_dir, icarus_build, capsys, tmp_path, monkeypatch):
@@ -49,7 +50,7 @@ def test_diff_against_functional_on_icarus_with_waves(image_dir, icarus_build, c
     monkeypatch.chdir(tmp_path)
     assert main(["diff", str(image_dir), "--against", "functional", "--sim", "icarus", "--waves", "vcd"]) == 0
     out = capsys.readouterr().out
-    assert out.strip().endswith(f"{n_out} matched, 0 mismatched")     # data only: output regions
+    assert out.strip().endswith(f"{n_out} output{'s' * (n_out != 1)} matched, 0 mismatched")   # data only: outputs
     # the waves cover the whole run: each module's retired count ends at its number of instructions
     assert _retired_at_end(tmp_path / "rtl.vcd") == _module_counts(MemoryImage.load(image_dir))
 
@@ -72,12 +73,12 @@ def _retired_at_end(vcd) -> list:
 def test_waves_command(image_dir, icarus_build, tmp_path, capsys):
     from sim.cli import main
     out = tmp_path / "w"
-    assert main(["waves", str(image_dir), "--out", str(out), "--rtl", "--sim", "icarus", "--format", "vcd"]) == 0
+    assert main(["waves", str(image_dir), "--out", str(out), "--sim", "icarus", "--waves", "vcd"]) == 0
     from sim.image import MemoryImage
     want = _module_counts(MemoryImage.load(image_dir))
     assert _retired_at_end(out / "rtl.vcd") == want and _retired_at_end(out / "model.vcd") == want
     for gtkw, vcd in (("rtl.gtkw", "rtl.vcd"), ("model.gtkw", "model.vcd")):
-        assert f"[dumpfile] \"{out / vcd}\"" in (out / gtkw).read_text(), gtkw
+        assert f"[dumpfile] \"{vcd}\"" in (out / gtkw).read_text(), gtkw       # beside it, by a relative path
     for png in ("timeline.png", "timeline_rtl.png"):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
 
@@ -100,13 +101,36 @@ def test_waves_default_to_fst_on_icarus(image_dir, icarus_build, tmp_path, capsy
     out = tmp_path / "w"
     assert main(["waves", str(image_dir), "--out", str(out), "--rtl", "--sim", "icarus"]) == 0
     assert (out / "rtl.fst").read_bytes()[:9] == FST_HEADER
-    assert f'[dumpfile] "{(out / "rtl.fst").resolve()}"' in (out / "rtl.gtkw").read_text()
+    assert '[dumpfile] "rtl.fst"' in (out / "rtl.gtkw").read_text()
 
 
-@pytest.mark.slow
-def test_run_waves_fst_on_verilator(image_dir, tmp_path, monkeypatch, capsys):
-    """Verilator compiles the format in (--trace-fst): a build of its own, so in the slow set."""
+def test_run_waves_fst_on_verilator(image_dir, verilator_build, tmp_path, monkeypatch, capsys):
+    """Verilator compiles FST tracing into every build, so runs with waves use the build of the runs
+    without them (the fixture's): no build of its own."""
     from sim.cli import main
+    from sim.rtl.runner import get_build
     monkeypatch.chdir(tmp_path)
+    assert get_build(verilator_build.cfg, "verilator", waves="fst").dir == verilator_build.dir
     assert main(["run", str(image_dir), "--engine", "rtl", "--waves", "--check"]) == 0
     assert (tmp_path / "vtasim_rtl.fst").read_bytes()[:9] == FST_HEADER
+    assert "building the RTL" not in capsys.readouterr().err
+
+
+def test_run_waves_says_where_and_writes_a_save_file_beside(image_dir, icarus_build, tmp_path, monkeypatch, capsys):
+    from sim.cli import main
+    from sim.image import MemoryImage
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", str(image_dir), "--engine", "rtl", "--sim", "icarus", "--waves", "vcd"]) == 0
+    wave, gtkw = tmp_path / "vtasim_rtl.vcd", tmp_path / "vtasim_rtl.gtkw"
+    assert f"waves: {wave} (gtkwave {gtkw})" in capsys.readouterr().out.splitlines()
+    assert _retired_at_end(wave) == _module_counts(MemoryImage.load(image_dir))
+    assert '[dumpfile] "vtasim_rtl.vcd"' in gtkw.read_text()
+
+
+def test_diff_waves_says_where(image_dir, icarus_build, tmp_path, monkeypatch, capsys):
+    from sim.cli import main
+    monkeypatch.chdir(tmp_path)
+    assert main(["diff", str(image_dir), "--sim", "icarus", "--waves", "vcd"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first == f"waves: {tmp_path / 'rtl.vcd'}, {tmp_path / 'rtl.gtkw'}, model.vcd"
+    assert '[dumpfile] "rtl.vcd"' in (tmp_path / "rtl.gtkw").read_text() and (tmp_path / "model.vcd").is_file()

@@ -65,7 +65,7 @@ def test_fuzz_command_reports_seed_and_coverage(verilator_build, capsys, tmp_pat
     rc = main(["fuzz", "--n", "8", "--seed", "77", "--out", str(tmp_path)])
     out = capsys.readouterr().out
     assert rc == 0, out
-    assert "seeds 77..84" in out and "seed 77: 8 programs identical, 0 diverged" in out
+    assert "seeds 77..84" in out and "seeds 77..84: 8 programs identical, 0 diverged" in out
     from sim.programs.randprog import ALL_BINS
     assert f"of {len(ALL_BINS)} bins hit by 8 programs" in out and "op:GEMM" in out and "not hit:" in out
 

@@ -47,8 +47,8 @@ def _fuzz(capsys, env, out, *extra):
 
 def _summary(text):
     """(identical, diverged, failing seeds) of the last line, and the coverage block."""
-    last = [ln for ln in text.splitlines() if ln.startswith("seed ")][-1]
-    m = re.match(r"seed \d+: (\d+) programs identical, (\d+) diverged .*?(?:failing seeds (.*))?$", last)
+    last = [ln for ln in text.splitlines() if ln.startswith("seed")][-1]
+    m = re.match(r"seeds? \d+(?:\.\.\d+)?: (\d+) programs? identical, (\d+) diverged .*?(?:failing seeds (.*))?$", last)
     assert m, last
     seeds = [int(s) for s in (m.group(3) or "").replace(" ...", "").split(", ") if s]
     cov = text[text.index("coverage:"):text.index(last)]
