@@ -15,22 +15,30 @@ Tuning logs are JSON lines, one trial per line::
     {"workload": "resnet18.C2", "config": "1x16_i8w8a32_15_15_18_17", "knobs": {...},
      "cycles": 535000, "gemm_uops": 451584, "error": null}
 
-``best_from_log`` picks the fewest cycles for a workload and config.
+``best_from_log`` picks the fewest cycles for a workload and config.  Every record is checked as it is
+read: ``workload``/``config`` strings, ``knobs`` an object of integers or ``[outer, inner]`` pairs,
+``cycles``/``gemm_uops``/``insns`` non-negative integers or null, ``error`` a string or null (strict
+JSON: no NaN, no duplicate keys); a line over ``MAX_LOG_LINE`` bytes or a log over ``MAX_LOG_BYTES``
+is refused.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
-from hw.files import parse_json, read_regular
+from hw.files import brief, iter_json_lines, regular_size
 from compiler.errors import CompileError
 from compiler.workloads import Conv2d, Dense, VAdd
 
 __all__ = ["knob_space", "fallback_knobs", "tophub_knobs", "fitting_knobs", "check_knobs", "best_from_log",
-           "read_log", "append_log", "split_extents", "MAX_LOG_BYTES"]
+           "read_log", "iter_log", "append_log", "check_log_target", "split_extents", "MAX_LOG_BYTES",
+           "MAX_LOG_LINE"]
 
-MAX_LOG_BYTES = 128 << 20      # a tuning log of about 400k trials; read whole (a regular file, hw.files)
+MAX_LOG_BYTES = 128 << 20      # a tuning log of about 400k trials; read line by line (hw.files)
+MAX_LOG_LINE = 1 << 16         # one record is about 300 bytes
 
 TOPHUB_MODEL = "1x16_i8w8a32_15_15_18_17"
 _TOPHUB_RESNET18 = {  # layer: tile_h, tile_w, tile_ci, tile_co, oc_nthread, h_nthread (spec 7.3)
@@ -177,29 +185,68 @@ def check_knobs(wl, cfg, knobs: dict) -> dict:
     return out
 
 
+_LOG_FIELDS = {"workload": str, "config": str, "knobs": dict, "cycles": int, "gemm_uops": int, "error": str,
+               "reduce": int, "insns": int, "seconds": float}
+
+
+def _check_record(rec, where: str) -> dict:
+    """One log record with every field of its type (see the module docstring), else a CompileError."""
+    if not isinstance(rec, dict):
+        raise CompileError(f"{where} is a JSON {type(rec).__name__}, not an object (rule: one record a line)")
+    missing = [k for k in ("workload", "config", "knobs") if k not in rec]
+    if missing:
+        raise CompileError(f"{where} lacks {'/'.join(missing)} (rule: every record has workload, config, knobs)")
+    for k, v in rec.items():
+        typ = _LOG_FIELDS.get(k)
+        if typ is None:
+            raise CompileError(f"{where}: unknown field {brief(k)} (rule: fields are {', '.join(_LOG_FIELDS)})")
+        optional = k not in ("workload", "config", "knobs")
+        ok = (v is None and optional) or (
+            typ is float and isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0) or (
+            typ is int and isinstance(v, int) and not isinstance(v, bool) and v >= (1 if k == "reduce" else 0)) or (
+            typ in (str, dict) and isinstance(v, typ))
+        if not ok:
+            kind = {int: "a non-negative integer" if k != "reduce" else "an integer >= 1", float: "a number >= 0",
+                    str: "a string", dict: "a JSON object"}[typ]
+            raise CompileError(f"{where}: {k} = {brief(v)} must be {kind}{' or null' if optional else ''}")
+    for name, value in rec["knobs"].items():
+        pair = isinstance(value, list) and len(value) == 2 and all(
+            isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in value)
+        if not (pair or (isinstance(value, int) and not isinstance(value, bool) and value >= 1)):
+            raise CompileError(f"{where}: knob {brief(name)} = {brief(value)} must be an integer >= 1 or a split "
+                               f"[outer, inner] of two")
+    return rec
+
+
+def iter_log(path):
+    """Yield every record of a JSON-lines tuning log, checked (:func:`_check_record`), one at a time: a
+    log is read in bounded memory whatever its length (at most :data:`MAX_LOG_BYTES`)."""
+    for n, rec in iter_json_lines(Path(path), "tuning log", MAX_LOG_BYTES, max_line=MAX_LOG_LINE,
+                                  limit="MAX_LOG_BYTES", error=CompileError):
+        yield _check_record(rec, f"tuning log {path}: line {n}")
+
+
 def read_log(path) -> list[dict]:
     """Every record of a JSON-lines tuning log; a malformed line is an error naming its number."""
-    p = Path(path)
-    data = read_regular(p, "tuning log", MAX_LOG_BYTES, limit="MAX_LOG_BYTES", error=CompileError)  # no FIFO
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise CompileError(f"tuning log {p}: byte {exc.start} is not UTF-8 text") from None
-    records = []
-    for n, line in enumerate(text.splitlines(), 1):
-        line = line.strip()
-        if not line:
-            continue
-        rec = parse_json(line, f"tuning log {p}: line {n} is not JSON", CompileError)
-        if not isinstance(rec, dict) or not {"workload", "config", "knobs"} <= set(rec):
-            raise CompileError(f"tuning log {p}: line {n} lacks workload/config/knobs")
-        records.append(rec)
-    return records
+    return list(iter_log(path))
+
+
+def check_log_target(path) -> None:
+    """``path`` can take appended records: absent, or a regular file (a FIFO would block the writer)."""
+    if os.path.lexists(path):
+        regular_size(path, "tuning log", MAX_LOG_BYTES, limit="MAX_LOG_BYTES", error=CompileError)
 
 
 def append_log(path, record: dict) -> None:
-    """Append one trial (flushed at once, so a crash loses nothing)."""
-    with Path(path).open("a", encoding="utf-8") as f:
+    """Append one trial (flushed at once, so a crash loses nothing); never blocks on a FIFO."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        raise CompileError(f"cannot append to tuning log {path}: {exc.strerror}") from None
+    with os.fdopen(fd, "a", encoding="utf-8") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise CompileError(f"tuning log {path} is not a regular file (rule: vtasim appends only to regular files)")
         f.write(json.dumps(record, sort_keys=True) + "\n")
         f.flush()
 
@@ -207,7 +254,7 @@ def append_log(path, record: dict) -> None:
 def best_from_log(path, workload: str, cfg) -> dict | None:
     """The fastest error-free record of ``workload`` on ``cfg`` in the log, or None."""
     best = None
-    for rec in read_log(path):
+    for rec in iter_log(path):
         if rec["workload"] != workload or rec["config"] != cfg.bitstream or rec.get("error"):
             continue
         if rec.get("cycles") is not None and (best is None or rec["cycles"] < best["cycles"]):

@@ -23,7 +23,7 @@ from compiler.knobs import check_knobs, fallback_knobs, tophub_knobs
 from compiler.ops.alu import alu_chain, schedule_alu, vector_add
 from compiler.ops.conv2d import fused_conv2d, schedule_conv2d_packed
 from compiler.ops.dense import fused_dense, plain_gemm, schedule_dense_packed
-from compiler.workloads import Conv2d, Dense, Gemm, VAdd, parse_workload
+from compiler.workloads import Conv2d, Dense, Gemm, VAdd, check_seed, parse_workload
 
 __all__ = ["compile_workload", "Compiled", "workload_program", "default_knobs", "alu_chain"]
 
@@ -48,7 +48,7 @@ def _int(rng, lo, hi, shape, dtype):
 
 def workload_program(env, wl, knobs: dict, seed: int = 0):
     """``(schedule, args, inputs)`` of catalogue workload ``wl`` with ``knobs``."""
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed(seed))
     if isinstance(wl, Conv2d):
         data, kernel, bias, out = fused_conv2d(env, wl)
         b = rng.integers(-(1 << 14), 1 << 14, size=(1, bias.shape[1], 1, 1, 1, bias.shape[5]))
