@@ -192,7 +192,8 @@ _LOG_FIELDS = {"workload": str, "config": str, "knobs": dict, "cycles": int, "ge
 def _check_record(rec, where: str) -> dict:
     """One log record with every field of its type (see the module docstring), else a CompileError."""
     if not isinstance(rec, dict):
-        raise CompileError(f"{where} is a JSON {type(rec).__name__}, not an object (rule: one record a line)")
+        kind = {list: "array", str: "string", int: "number", float: "number", bool: "boolean"}.get(type(rec), "null")
+        raise CompileError(f"{where} is a JSON {kind}, not an object (rule: one record a line)")
     missing = [k for k in ("workload", "config", "knobs") if k not in rec]
     if missing:
         raise CompileError(f"{where} lacks {'/'.join(missing)} (rule: every record has workload, config, knobs)")
@@ -208,13 +209,14 @@ def _check_record(rec, where: str) -> dict:
         if not ok:
             kind = {int: "a non-negative integer" if k != "reduce" else "an integer >= 1", float: "a number >= 0",
                     str: "a string", dict: "a JSON object"}[typ]
-            raise CompileError(f"{where}: {k} = {brief(v)} must be {kind}{' or null' if optional else ''}")
+            raise CompileError(f"{where}: {k} = {brief(v)} must be {kind}{' or null' if optional else ''} "
+                               f"(rule: the record vtasim tune writes)")
     for name, value in rec["knobs"].items():
         pair = isinstance(value, list) and len(value) == 2 and all(
             isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in value)
         if not (pair or (isinstance(value, int) and not isinstance(value, bool) and value >= 1)):
             raise CompileError(f"{where}: knob {brief(name)} = {brief(value)} must be an integer >= 1 or a split "
-                               f"[outer, inner] of two")
+                               f"[outer, inner] of two (rule: the record vtasim tune writes)")
     return rec
 
 

@@ -66,7 +66,9 @@ def _is_int(v) -> bool:
 def check_extent(value, what: str) -> int:
     """``value`` as an int if it is an integer in [1, MAX_TENSOR_ELEMENTS], else a TEError naming ``what``."""
     if not _is_int(value):
-        raise TEError(f"{what} = {value!r} is a {type(value).__name__}, not an integer (rule: extents are integers)")
+        import numbers
+        shown = value if isinstance(value, numbers.Number) else repr(value)
+        raise TEError(f"{what} = {shown} is a {type(value).__name__}, not an integer (rule: extents are integers)")
     value = int(value)
     if not 1 <= value <= MAX_TENSOR_ELEMENTS:
         raise TEError(f"{what} = {value if value.bit_length() < 100 else '<huge>'} must be in "

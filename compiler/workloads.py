@@ -121,7 +121,7 @@ class VAdd:
         return 0
 
     def tensors(self) -> dict:
-        return {name: (self.n, 4 * self.n) for name in ("A", "B", "output")}
+        return {"input A": (self.n, 4 * self.n), "input B": (self.n, 4 * self.n), "output": (self.n, self.n)}
 
     def reduced(self, reduce: int) -> "VAdd":
         _check_reduce(reduce)
@@ -195,7 +195,7 @@ def parse_workload(name: str, cfg=None, reduce: int = 1):
                 wl = cls(name, *_numbers(name, m, fields))
                 break
         else:
-            raise CompileError(f"unknown workload {name[:80]!r}; the catalogue has: {', '.join(catalogue_names())}")
+            raise CompileError(f"unknown workload {name[:80]!r} (rule: a catalogue name: {', '.join(catalogue_names())})")
     wl = wl.reduced(reduce)
     if isinstance(wl, Conv2d) and cfg is not None:
         wl = replace(wl, batch=cfg.batch)     # TVM's conv benchmarks run batch = env.BATCH

@@ -7,8 +7,14 @@ forever, ``/dev/zero`` never ends) no larger than a bound the caller names.  The
 non-blocking, so a file swapped for a FIFO in between cannot hang the read either).
 
 JSON is parsed strictly: a key given twice in one object, nesting deeper than Python's recursion
-limit and integers longer than Python's conversion limit (4300 digits) are each refused with one
-line naming the file and the rule, instead of a silent "last key wins" or a traceback.
+limit, integers longer than Python's conversion limit (4300 digits) and the non-JSON constants NaN and
+Infinity are each refused with one line naming the file and the rule, instead of a silent "last key
+wins", a NaN that compares false with everything, or a traceback.
+
+Line-oriented files are read in chunks, never whole (:func:`iter_lines`: bounded line length, UTF-8,
+no NUL), as JSON lines (:func:`iter_json_lines`) or CSV with a fixed header (:func:`iter_csv`: one field
+per column, bounded fields).  An ``.npy`` array (:func:`load_npy`) has its header read and its shape x
+itemsize checked against the bound before its data is read.
 
 Each function raises ``error`` (the caller's own exception class: ConfigError, ImageError, ...)
 with a one-line message.  ``hw`` is the lowest layer, so ``sim`` and ``compiler`` use this too.
@@ -209,7 +215,9 @@ def iter_csv(path, what: str, max_bytes: int, header: list, *, max_field: int = 
                                 f"characters (rule: at most {max_field})")
             yield state["line"], dict(zip(header, row))
     except csv.Error as exc:
-        raise error(f"{what} {shown}: line {state['line']} is not valid CSV: {exc} "
+        why = (f"a field of more than {csv.field_size_limit()} characters" if "field limit" in str(exc)
+               else str(exc))
+        raise error(f"{what} {shown}: line {state['line']} is not valid CSV: {why} "
                     f"(rule: fields of at most {max_field} characters, quotes balanced)") from None
 
 

@@ -61,7 +61,8 @@ def _cut_torn_tail(path: Path) -> None:
 
 
 def _bad(path, line: int, column: str, value, rule: str) -> SpecError:
-    return SpecError(f"results file {path}: line {line}: {column} = {brief(value)} {rule}")
+    return SpecError(f"results file {path}: line {line}: {column} = {brief(value)} {rule} "
+                     f"(rule: the rows vtasim sweep writes)")
 
 
 def check_row(row: dict, path, line: int, _known: set | None = None) -> dict:
