@@ -34,7 +34,7 @@ from compiler.errors import CompileError
 from compiler.workloads import Conv2d, Dense, VAdd
 
 __all__ = ["knob_space", "fallback_knobs", "tophub_knobs", "fitting_knobs", "check_knobs", "best_from_log",
-           "read_log", "iter_log", "append_log", "check_log_target", "split_extents", "MAX_LOG_BYTES",
+           "read_log", "iter_log", "knob_value_ok", "append_log", "check_log_target", "split_extents", "MAX_LOG_BYTES",
            "MAX_LOG_LINE"]
 
 MAX_LOG_BYTES = 128 << 20      # a tuning log of about 400k trials; read line by line (hw.files)
@@ -162,7 +162,12 @@ def tophub_knobs(wl, cfg, any_config: bool = False) -> dict | None:
 
 def check_knobs(wl, cfg, knobs: dict) -> dict:
     """``knobs`` completed with the fallback for missing keys, every value checked against the space."""
+    if not isinstance(knobs, dict):
+        raise CompileError(f"{wl.name}: knobs = {brief(knobs)} must be a JSON object of knob values")
     if isinstance(wl, VAdd):
+        if knobs:
+            raise CompileError(f"{wl.name}: unknown knob(s) {', '.join(sorted(map(str, knobs)))[:200]} "
+                               f"(rule: a vadd has no knobs)")
         return {}
     space = knob_space(wl, cfg)
     unknown = set(knobs) - set(space)
@@ -170,6 +175,9 @@ def check_knobs(wl, cfg, knobs: dict) -> dict:
         raise CompileError(f"{wl.name}: unknown knob(s) {', '.join(sorted(unknown))}; knobs are {', '.join(space)}")
     out = fallback_knobs(wl, cfg)
     for k, v in knobs.items():
+        if not knob_value_ok(v):
+            raise CompileError(f"{wl.name}: knob {k} = {brief(v)} must be an integer >= 1 or a split [outer, inner] "
+                               f"of two (rule: knob values are integers, as AutoTVM prints them)")
         v = list(v) if isinstance(v, (list, tuple)) else v
         if v not in space[k]:
             if k.startswith("tile_"):
@@ -187,6 +195,16 @@ def check_knobs(wl, cfg, knobs: dict) -> dict:
 
 _LOG_FIELDS = {"workload": str, "config": str, "knobs": dict, "cycles": int, "gemm_uops": int, "error": str,
                "reduce": int, "insns": int, "seconds": float}
+
+
+def knob_value_ok(value) -> bool:
+    """Whether ``value`` has a knob's type: an integer >= 1 (a thread count) or a split ``[outer, inner]``
+    of two such integers (a bool is not an integer here: ``True == 1`` would slip through)."""
+    def one(x):
+        return isinstance(x, int) and not isinstance(x, bool) and x >= 1
+    if isinstance(value, (list, tuple)):
+        return len(value) == 2 and all(one(x) for x in value)
+    return one(value)
 
 
 def _check_record(rec, where: str) -> dict:
@@ -212,9 +230,7 @@ def _check_record(rec, where: str) -> dict:
             raise CompileError(f"{where}: {k} = {brief(v)} must be {kind}{' or null' if optional else ''} "
                                f"(rule: the record vtasim tune writes)")
     for name, value in rec["knobs"].items():
-        pair = isinstance(value, list) and len(value) == 2 and all(
-            isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in value)
-        if not (pair or (isinstance(value, int) and not isinstance(value, bool) and value >= 1)):
+        if not knob_value_ok(value):
             raise CompileError(f"{where}: knob {brief(name)} = {brief(value)} must be an integer >= 1 or a split "
                                f"[outer, inner] of two (rule: the record vtasim tune writes)")
     return rec

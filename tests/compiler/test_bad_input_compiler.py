@@ -226,6 +226,11 @@ def test_npy_header_declaring_petabytes_is_refused_before_reading(tmp_path):
     (["compile", "vadd.1024", "--seed", "-1"], ["compile --seed -1 is not a valid seed"]),
     (["compile", "vadd.1024", "--reduce", "0"], ["reduce = 0 must be an integer in [1"]),
     (["tune", "dense.16x512x1008", "--seed", "-5"], ["tune --seed -5 is not a valid seed"]),
+    (["tune", "dense.16x512x1008", "--jobs", "100000"], ["jobs = 100000 must be an integer in [0, 64]"]),
+    # silent before: 2.0 == 2 and True == 1 passed the membership test of the knob space
+    (["compile", "dense.16x512x1008", "--knobs", '{"oc_nthread": 2.0}'], ["knob oc_nthread = 2.0 must be an integer"]),
+    (["compile", "dense.16x512x1008", "--knobs", '{"tile_co": [true, 63]}'], ["knob tile_co = [True, 63]"]),
+    (["compile", "vadd.64", "--knobs", '{"tile_co": [1, 1]}'], ["vadd.64: unknown knob(s) tile_co", "no knobs"]),
 ])
 def test_bad_values_name_their_rule(tmp_path, args, words):
     refused(cli(*args, "--out", tmp_path / "c") if args[0] == "compile" else cli(*args), *words)
