@@ -130,10 +130,10 @@ class ResultsWriter:
         self.path = Path(path)
         if os.path.lexists(self.path):          # never a FIFO, a device or a directory
             regular_size(self.path, "results file", MAX_RESULTS_BYTES, limit="MAX_RESULTS_BYTES", error=SpecError)
-        new = not self.path.exists() or self.path.stat().st_size == 0
-        if not new:
+        if self.path.exists() and self.path.stat().st_size:
             _cut_torn_tail(self.path)
-            read_rows(self.path)                    # header check
+            read_rows(self.path)                    # header and rows checked
+        new = not self.path.exists() or self.path.stat().st_size == 0     # (a torn header leaves it empty)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._f = open(self.path, "a", newline="", encoding="utf-8")
         self._w = csv.DictWriter(self._f, fieldnames=COLUMNS, restval="", extrasaction="raise")

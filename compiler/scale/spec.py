@@ -96,7 +96,7 @@ class Spec:
 
 def _values(table: dict, key: str, where: str) -> list:
     if key not in _KEY_SPECS or _KEY_SPECS[key][1] is not int:
-        raise SpecError(f"sweep spec: {where} has unknown key {key!r}; config keys: {', '.join(SWEEP_KEYS)}")
+        raise SpecError(f"sweep spec: {where} has unknown key {brief(key)}; config keys: {', '.join(SWEEP_KEYS)}")
     vals = table[key]
     if not isinstance(vals, list):
         vals = [vals]
@@ -108,14 +108,14 @@ def _values(table: dict, key: str, where: str) -> list:
         except ConfigError as exc:
             raise SpecError(str(exc)) from None
     if len(set(vals)) != len(vals):
-        raise SpecError(f"sweep spec: {where}.{key} = {vals} repeats a value (rule: distinct values)")
+        raise SpecError(f"sweep spec: {where}.{key} = {brief(vals)} repeats a value (rule: distinct values)")
     return vals
 
 
 def _int(raw, key: str, lo: int, hi: int, default: int) -> int:
     v = raw.get(key, default)
     if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-        raise SpecError(f"sweep spec: {key} = {v!r} must be an integer in [{lo}, {hi}]")
+        raise SpecError(f"sweep spec: {key} = {brief(v)} must be an integer in [{lo}, {hi}]")
     return v
 
 
@@ -144,7 +144,7 @@ def parse_spec(raw, origin: Path | None = None) -> Spec:
         raise SpecError(f"sweep spec: top level must be a table/object, got {type(raw).__name__}")
     for k in raw:
         if k not in _TOP_KEYS:
-            raise SpecError(f"sweep spec: unknown key {k!r}; known keys: {', '.join(_TOP_KEYS)}")
+            raise SpecError(f"sweep spec: unknown key {brief(k)}; known keys: {', '.join(_TOP_KEYS)}")
     base = _base(raw, origin)
     wls = raw.get("workloads")
     if isinstance(wls, str):
@@ -167,7 +167,7 @@ def parse_spec(raw, origin: Path | None = None) -> Spec:
         raise SpecError(f"sweep spec: knobs must be one of {', '.join(KNOB_SOURCES)} or a non-empty list of them")
     for k in knobs:
         if k not in KNOB_SOURCES:
-            raise SpecError(f"sweep spec: knobs = {k!r} is not one of {', '.join(KNOB_SOURCES)}")
+            raise SpecError(f"sweep spec: knobs = {brief(k)} is not one of {', '.join(KNOB_SOURCES)}")
     from compiler.tune import MAX_TUNE_TRIALS
     tune = (_int(raw, "tune_trials", 1, MAX_TUNE_TRIALS, 16), _int(raw, "tune_seed", 0, (1 << 63) - 1, 0))
     if "grid" in raw and "sample" in raw:
