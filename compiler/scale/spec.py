@@ -28,6 +28,11 @@ point's Dask worker) and records the best record's run; its resume key holds the
 Every point is ``base`` updated with its keys.  Keys and values are checked here (unknown key, empty
 list, value out of the key's range: a one-line :class:`SpecError`); whether a point's buffers fit the
 ISA is checked per point when it runs (it is then recorded as skipped, with the rule).
+
+Bounds: a spec is a regular file of at most :data:`MAX_SPEC_BYTES` (``hw.files``; JSON strict: no
+duplicate key, no NaN, bounded nesting); a sweep has at most :data:`MAX_POINTS` points (configs x
+workloads x knob sources), counted before any grid is expanded and after every ``[[points]]`` table
+is checked, so a huge grid costs nothing and a bad point is found at once.
 """
 
 from __future__ import annotations
