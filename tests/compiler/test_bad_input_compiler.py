@@ -255,6 +255,7 @@ def _log_line(**changes) -> str:
      ["line 2 is not JSON", "NaN is not a JSON number"]),
     (_log_line().replace('"error": null', '"error": null, "cycles": 1'), ["duplicate key 'cycles'"]),
     ("\xff", ["line 1: byte 1 is not UTF-8 text"]),
+    (_log_line(error="x" * 70_000), ["line 1 has 70", "bytes (rule: at most 65536 bytes a line)"]),
 ])
 def test_bad_tune_log_records_name_line_field_and_rule(tmp_path, line, words):
     log = tmp_path / "t.jsonl"
@@ -363,6 +364,16 @@ def test_torn_last_row_is_ignored_and_the_rest_checked(tmp_path):
     path.write_bytes(path.read_bytes().replace(b"1000,", b"-1000,", 1))
     with pytest.raises(ValueError, match=r"line 2: cycles = '-1000' must be a positive integer"):
         read_rows(path)
+
+
+def test_results_writer_after_a_torn_header_writes_the_header(tmp_path):
+    from compiler.scale.results import COLUMNS, ResultsWriter, read_rows
+    path = tmp_path / "r.csv"
+    path.write_text(",".join(COLUMNS)[:30])     # the sweep died while writing the header
+    rows = read_rows(_results(tmp_path))
+    with ResultsWriter(path) as w:
+        w.append(rows[0])
+    assert read_rows(path) == rows[:1]
 
 
 # ---- the tensor-expression API: CompileError naming the tensor/axis and the rule -------------------
