@@ -61,7 +61,14 @@ def build(sch, args, inputs: dict, cfg=None, name: str = "main", dump_ir=None, e
             if arr.shape != tuple(tensor.shape):
                 raise CompileError(f"build of {name}: input `{tensor.name}` has shape {arr.shape}, "
                                    f"the placeholder {tuple(tensor.shape)}")
-            bufs[buf] = q.alloc_input(buf.name, arr.astype(np_dtype(tensor.dtype)))
+            if not (np.issubdtype(arr.dtype, np.integer) or arr.dtype == np.bool_):
+                raise CompileError(f"build of {name}: input `{tensor.name}` has dtype {arr.dtype} "
+                                   f"(rule: inputs are integer arrays)")
+            packed = arr.astype(np_dtype(tensor.dtype))
+            if not np.array_equal(packed, arr):
+                raise CompileError(f"build of {name}: input `{tensor.name}` has values outside {tensor.dtype} "
+                                   f"(rule: an input fits its placeholder's dtype)")
+            bufs[buf] = q.alloc_input(buf.name, packed)
         else:
             nbytes = buf.size * np.dtype(np_dtype(tensor.dtype)).itemsize
             bufs[buf] = q.alloc_output(buf.name, nbytes)

@@ -70,7 +70,8 @@ def _size(workload: str, cfg, reduce: int) -> str:
 def cmd_compile(args) -> int:
     from hw.config import load_config
     from compiler.ops import compile_workload
-    from compiler.workloads import parse_workload
+    from compiler.workloads import check_seed, parse_workload
+    check_seed(args.seed, "compile --seed")
     cfg = load_config(args.config)
     wl = parse_workload(args.workload, cfg, reduce=args.reduce)
     knobs, source = _knobs_from_args(args, wl, cfg)
@@ -92,9 +93,12 @@ def cmd_compile(args) -> int:
 
 def cmd_tune(args) -> int:
     from hw.config import load_config
-    from compiler.knobs import fallback_knobs, tophub_knobs
+    from compiler.knobs import check_log_target, fallback_knobs, tophub_knobs
     from compiler.tune import measure, tune
-    from compiler.workloads import parse_workload
+    from compiler.workloads import check_seed, parse_workload
+    check_seed(args.seed, "tune --seed")
+    if args.log is not None:
+        check_log_target(args.log)          # before any trial: a FIFO would block the first append
     cfg = load_config(args.config)
     from sim.scale.cluster import client_from_args, cluster_option, require_cluster, wants_cluster
     if wants_cluster(args):

@@ -16,22 +16,30 @@ Tuning logs are JSON lines, one trial per line::
      "cycles": 535000, "gemm_uops": 451584, "error": null}
 
 ``best_from_log`` picks the fewest cycles for a workload, config and size (``reduce``; a record without
-it was tuned at full size); ``tuned_sizes`` lists the sizes a log has.
+it was tuned at full size); ``tuned_sizes`` lists the sizes a log has.  Every record is checked as it
+is read: ``workload``/``config`` strings, ``knobs`` an object of integers or ``[outer, inner]`` pairs,
+``cycles``/``gemm_uops``/``insns`` non-negative integers or null, ``error`` a string or null (strict
+JSON: no NaN, no duplicate keys); a line over ``MAX_LOG_LINE`` bytes or a log over ``MAX_LOG_BYTES``
+is refused.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
-from hw.files import parse_json, read_regular
+from hw.files import brief, iter_json_lines, regular_size
 from compiler.errors import CompileError
 from compiler.workloads import Conv2d, Dense, VAdd
 
 __all__ = ["knob_space", "fallback_knobs", "tophub_knobs", "fitting_knobs", "check_knobs", "best_from_log", "tuned_sizes",
-           "read_log", "append_log", "split_extents", "MAX_LOG_BYTES"]
+           "read_log", "iter_log", "knob_value_ok", "append_log", "check_log_target", "split_extents", "MAX_LOG_BYTES",
+           "MAX_LOG_LINE"]
 
-MAX_LOG_BYTES = 128 << 20      # a tuning log of about 400k trials; read whole (a regular file, hw.files)
+MAX_LOG_BYTES = 128 << 20      # a tuning log of about 400k trials; read line by line (hw.files)
+MAX_LOG_LINE = 1 << 16         # one record is about 300 bytes
 
 TOPHUB_MODEL = "1x16_i8w8a32_15_15_18_17"
 _TOPHUB_RESNET18 = {  # layer: tile_h, tile_w, tile_ci, tile_co, oc_nthread, h_nthread (spec 7.3)
@@ -160,7 +168,12 @@ def tophub_knobs(wl, cfg, any_config: bool = False) -> dict | None:
 
 def check_knobs(wl, cfg, knobs: dict) -> dict:
     """``knobs`` completed with the fallback for missing keys, every value checked against the space."""
+    if not isinstance(knobs, dict):
+        raise CompileError(f"{wl.name}: knobs = {brief(knobs)} must be a JSON object of knob values")
     if isinstance(wl, VAdd):
+        if knobs:
+            raise CompileError(f"{wl.name}: unknown knob(s) {', '.join(sorted(map(str, knobs)))[:200]} "
+                               f"(rule: a vadd has no knobs)")
         return {}
     space = knob_space(wl, cfg)
     unknown = set(knobs) - set(space)
@@ -168,6 +181,9 @@ def check_knobs(wl, cfg, knobs: dict) -> dict:
         raise CompileError(f"{wl.name}: unknown knob(s) {', '.join(sorted(unknown))}; knobs are {', '.join(space)}")
     out = fallback_knobs(wl, cfg)
     for k, v in knobs.items():
+        if not knob_value_ok(v):
+            raise CompileError(f"{wl.name}: knob {k} = {brief(v)} must be an integer >= 0 or a split [outer, inner] "
+                               f"of two (rule: knob values are integers, as AutoTVM prints them)")
         v = list(v) if isinstance(v, (list, tuple)) else v
         if v not in space[k]:
             if k.startswith("tile_"):
@@ -189,36 +205,86 @@ def check_knobs(wl, cfg, knobs: dict) -> dict:
     return out
 
 
+_LOG_FIELDS = {"workload": str, "config": str, "knobs": dict, "cycles": int, "gemm_uops": int, "error": str,
+               "reduce": int, "insns": int, "seconds": float}
+
+
+def knob_value_ok(value) -> bool:
+    """Whether ``value`` has a knob's type: an integer >= 0 (a thread count, or a 0/1 switch such as
+    ``dw_alu``) or a split ``[outer, inner]`` of two integers >= 1 (a bool is not an integer here:
+    ``True == 1`` would slip through)."""
+    def one(x, least=1):
+        return isinstance(x, int) and not isinstance(x, bool) and x >= least
+    if isinstance(value, (list, tuple)):
+        return len(value) == 2 and all(one(x) for x in value)
+    return one(value, 0)
+
+
+def _check_record(rec, where: str) -> dict:
+    """One log record with every field of its type (see the module docstring), else a CompileError."""
+    if not isinstance(rec, dict):
+        kind = {list: "array", str: "string", int: "number", float: "number", bool: "boolean"}.get(type(rec), "null")
+        raise CompileError(f"{where} is a JSON {kind}, not an object (rule: one record a line)")
+    missing = [k for k in ("workload", "config", "knobs") if k not in rec]
+    if missing:
+        raise CompileError(f"{where} lacks {'/'.join(missing)} (rule: every record has workload, config, knobs)")
+    for k, v in rec.items():
+        typ = _LOG_FIELDS.get(k)
+        if typ is None:
+            raise CompileError(f"{where}: unknown field {brief(k)} (rule: fields are {', '.join(_LOG_FIELDS)})")
+        optional = k not in ("workload", "config", "knobs")
+        ok = (v is None and optional) or (
+            typ is float and isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0) or (
+            typ is int and isinstance(v, int) and not isinstance(v, bool) and v >= (1 if k == "reduce" else 0)) or (
+            typ in (str, dict) and isinstance(v, typ))
+        if not ok:
+            kind = {int: "a non-negative integer" if k != "reduce" else "an integer >= 1", float: "a number >= 0",
+                    str: "a string", dict: "a JSON object"}[typ]
+            raise CompileError(f"{where}: {k} = {brief(v)} must be {kind}{' or null' if optional else ''} "
+                               f"(rule: the record vtasim tune writes)")
+    for name, value in rec["knobs"].items():
+        if not knob_value_ok(value):
+            raise CompileError(f"{where}: knob {brief(name)} = {brief(value)} must be an integer >= 0 or a split "
+                               f"[outer, inner] of two (rule: the record vtasim tune writes)")
+    return rec
+
+
+def iter_log(path):
+    """Yield every record of a JSON-lines tuning log, checked (:func:`_check_record`), one at a time: a
+    log is read in bounded memory whatever its length (at most :data:`MAX_LOG_BYTES`)."""
+    for n, rec in iter_json_lines(Path(path), "tuning log", MAX_LOG_BYTES, max_line=MAX_LOG_LINE,
+                                  limit="MAX_LOG_BYTES", error=CompileError):
+        yield _check_record(rec, f"tuning log {path}: line {n}")
+
+
 def read_log(path) -> list[dict]:
     """Every record of a JSON-lines tuning log; a malformed line is an error naming its number."""
-    p = Path(path)
-    data = read_regular(p, "tuning log", MAX_LOG_BYTES, limit="MAX_LOG_BYTES", error=CompileError)  # no FIFO
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise CompileError(f"tuning log {p}: byte {exc.start} is not UTF-8 text") from None
-    records = []
-    for n, line in enumerate(text.splitlines(), 1):
-        line = line.strip()
-        if not line:
-            continue
-        rec = parse_json(line, f"tuning log {p}: line {n} is not JSON", CompileError)
-        if not isinstance(rec, dict) or not {"workload", "config", "knobs"} <= set(rec):
-            raise CompileError(f"tuning log {p}: line {n} lacks workload/config/knobs")
-        records.append(rec)
-    return records
+    return list(iter_log(path))
+
+
+def check_log_target(path) -> None:
+    """``path`` can take appended records: absent, or a regular file (a FIFO would block the writer)."""
+    if os.path.lexists(path):
+        regular_size(path, "tuning log", MAX_LOG_BYTES, limit="MAX_LOG_BYTES", error=CompileError)
 
 
 def append_log(path, record: dict) -> None:
-    """Append one trial (flushed at once, so a crash loses nothing)."""
-    with Path(path).open("a", encoding="utf-8") as f:
+    """Append one trial (flushed at once, so a crash loses nothing); never blocks on a FIFO."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        raise CompileError(f"cannot append to tuning log {path}: {exc.strerror}") from None
+    with os.fdopen(fd, "a", encoding="utf-8") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise CompileError(f"tuning log {path} is not a regular file (rule: vtasim appends only to regular files)")
         f.write(json.dumps(record, sort_keys=True) + "\n")
         f.flush()
 
 
 def _measured(path, workload: str, cfg) -> list[dict]:
     """The error-free, measured records of ``workload`` on ``cfg`` in the log."""
-    return [rec for rec in read_log(path) if rec["workload"] == workload and rec["config"] == cfg.bitstream
+    return [rec for rec in iter_log(path) if rec["workload"] == workload and rec["config"] == cfg.bitstream
             and not rec.get("error") and rec.get("cycles") is not None]
 
 

@@ -28,7 +28,7 @@ from compiler.ir import (BinOp, Cast, Expr, IntImm, Select, Var, and_, const, eq
                          max_, min_, ne, or_)
 
 __all__ = [
-    "IterVar", "Tensor", "PlaceholderOp", "ComputeOp", "TensorRead", "Reduce", "DSLError", "TEError",
+    "MAX_TENSOR_ELEMENTS", "MAX_DIMS", "check_shape", "check_extent", "check_dtype", "IterVar", "Tensor", "PlaceholderOp", "ComputeOp", "TensorRead", "Reduce", "DSLError", "TEError",
     "placeholder", "compute", "reduce_axis", "thread_axis", "sum", "cast", "if_then_else",
     "all_", "any_", "min", "max", "min_", "max_", "lt", "le", "gt", "ge", "eq", "ne", "const",
     "pad", "map_expr", "reads_of", "expr_text",
@@ -49,6 +49,57 @@ class DSLError(CompileError):
 
 class TEError(DSLError):
     """A malformed tensor expression (wrong number of indices, a nested reduction...)."""
+
+
+# Bounds of every tensor and axis, checked when it is made (before lower, build or the reference
+# allocate anything): the reference evaluator holds a tensor in int64 (and a few copies of it while it
+# evaluates), so 2^22 elements are 32 MiB each; a compile stays well within a 1.5 GiB process.
+MAX_TENSOR_ELEMENTS = 1 << 22
+MAX_DIMS = 16
+
+
+def _is_int(v) -> bool:
+    import numbers
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool) and type(v).__name__ != "bool_"
+
+
+def check_extent(value, what: str) -> int:
+    """``value`` as an int if it is an integer in [1, MAX_TENSOR_ELEMENTS], else a TEError naming ``what``."""
+    if not _is_int(value):
+        import numbers
+        shown = value if isinstance(value, numbers.Number) else repr(value)
+        raise TEError(f"{what} = {shown} is a {type(value).__name__}, not an integer (rule: extents are integers)")
+    value = int(value)
+    if not 1 <= value <= MAX_TENSOR_ELEMENTS:
+        raise TEError(f"{what} = {value if value.bit_length() < 100 else '<huge>'} must be in "
+                      f"[1, {MAX_TENSOR_ELEMENTS}] (rule: an extent is at least 1 and at most MAX_TENSOR_ELEMENTS)")
+    return value
+
+
+def check_dtype(dtype, what: str) -> str:
+    """``dtype`` if it is ``bool`` or a signed ``intN`` (N in 1..64), else a TEError naming ``what``."""
+    if dtype == "bool" or (isinstance(dtype, str) and dtype.startswith("int") and dtype[3:].isdigit()
+                           and dtype[3:].isascii() and 1 <= int(dtype[3:]) <= 64):
+        return dtype
+    raise TEError(f"{what}: dtype {dtype!r} is not bool or int1..int64 (rule: VTA tensors are signed integers)")
+
+
+def check_shape(shape, what: str) -> tuple:
+    """``shape`` as a tuple of ints: at most MAX_DIMS integer extents >= 1 whose product is at most
+    MAX_TENSOR_ELEMENTS; else a TEError naming ``what`` and the dimension."""
+    if not isinstance(shape, (tuple, list)):
+        raise TEError(f"{what}: shape {shape!r} must be a tuple of integers")
+    if len(shape) > MAX_DIMS:
+        raise TEError(f"{what}: {len(shape)} dimensions (rule: at most MAX_DIMS = {MAX_DIMS})")
+    out, total = [], 1
+    for d, s in enumerate(shape):
+        n = check_extent(s, f"{what}: dimension {d}")
+        total *= n
+        out.append(n)
+    if total > MAX_TENSOR_ELEMENTS:
+        raise TEError(f"{what}: shape {tuple(out)} has {total} elements, more than MAX_TENSOR_ELEMENTS = "
+                      f"{MAX_TENSOR_ELEMENTS} (rule: the reference holds a tensor in int64, at most 32 MiB)")
+    return tuple(out)
 
 
 class IterVar(Var):
@@ -114,9 +165,11 @@ class PlaceholderOp:
     """An input tensor: data the caller provides."""
 
     def __init__(self, name: str, shape, dtype: str):
+        if not isinstance(name, str) or not name:
+            raise TEError(f"placeholder name {name!r} must be a non-empty string")
         self.name = name
-        self.shape = tuple(int(s) for s in shape)
-        self.dtype = dtype
+        self.shape = check_shape(shape, f"placeholder `{name}`")
+        self.dtype = check_dtype(dtype, f"placeholder `{name}`")
         self.tensor = Tensor(self)
 
     def output(self, index: int = 0) -> Tensor:
@@ -205,7 +258,7 @@ def _arg_names(fcompute: Callable, ndim: int, name: str) -> list:
 
 def compute(shape, fcompute: Callable, name: str = "compute", tag: str = "") -> Tensor:
     """``compute(shape, lambda i, j: ..., name)``: a tensor whose element ``[i, j]`` is the body."""
-    shape = tuple(int(s) for s in shape)
+    shape = check_shape(shape, f"compute `{name}`")
     axis = [IterVar(n, ext) for n, ext in zip(_arg_names(fcompute, len(shape), name), shape)]
     body = fcompute(*axis)
     body = const(body)
@@ -225,10 +278,12 @@ def _no_reduce(e, name):
 
 def reduce_axis(dom, name: str = "rv") -> IterVar:
     """A reduction axis over ``dom = (0, n)`` (ranges start at 0 in this IR)."""
+    if not isinstance(dom, (tuple, list)) or len(dom) != 2:
+        raise TEError(f"reduce_axis `{name}`: the range must be a pair (0, n), got {dom!r}")
     lo, hi = dom
-    if lo != 0:
-        raise TEError(f"reduce_axis `{name}`: the range must start at 0, got ({lo}, {hi})")
-    return IterVar(name, int(hi), "reduce")
+    if not _is_int(lo) or lo != 0:
+        raise TEError(f"reduce_axis `{name}`: the range must start at 0, got ({lo!r}, {hi!r})")
+    return IterVar(name, check_extent(hi, f"reduce_axis `{name}`: extent"), "reduce")
 
 
 def thread_axis(tag: str = "cthread", name: str | None = None) -> IterVar:
@@ -245,7 +300,7 @@ def sum(expr, axis) -> Reduce:  # noqa: A001 - TVM's name
 
 
 def cast(dtype: str, e) -> Expr:
-    return Cast(dtype, const(e))
+    return Cast(check_dtype(dtype, "cast"), const(e))
 
 
 def if_then_else(cond, a, b) -> Expr:
@@ -284,6 +339,11 @@ def pad(data: Tensor, pad_before, pad_after=None, pad_value=0, name: str = "PadI
     n = data.ndim
     if len(pad_before) != n or len(pad_after) != n:
         raise TEError(f"pad of `{data.name}`: {n} dimensions, pads given for {len(pad_before)}/{len(pad_after)}")
+    for side, pads in (("before", pad_before), ("after", pad_after)):
+        for d, p in enumerate(pads):
+            if not _is_int(p) or not 0 <= p <= MAX_TENSOR_ELEMENTS:
+                raise TEError(f"pad of `{data.name}`: pad {side} of dimension {d} = {p!r} must be an integer in "
+                              f"[0, {MAX_TENSOR_ELEMENTS}]")
     shape = [s + b + a for s, b, a in zip(data.shape, pad_before, pad_after)]
 
     def body(*idx):

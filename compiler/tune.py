@@ -29,10 +29,15 @@ import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
-from compiler.knobs import append_log, check_knobs, fallback_knobs, fitting_knobs, knob_space, tophub_knobs
-from compiler.workloads import parse_workload
+from compiler.errors import CompileError
+from compiler.knobs import append_log, check_knobs, check_log_target, fallback_knobs, fitting_knobs, knob_space, tophub_knobs
+from compiler.workloads import check_seed, parse_workload
 
-__all__ = ["measure", "tune", "TuneResult"]
+__all__ = ["measure", "tune", "TuneResult", "MAX_TUNE_TRIALS", "MAX_JOBS"]
+
+MAX_TUNE_TRIALS = 10_000    # trials of one search
+MAX_JOBS = 64               # worker processes of one search
+
 
 
 def measure(workload: str, reduce: int, cfg_dict: dict, knobs: dict) -> dict:
@@ -121,11 +126,13 @@ def tune(workload: str, cfg, trials: int = 32, jobs: int = 2, log=None, seed: in
     wl = parse_workload(workload, cfg, reduce=reduce)
     space = knob_space(wl, cfg)
     if not space:
-        from compiler.errors import CompileError
         raise CompileError(f"{workload} has no knobs to tune")
-    if trials < 1 or jobs < 0:
-        from compiler.errors import CompileError
-        raise CompileError(f"trials = {trials} must be at least 1 and jobs = {jobs} at least 0")
+    for what, value, lo, hi in (("trials", trials, 1, MAX_TUNE_TRIALS), ("jobs", jobs, 0, MAX_JOBS)):
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            raise CompileError(f"tune: {what} = {value!r} must be an integer in [{lo}, {hi}]")
+    check_seed(seed, "tune: seed")
+    if log is not None:
+        check_log_target(log)
     rng = random.Random(seed)
     result = TuneResult(workload)
     seen: set = set()

@@ -7,8 +7,14 @@ forever, ``/dev/zero`` never ends) no larger than a bound the caller names.  The
 non-blocking, so a file swapped for a FIFO in between cannot hang the read either).
 
 JSON is parsed strictly: a key given twice in one object, nesting deeper than Python's recursion
-limit and integers longer than Python's conversion limit (4300 digits) are each refused with one
-line naming the file and the rule, instead of a silent "last key wins" or a traceback.
+limit, integers longer than Python's conversion limit (4300 digits) and the non-JSON constants NaN and
+Infinity are each refused with one line naming the file and the rule, instead of a silent "last key
+wins", a NaN that compares false with everything, or a traceback.
+
+Line-oriented files are read in chunks, never whole (:func:`iter_lines`: bounded line length, UTF-8,
+no NUL), as JSON lines (:func:`iter_json_lines`) or CSV with a fixed header (:func:`iter_csv`: one field
+per column, bounded fields).  An ``.npy`` array (:func:`load_npy`) has its header read and its shape x
+itemsize checked against the bound before its data is read.
 
 Each function raises ``error`` (the caller's own exception class: ConfigError, ImageError, ...)
 with a one-line message.  ``hw`` is the lowest layer, so ``sim`` and ``compiler`` use this too.
@@ -22,7 +28,8 @@ import stat
 import sys
 from pathlib import Path
 
-__all__ = ["regular_size", "read_regular", "parse_json", "load_json", "brief"]
+__all__ = ["regular_size", "open_regular", "read_regular", "iter_lines", "iter_json_lines", "iter_csv",
+           "parse_json", "load_json", "load_npy", "brief"]
 
 _KINDS = ((stat.S_ISDIR, "directory"), (stat.S_ISFIFO, "FIFO"), (stat.S_ISCHR, "character device"),
           (stat.S_ISBLK, "block device"), (stat.S_ISSOCK, "socket"), (stat.S_ISLNK, "symbolic link"))
@@ -75,9 +82,10 @@ def regular_size(path, what: str, max_bytes: int, *, limit: str | None = None, e
     return _check_stat(st, shown, what, max_bytes, _bound(max_bytes, limit), error, follow_symlinks)
 
 
-def read_regular(path, what: str, max_bytes: int, *, limit: str | None = None, error=ValueError,
-                 follow_symlinks: bool = True, shown: str | None = None) -> bytes:
-    """The bytes of ``path`` after :func:`regular_size`'s checks, made again on the opened file."""
+def open_regular(path, what: str, max_bytes: int, *, limit: str | None = None, error=ValueError,
+                 follow_symlinks: bool = True, shown: str | None = None):
+    """``(file, size)``: ``path`` opened for binary reading after :func:`regular_size`'s checks, made
+    again on the opened descriptor (opened non-blocking: a file swapped for a FIFO cannot hang)."""
     shown = str(path) if shown is None else shown
     regular_size(path, what, max_bytes, limit=limit, error=error, follow_symlinks=follow_symlinks, shown=shown)
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
@@ -87,8 +95,22 @@ def read_regular(path, what: str, max_bytes: int, *, limit: str | None = None, e
         fd = os.open(path, flags)
     except OSError as exc:
         raise error(f"cannot read {what} {shown}: {exc.strerror}") from None
-    with os.fdopen(fd, "rb") as f:
+    f = os.fdopen(fd, "rb")
+    try:
         size = _check_stat(os.fstat(fd), shown, what, max_bytes, _bound(max_bytes, limit), error, follow_symlinks)
+    except BaseException:
+        f.close()
+        raise
+    return f, size
+
+
+def read_regular(path, what: str, max_bytes: int, *, limit: str | None = None, error=ValueError,
+                 follow_symlinks: bool = True, shown: str | None = None) -> bytes:
+    """The bytes of ``path`` after :func:`regular_size`'s checks, made again on the opened file."""
+    shown = str(path) if shown is None else shown
+    f, size = open_regular(path, what, max_bytes, limit=limit, error=error, follow_symlinks=follow_symlinks,
+                           shown=shown)
+    with f:
         # read what fstat reports (+1 to see growth), never a max_bytes buffer up front: f.read(n)
         # allocates n bytes before it reads.  A file that grew (or a /proc file, size 0) is read on in
         # chunks up to the bound.
@@ -101,6 +123,102 @@ def read_regular(path, what: str, max_bytes: int, *, limit: str | None = None, e
     if len(data) > max_bytes:
         raise error(f"{what} {shown} grew while being read (was {size} bytes; more than {_bound(max_bytes, limit)})")
     return data
+
+
+def iter_lines(path, what: str, max_bytes: int, *, max_line: int = 1 << 16, limit: str | None = None,
+               error=ValueError):
+    """Yield ``(number, text, complete)`` for each line of ``path`` (1-based number, the text without its
+    newline, ``complete`` False only for a last line without one), read in chunks: memory is bounded by
+    ``max_line``, never by the file.  The file is checked as by :func:`read_regular`; a line longer than
+    ``max_line`` bytes, bytes that are not UTF-8 or a NUL byte are each one ``error`` naming the line."""
+    shown = str(path)
+    f, size = open_regular(path, what, max_bytes, limit=limit, error=error, shown=shown)
+    number, got, pending = 0, 0, b""
+    with f:
+        while True:
+            chunk = f.read(1 << 20)
+            got += len(chunk)
+            if got > max_bytes:
+                raise error(f"{what} {shown} grew while being read (was {size} bytes; more than "
+                            f"{_bound(max_bytes, limit)})")
+            if not chunk:
+                if pending:
+                    yield number + 1, _line_text(pending, shown, what, number + 1, max_line, error), False
+                return
+            lines = (pending + chunk).split(b"\n")
+            pending = lines.pop()
+            for raw in lines:
+                number += 1
+                yield number, _line_text(raw, shown, what, number, max_line, error), True
+            if len(pending) > max_line:
+                raise error(f"{what} {shown}: line {number + 1} is longer than {max_line} bytes "
+                            f"(rule: at most {max_line} bytes a line)")
+
+
+def _line_text(raw: bytes, shown: str, what: str, number: int, max_line: int, error) -> str:
+    if len(raw) > max_line:
+        raise error(f"{what} {shown}: line {number} has {len(raw)} bytes (rule: at most {max_line} bytes a line)")
+    if b"\0" in raw:
+        raise error(f"{what} {shown}: line {number} holds a NUL byte at column {raw.index(0) + 1} "
+                    f"(rule: text files hold no NUL)")
+    try:
+        return raw.decode("utf-8").removesuffix("\r")
+    except UnicodeDecodeError as exc:
+        raise error(f"{what} {shown}: line {number}: byte {exc.start + 1} is not UTF-8 text "
+                    f"(rule: text files are UTF-8)") from None
+
+
+def iter_json_lines(path, what: str, max_bytes: int, *, max_line: int = 1 << 16, limit: str | None = None,
+                    error=ValueError):
+    """Yield ``(number, value)`` for each non-blank line of a JSON-lines file, each parsed by
+    :func:`parse_json` (strict); a torn last line (no newline) is parsed like the others."""
+    for number, text, _ in iter_lines(path, what, max_bytes, max_line=max_line, limit=limit, error=error):
+        if text.strip():
+            yield number, parse_json(text, f"{what} {path}: line {number} is not JSON", error)
+
+
+def iter_csv(path, what: str, max_bytes: int, header: list, *, max_field: int = 1 << 16,
+             max_line: int = 1 << 20, limit: str | None = None, error=ValueError, skip_torn: bool = True):
+    """Yield ``(line, row)`` for each row of a CSV file whose first row must be ``header`` exactly; each
+    row is a dict of ``len(header)`` strings.  Strict: a row with another number of fields, a field
+    longer than ``max_field`` characters, bad quoting, bytes that are not UTF-8 are each one ``error``
+    naming the line.  With ``skip_torn`` a last line without its newline (a row being written when its
+    writer died) is dropped."""
+    import csv
+
+    shown = str(path)
+    state = {"line": 0}
+
+    def lines():
+        for number, text, complete in iter_lines(path, what, max_bytes, max_line=max_line, limit=limit,
+                                                 error=error):
+            state["line"] = number
+            if not complete and skip_torn:
+                return
+            yield text + "\n"
+
+    reader = csv.reader(lines(), strict=True)
+    try:
+        first = next(reader, None)
+        if first is None:
+            return
+        if first != list(header):
+            raise error(f"{what} {shown}: line 1 is not the expected header ({len(header)} columns "
+                        f"{','.join(header[:3])},...) (rule: a {what} starts with its header; use another file)")
+        for row in reader:
+            if len(row) != len(header):
+                raise error(f"{what} {shown}: line {state['line']} has {len(row)} fields, the header "
+                            f"{len(header)} (rule: every row has one field per column)")
+            for name, value in zip(header, row):
+                if len(value) > max_field:
+                    raise error(f"{what} {shown}: line {state['line']}: field {name} has {len(value)} "
+                                f"characters (rule: at most {max_field})")
+            yield state["line"], dict(zip(header, row))
+    except csv.Error as exc:
+        why = (f"a field of more than {csv.field_size_limit()} characters" if "field limit" in str(exc)
+               else str(exc))
+        raise error(f"{what} {shown}: line {state['line']} is not valid CSV: {why} "
+                    f"(rule: fields of at most {max_field} characters, quotes balanced)") from None
 
 
 class _Duplicate(Exception):
@@ -116,6 +234,14 @@ def _no_duplicates(pairs):
     return out
 
 
+class _NotJson(Exception):
+    pass
+
+
+def _no_constants(name):
+    raise _NotJson(name)
+
+
 def parse_json(data, shown: str, error=ValueError):
     """Parse JSON text or UTF-8 bytes strictly (see the module docstring); ``shown`` names the source."""
     if isinstance(data, (bytes, bytearray)):
@@ -124,7 +250,10 @@ def parse_json(data, shown: str, error=ValueError):
         except UnicodeDecodeError as exc:
             raise error(f"{shown}: not valid JSON: byte {exc.start} is not UTF-8 text") from None
     try:
-        return json.loads(data, object_pairs_hook=_no_duplicates)
+        return json.loads(data, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
+    except _NotJson as exc:
+        raise error(f"{shown}: not valid JSON: {exc.args[0]} is not a JSON number "
+                    f"(rule: numbers are finite; NaN and Infinity are Python extensions)") from None
     except _Duplicate as exc:
         raise error(f"{shown}: duplicate key {brief(exc.args[0])} in one JSON object "
                     f"(rule: each key at most once; JSON parsers disagree on which copy wins)") from None
@@ -145,3 +274,43 @@ def load_json(path, what: str, max_bytes: int, *, limit: str | None = None, erro
     """:func:`read_regular` then :func:`parse_json`."""
     data = read_regular(path, what, max_bytes, limit=limit, error=error, follow_symlinks=follow_symlinks)
     return parse_json(data, str(Path(path)), error)
+
+
+def load_npy(path, what: str, max_bytes: int, *, limit: str | None = None, error=ValueError):
+    """The array of an ``.npy`` file, its header checked before any data is read: a numeric dtype (no
+    objects, no pickle), and ``shape`` x itemsize within ``max_bytes`` and equal to the bytes the file
+    holds after its header (a header declaring petabytes is refused without allocating)."""
+    import numpy as np
+    from numpy.lib import format as npformat
+
+    shown = str(path)
+    f, size = open_regular(path, what, max_bytes + 65536, limit=limit, error=error, shown=shown)
+    with f:
+        try:
+            version = npformat.read_magic(f)
+            reader = {(1, 0): npformat.read_array_header_1_0, (2, 0): npformat.read_array_header_2_0}.get(version)
+            if reader is None:
+                raise ValueError(f"format version {version}")
+            shape, fortran, dtype = reader(f)
+        except (ValueError, OSError, SyntaxError) as exc:
+            raise error(f"{what} {shown}: not an .npy array: {str(exc).splitlines()[0][:200]} "
+                        f"(rule: numpy's .npy format 1.0 or 2.0)") from None
+        if dtype.hasobject or dtype.kind not in "biuf":
+            raise error(f"{what} {shown}: dtype {dtype} is not a plain number type (rule: bool, int, uint or "
+                        f"float; no objects, no pickle)")
+        count = 1
+        for n in shape:
+            count *= n
+        need = count * dtype.itemsize
+        if need > max_bytes:
+            raise error(f"{what} {shown}: header declares shape {brief(tuple(shape))} of {dtype} = {need} bytes, "
+                        f"more than {_bound(max_bytes, limit)}")
+        start = f.tell()
+        if size - start != need:
+            raise error(f"{what} {shown}: header declares {need} bytes of data, the file holds {size - start} "
+                        f"(rule: data size = shape x itemsize)")
+        data = f.read(need + 1)
+    if len(data) != need:
+        raise error(f"{what} {shown}: changed while being read (rule: a file is not written while vtasim reads it)")
+    arr = np.frombuffer(data, dtype=dtype)
+    return arr.reshape(shape, order="F" if fortran else "C")

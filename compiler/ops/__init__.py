@@ -29,7 +29,7 @@ from compiler.ops.conv2d import fused_conv2d, schedule_conv2d_packed
 from compiler.ops.dense import fused_dense, plain_gemm, schedule_dense_packed
 from compiler.ops.conv2d_transpose import transpose_program
 from compiler.ops.group_conv2d import group_program
-from compiler.workloads import Conv2d, Conv2dTranspose, Dense, Gemm, GroupConv2d, VAdd, parse_workload
+from compiler.workloads import Conv2d, Conv2dTranspose, Dense, Gemm, GroupConv2d, VAdd, check_seed, parse_workload
 
 __all__ = ["compile_workload", "Compiled", "workload_program", "workload_shift", "default_knobs", "alu_chain"]
 
@@ -69,6 +69,7 @@ def workload_shift(wl) -> int | None:
 
 def workload_program(env, wl, knobs: dict, seed: int = 0):
     """``(schedule, args, inputs)`` of catalogue workload ``wl`` with ``knobs``."""
+    seed = check_seed(seed)
     if isinstance(wl, GroupConv2d):
         return group_program(env, wl, knobs, seed)
     if isinstance(wl, Conv2dTranspose):

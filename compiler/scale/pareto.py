@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 from pathlib import Path
 
 from compiler.scale.results import CONFIG_COLUMNS, read_rows
@@ -161,9 +162,9 @@ def run_dse(results, out_dir, log=print) -> dict:
     from sim.install import require
     require(["matplotlib"], "vtasim dse (its Pareto and sensitivity plots)")
     results = Path(results)
-    if not results.is_file():
-        raise SpecError(f"results file {results}: not a regular file (run vtasim sweep SPEC --out {results})")
-    rows = read_rows(results)
+    if not os.path.lexists(results):
+        raise SpecError(f"results file {results}: no such file (run vtasim sweep SPEC --out {results})")
+    rows = read_rows(results)           # strict, bounded, every row checked (compiler.scale.results)
     grouped = groups(rows)
     if not grouped:
         raise SpecError(f"results file {results}: no successful point (statuses: "

@@ -28,17 +28,22 @@ point's Dask worker) and records the best record's run; its resume key holds the
 Every point is ``base`` updated with its keys.  Keys and values are checked here (unknown key, empty
 list, value out of the key's range: a one-line :class:`SpecError`); whether a point's buffers fit the
 ISA is checked per point when it runs (it is then recorded as skipped, with the rule).
+
+Bounds: a spec is a regular file of at most :data:`MAX_SPEC_BYTES` (``hw.files``; JSON strict: no
+duplicate key, no NaN, bounded nesting); a sweep has at most :data:`MAX_POINTS` points (configs x
+workloads x knob sources), counted before any grid is expanded and after every ``[[points]]`` table
+is checked, so a huge grid costs nothing and a bad point is found at once.
 """
 
 from __future__ import annotations
 
-import json
 import random
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from hw.config import _ALL_KEYS, PRESETS, ConfigError, VTAConfig, _check_key, load_config, load_preset
+from hw.files import brief, parse_json, read_regular
 from sim.errors import SimError
 
 __all__ = ["SpecError", "Spec", "Point", "KNOB_SOURCES", "load_spec", "parse_spec", "point_key"]
@@ -47,9 +52,8 @@ KNOB_SOURCES = ("fallback", "tophub", "tuned")
 SWEEP_KEYS = tuple(k[0] for k in _ALL_KEYS if k[1] is int)
 _KEY_SPECS = {k[0]: k for k in _ALL_KEYS}
 _TOP_KEYS = ("base", "workloads", "reduce", "knobs", "tune_trials", "tune_seed", "grid", "sample", "points")
-MAX_TUNE_TRIALS = 10_000
 MAX_SPEC_BYTES = 1 << 20
-MAX_POINTS = 1_000_000
+MAX_POINTS = 10_000         # configs x workloads x knob sources of one sweep, checked before expanding
 
 
 class SpecError(SimError):
@@ -97,7 +101,7 @@ class Spec:
 
 def _values(table: dict, key: str, where: str) -> list:
     if key not in _KEY_SPECS or _KEY_SPECS[key][1] is not int:
-        raise SpecError(f"sweep spec: {where} has unknown key {key!r}; config keys: {', '.join(SWEEP_KEYS)}")
+        raise SpecError(f"sweep spec: {where} has unknown key {brief(key)}; config keys: {', '.join(SWEEP_KEYS)}")
     vals = table[key]
     if not isinstance(vals, list):
         vals = [vals]
@@ -109,14 +113,14 @@ def _values(table: dict, key: str, where: str) -> list:
         except ConfigError as exc:
             raise SpecError(str(exc)) from None
     if len(set(vals)) != len(vals):
-        raise SpecError(f"sweep spec: {where}.{key} = {vals} repeats a value (rule: distinct values)")
+        raise SpecError(f"sweep spec: {where}.{key} = {brief(vals)} repeats a value (rule: distinct values)")
     return vals
 
 
 def _int(raw, key: str, lo: int, hi: int, default: int) -> int:
     v = raw.get(key, default)
     if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-        raise SpecError(f"sweep spec: {key} = {v!r} must be an integer in [{lo}, {hi}]")
+        raise SpecError(f"sweep spec: {key} = {brief(v)} must be an integer in [{lo}, {hi}]")
     return v
 
 
@@ -145,7 +149,7 @@ def parse_spec(raw, origin: Path | None = None) -> Spec:
         raise SpecError(f"sweep spec: top level must be a table/object, got {type(raw).__name__}")
     for k in raw:
         if k not in _TOP_KEYS:
-            raise SpecError(f"sweep spec: unknown key {k!r}; known keys: {', '.join(_TOP_KEYS)}")
+            raise SpecError(f"sweep spec: unknown key {brief(k)}; known keys: {', '.join(_TOP_KEYS)}")
     base = _base(raw, origin)
     wls = raw.get("workloads")
     if isinstance(wls, str):
@@ -168,16 +172,18 @@ def parse_spec(raw, origin: Path | None = None) -> Spec:
         raise SpecError(f"sweep spec: knobs must be one of {', '.join(KNOB_SOURCES)} or a non-empty list of them")
     for k in knobs:
         if k not in KNOB_SOURCES:
-            raise SpecError(f"sweep spec: knobs = {k!r} is not one of {', '.join(KNOB_SOURCES)}")
+            raise SpecError(f"sweep spec: knobs = {brief(k)} is not one of {', '.join(KNOB_SOURCES)}")
+    from compiler.tune import MAX_TUNE_TRIALS
     tune = (_int(raw, "tune_trials", 1, MAX_TUNE_TRIALS, 16), _int(raw, "tune_seed", 0, (1 << 63) - 1, 0))
     if "grid" in raw and "sample" in raw:
         raise SpecError("sweep spec: give either [grid] or [sample], not both (a sample is drawn from its own grid)")
-    configs: list[dict] = []
-
-    def add(cfg: dict):
-        if cfg not in configs:
-            configs.append(cfg)
-
+    per_config = len(wls) * len(knobs)
+    explicit = _explicit_points(raw, base)          # checked before any grid is expanded
+    tables = []                                     # (keys, axes, chosen indices)
+    count = len(explicit)
+    if count * per_config > MAX_POINTS:
+        raise SpecError(f"sweep spec: {count} [[points]] x {len(wls)} workloads x {len(knobs)} knob sources = "
+                        f"{count * per_config} points (rule: a sweep has at most MAX_POINTS = {MAX_POINTS} points)")
     for name in ("grid", "sample"):
         if name not in raw:
             continue
@@ -192,29 +198,56 @@ def parse_spec(raw, origin: Path | None = None) -> Spec:
         for a in axes:
             total *= len(a)
         if name == "grid":
-            if total > MAX_POINTS:
-                raise SpecError(f"sweep spec: [grid] has {total} configs (rule: at most {MAX_POINTS}; use [sample])")
             chosen = range(total)
         else:
             n = _int(table, "samples", 1, MAX_POINTS, 0) if "samples" in table else None
             if n is None:
                 raise SpecError("sweep spec: [sample] needs samples = N (how many configs to draw)")
             seed = _int(table, "seed", 0, (1 << 63) - 1, 0)
-            chosen = sorted(random.Random(seed).sample(range(total), min(n, total)))
+            chosen = range(min(n, total)) if n >= total else sorted(random.Random(seed).sample(range(total), n))
+        count += len(chosen)
+        if count * per_config > MAX_POINTS:
+            raise SpecError(f"sweep spec: [{name}] makes {len(chosen)} configs x {len(wls)} workloads x "
+                            f"{len(knobs)} knob sources = {len(chosen) * per_config} points (rule: a sweep has at "
+                            f"most MAX_POINTS = {MAX_POINTS} points; use [sample] or fewer values)")
+        tables.append((keys, axes, chosen))
+    configs: list[dict] = []
+    seen: set = set()
+
+    def add(cfg: dict):
+        key = tuple(sorted(cfg.items()))
+        if key not in seen:
+            seen.add(key)
+            configs.append(cfg)
+
+    for keys, axes, chosen in tables:
         for idx in chosen:          # mixed-radix decode: the last key varies fastest
             vals, rest = [], idx
             for a in reversed(axes):
                 vals.append(a[rest % len(a)])
                 rest //= len(a)
             add({**base, **dict(zip(keys, reversed(vals)))})
+    for cfg in explicit:
+        add(cfg)
+    if not configs:
+        raise SpecError("sweep spec: no config points (rule: give [grid], [sample] or [[points]])")
+    return Spec(base=base, workloads=list(wls), reduce=reduce, knobs=list(knobs), configs=configs, tune=tune)
+
+
+def _explicit_points(raw, base: dict) -> list[dict]:
+    """The configs of ``[[points]]``, each checked (a preset and/or single-valued config keys)."""
     pts = raw.get("points", [])
     if not isinstance(pts, list) or not all(isinstance(p, dict) for p in pts):
         raise SpecError("sweep spec: points must be a list of tables ([[points]] with preset and/or config keys)")
+    if len(pts) > MAX_POINTS:
+        raise SpecError(f"sweep spec: {len(pts)} [[points]] (rule: at most MAX_POINTS = {MAX_POINTS})")
+    out = []
     for i, p in enumerate(pts):
         cfg = dict(base)
         if "preset" in p:
-            if p["preset"] not in PRESETS:
-                raise SpecError(f"sweep spec: points[{i}].preset = {p['preset']!r} is not one of {', '.join(PRESETS)}")
+            if not isinstance(p["preset"], str) or p["preset"] not in PRESETS:
+                raise SpecError(f"sweep spec: points[{i}].preset = {brief(p['preset'])} is not one of "
+                                f"{', '.join(PRESETS)}")
             cfg = load_preset(p["preset"]).to_dict()
         for k in p:
             if k != "preset":
@@ -222,29 +255,27 @@ def parse_spec(raw, origin: Path | None = None) -> Spec:
                 if len(vals) != 1:
                     raise SpecError(f"sweep spec: points[{i}].{k} must be one value (use [grid] for several)")
                 cfg[k] = vals[0]
-        add(cfg)
-    if not configs:
-        raise SpecError("sweep spec: no config points (rule: give [grid], [sample] or [[points]])")
-    return Spec(base=base, workloads=list(wls), reduce=reduce, knobs=list(knobs), configs=configs, tune=tune)
+        out.append(cfg)
+    return out
 
 
 def load_spec(path) -> Spec:
-    """Read ``path``: ``.toml`` with tomllib, ``.json`` with json (strict), at most 1 MiB."""
+    """Read ``path`` (a regular file of at most MAX_SPEC_BYTES, hw.files): ``.toml`` with tomllib, ``.json``
+    strictly (no duplicate keys, no NaN, bounded nesting)."""
     path = Path(path)
-    if not path.is_file():
-        raise SpecError(f"sweep spec {path}: not a regular file")
-    if path.stat().st_size > MAX_SPEC_BYTES:
-        raise SpecError(f"sweep spec {path}: larger than {MAX_SPEC_BYTES} bytes")
-    text = path.read_bytes()
-    try:
-        if path.suffix == ".json":
-            raw = json.loads(text, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(f"{c} is not JSON")))
-        elif path.suffix == ".toml":
-            raw = tomllib.loads(text.decode("utf-8"))
-        else:
-            raise SpecError(f"sweep spec {path}: the name must end in .toml or .json")
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise SpecError(f"sweep spec {path}: not valid {path.suffix[1:].upper()}: {str(exc).splitlines()[0]}") from None
+    if path.suffix not in (".toml", ".json"):
+        raise SpecError(f"sweep spec {path}: the name must end in .toml or .json")
+    data = read_regular(path, "sweep spec", MAX_SPEC_BYTES, limit="MAX_SPEC_BYTES", error=SpecError)
+    if path.suffix == ".json":
+        raw = parse_json(data, f"sweep spec {path}", SpecError)
+    else:
+        try:
+            raw = tomllib.loads(data.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise SpecError(f"sweep spec {path}: byte {exc.start} is not UTF-8 text (rule: TOML is UTF-8)") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise SpecError(f"sweep spec {path}: not valid TOML: {str(exc).splitlines()[0]}") from None
+        except RecursionError:
+            raise SpecError(f"sweep spec {path}: not valid TOML for vtasim: nested too deeply "
+                            f"(rule: a few levels of tables and arrays)") from None
     return parse_spec(raw, origin=path)
-
-
