@@ -61,18 +61,9 @@ def fuzz_batch(cfg, seeds, sim: str, max_cycles, imm_src_ne_dst: bool, run_image
 
 
 def print_coverage(hit: dict, n: int):
-    """Bins hit out of :data:`sim.programs.randprog.ALL_BINS`, each with the number of programs that hit it,
-    grouped by the bin's first word; then the bins no program hit."""
-    from sim.programs.randprog import ALL_BINS
-    print(f"coverage: {len(hit)} of {len(ALL_BINS)} bins hit by {n} programs (bin: programs hitting it)")
-    groups = {}
-    for b in ALL_BINS:
-        if b in hit:
-            groups.setdefault(b.split(":")[0], []).append(f"{b} {hit[b]}")
-    for g, items in groups.items():
-        print(f"  {g:<6} " + ", ".join(items))
-    missed = [b for b in ALL_BINS if b not in hit]
-    print("  not hit: " + (", ".join(missed) if missed else "none"))
+    """Print :func:`sim.programs.randprog.bins_report`."""
+    from sim.programs.randprog import bins_report
+    print("\n".join(bins_report(hit, n)))
 
 
 def chunks(first: int, n: int, batch: int, workers: int) -> list:
