@@ -11,6 +11,7 @@ batch after batch.
 from __future__ import annotations
 
 import shlex
+from functools import partial
 from pathlib import Path
 
 from hw.config import load_config
@@ -21,7 +22,7 @@ from sim.image import MemoryImage
 from sim.result import RunResult
 from sim.rtl.runner import DUMP_UNIT_NS, WAVE_FORMATS, wave_format
 from sim.scale.cluster import add_cluster_options, wants_cluster
-from sim.scale.fuzz import fuzz_batch, print_coverage, program_bins
+from sim.scale.fuzz import CoverageSink, check_coverage_options, fuzz_batch, print_coverage, program_bins
 
 __all__ = ["add_commands", "diff_image", "cmd_diff", "cmd_fuzz"]
 
@@ -110,6 +111,7 @@ def cmd_fuzz(args) -> int:
         raise SimError(f"fuzz --batch {args.batch}: the batch size must be at least 1")
     if args.max_cycles is not None and not 1 <= args.max_cycles < 1 << 32:
         raise SimError(f"fuzz --max-cycles {args.max_cycles} is outside 1 .. 2^32 - 1 (the RTL's 32-bit watchdog)")
+    check_coverage_options(args)
     rtl_dir = _rtl_dir(args.rtl_dir)
     cfg = load_config(args.config)
     cfg_opt = f" --config {shlex.quote(str(args.config))}" if args.config else ""
@@ -120,7 +122,6 @@ def cmd_fuzz(args) -> int:
               f"{cfg.model}, cycle engine vs rtl/{args.sim}, on Dask", flush=True)
         return run_distributed(args, cfg, cfg_opt)
     if rtl_dir is not None:
-        from functools import partial
         run_images = partial(run_images, rtl_dir=rtl_dir)
     rtl_opt = f" --rtl-dir {shlex.quote(str(args.rtl_dir))}" if args.rtl_dir else ""
     first, last = args.seed, args.seed + args.n - 1
@@ -128,19 +129,36 @@ def cmd_fuzz(args) -> int:
           f"cycle engine vs rtl/{args.sim}" + (f", in batches of {args.batch}" if args.n > args.batch else ""),
           flush=True)
     st = _Campaign(args, Path(args.out or "."), cfg_opt, rtl_opt)
+    sink = CoverageSink(args.coverage, args.until_saturated) if args.coverage is not None else None
     for lo in range(first, last + 1, args.batch):
+        cov, before, n_before = _batch_coverage(sink, st)
         batch = fuzz_batch(cfg, range(lo, min(lo + args.batch, last + 1)), args.sim, args.max_cycles,
-                           args.imm_src_ne_dst, run_images)
+                           args.imm_src_ne_dst, run_images if cov is None else partial(run_images, coverage=cov))
         for k in range(len(batch)):
             st.take(*batch[k])
         del batch                          # this batch's images and results go before the next is built
+        if cov is not None:
+            cov.add_bins({b: c - before.get(b, 0) for b, c in st.hit.items() if c > before.get(b, 0)},
+                         st.n_run - n_before)
+            if sink.add(cov):
+                break                      # --until-saturated: K batches in a row added no coverage point
     print_coverage(st.hit, st.n_run)
+    if sink is not None:
+        sink.finish()
     more = " ..." if st.n_diverged + st.n_errors > len(st.bad_seeds) else ""
     tail = f"; failing seeds {', '.join(map(str, st.bad_seeds))}{more}" if st.bad_seeds else ""
     print(f"seed {args.seed}: {st.n_run - st.n_diverged} programs identical, {st.n_diverged} diverged"
           + (f", {st.n_errors} could not be generated or modelled" if st.n_errors else "")
           + f" ({st.matched} retire records and outputs matched){tail}")
     return 1 if st.n_diverged or st.n_errors else 0
+
+
+def _batch_coverage(sink, st):
+    """A fresh Coverage for the next batch (None without --coverage) and the bin counts before it."""
+    if sink is None:
+        return None, None, None
+    from sim.rtl.coverage import Coverage
+    return Coverage(), dict(st.hit), st.n_run
 
 
 class _Campaign:
@@ -219,5 +237,11 @@ def add_commands(sub) -> None:
                    help="also emit immediate ALU ops with src != dst (the Chisel VTA reads src, fsim dst)")
     p.add_argument("--rtl-dir", type=Path, default=None, help="another copy of hw/rtl (e.g. a modified design)")
     p.add_argument("--no-shrink", action="store_true", help="on Dask: report divergences without shrinking them")
+    p.add_argument("--coverage", type=Path, default=None, metavar="DIR",
+                   help="RTL code coverage (Verilator): each batch merged into DIR; reports DIR/report.txt, DIR/html")
+    p.add_argument("--until-saturated", type=int, default=None, metavar="K",
+                   help="with --coverage: stop once K batches in a row add no coverage point (--n is the cap)")
     add_cluster_options(p, default_workers=None)    # --workers N / --scheduler ADDR: the campaign on Dask
     p.set_defaults(func=cmd_fuzz)
+    from sim.cli.coverage import add_commands as add_coverage_commands
+    add_coverage_commands(sub)

@@ -105,13 +105,19 @@ def run_images(images, sim: str = "verilator", waves=False, max_cycles: int | No
 
 
 def run_image(image, sim: str = "verilator", waves=False, max_cycles: int | None = None,
-              waves_file=None, trace=None, perfetto=None, **ignored):
+              waves_file=None, trace=None, perfetto=None, coverage=None, **ignored):
     """Run one image on the RTL.
 
     ``waves`` (True = FST, ``"fst"``, ``"vcd"``) also writes waveforms (``waves_file``, default
-    ``./vtasim_rtl.<format>``; path in ``result.waves``); ``trace``/``perfetto`` write the retire trace as the cycle engine does."""
-    result = run_images([image], sim=sim or "verilator", waves=waves, max_cycles=max_cycles,
-                        waves_file=waves_file)[0]
+    ``./vtasim_rtl.<format>``; path in ``result.waves``); ``trace``/``perfetto`` write the retire trace as the cycle engine does.
+    ``coverage``: a directory; the run's RTL coverage is merged into what it holds (:mod:`sim.rtl.coverage`),
+    also when the run stops with an error, and its reports are rewritten."""
+    if coverage is None:
+        result = run_images([image], sim=sim or "verilator", waves=waves, max_cycles=max_cycles,
+                            waves_file=waves_file)[0]
+    else:
+        result = _run_with_coverage(image, Path(coverage), sim=sim or "verilator", waves=waves,
+                                    max_cycles=max_cycles, waves_file=waves_file)
     if trace or perfetto:
         from sim.trace import write_csv, write_perfetto
         if trace:
@@ -119,3 +125,16 @@ def run_image(image, sim: str = "verilator", waves=False, max_cycles: int | None
         if perfetto:
             write_perfetto(perfetto, result)
     return result
+
+
+def _run_with_coverage(image, directory: Path, **opts):
+    from sim.programs.randprog import coverage_bins
+    from sim.rtl.coverage import Coverage
+    from sim.rtl.coverage_report import save_report
+    cov = Coverage()
+    try:
+        return run_images([image], coverage=cov, **opts)[0]
+    finally:
+        if cov.points:
+            cov.add_bins({b: 1 for b, c in coverage_bins(image).items() if c}, 1)
+            save_report(cov.merge_into(directory), directory)
