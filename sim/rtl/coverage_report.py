@@ -94,24 +94,28 @@ class _Sources:
 
 
 def _toggle_gaps(pts) -> list:
-    """``[(signal, untoggled transitions, transitions)]`` of the signals with a transition never seen."""
+    """``[(signal, untoggled transitions, transitions)]`` of the signals with a transition never seen
+    (named ``signal in instance`` when the points span several instances)."""
     sig = {}
     for p, c in pts:
         if p.kind == "toggle":
-            miss, n = sig.get(_signal(p.comment), (0, 0))
-            sig[_signal(p.comment)] = (miss + (c < p.thresh), n + 1)
-    return [(s, m, n) for s, (m, n) in sig.items() if m]
+            miss, n = sig.get((p.hier, _signal(p.comment)), (0, 0))
+            sig[(p.hier, _signal(p.comment))] = (miss + (c < p.thresh), n + 1)
+    several = len({h for h, _ in sig}) > 1
+    return [(f"{s} in {_instance(h)}" if several else s, m, n) for (h, s), (m, n) in sig.items() if m]
 
 
 def label(module: str, pts) -> tuple:
     """``(source module, instance)`` of a module row: ``vta_loader__E20_EB20`` at ``tb_top.u_vta.u_compute.u_uop``
     is ``("vta_loader", "u_compute.u_uop")`` (Verilator names each parameterised copy of a module)."""
-    hier = pts[0][0].hier if pts else ""
+    return module.split("__", 1)[0], _instance(pts[0][0].hier if pts else "")
+
+
+def _instance(hier: str) -> str:
     for top in ("tb_top.u_vta.", "tb_top."):
         if hier.startswith(top):
-            hier = hier[len(top):]
-            break
-    return module.split("__", 1)[0], hier or "-"
+            return hier[len(top):] or "-"
+    return hier or "-"
 
 
 def table_lines(cov: Coverage) -> list:
@@ -196,7 +200,7 @@ def _file_page(path: str, pts, src: _Sources) -> str:
         here = on_line.get(no, [])
         if here:
             low = min(c for _, c in here)
-            missed = [f"{p.kind} {p.comment}" for p, c in here if c < p.thresh]
+            missed = [f"{p.kind} {p.comment} in {_instance(p.hier)}" for p, c in here if c < p.thresh]
             cls = "miss" if missed else "hit"
             tip = html.escape("; ".join(missed) if missed else f"{len(here)} points")
             rows.append(f"<tr class='{cls}' title='{tip}'><td class='cnt'>{low}</td><td class='cnt'>{no}</td>"
@@ -207,9 +211,9 @@ def _file_page(path: str, pts, src: _Sources) -> str:
     body = [f"<p><a href='index.html'>index</a> &middot; {html.escape(path)}: {len(miss)} uncovered code points "
             "(red lines; hover for the points)</p>"]
     if miss:
-        body.append("<table><tr><th>line</th><th>kind</th><th>point</th></tr>" + "".join(
-            f"<tr><td><a href='#L{p.line}'>{p.line}</a></td><td>{p.kind}</td><td>{html.escape(p.comment)}</td></tr>"
-            for p, _ in miss) + "</table>")
+        body.append("<table><tr><th>line</th><th>kind</th><th>point</th><th>instance</th></tr>" + "".join(
+            f"<tr><td><a href='#L{p.line}'>{p.line}</a></td><td>{p.kind}</td><td>{html.escape(p.comment)}</td>"
+            f"<td>{html.escape(_instance(p.hier))}</td></tr>" for p, _ in miss) + "</table>")
     gaps = _toggle_gaps(pts)
     if gaps:
         body.append("<h2>Signals with untoggled bits</h2><table><tr><th>signal</th><th>never seen</th>"

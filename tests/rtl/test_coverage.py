@@ -99,7 +99,11 @@ def test_fuzz_coverage_report_and_exact_merge(campaigns, capsys):
     # an ALU arm is hit only when some program holds that operation
     bins_ops = {b.split(":")[1].upper() for b in c.bins if b.startswith("alu:")}
     assert {op for op, n in alu_arm_counts(c).items() if n} <= bins_ops
-    # a + b merged == c, point by point (same seeds, same simulator processes)
+    # c == a + b, point by point (same seeds, same simulator processes), summed here from the files' text
+    raw = {n: dict((k, int(v)) for k, v in re.findall(r"^C '(.*)' (\d+)$", (root / n / "coverage.dat").read_text(), re.M))
+           for n in "abc"}
+    assert raw["c"] == {k: raw["a"][k] + raw["b"][k] for k in raw["a"]} and raw["a"].keys() == raw["b"].keys()
+    # and so does vtasim coverage merge a b
     out = cli(capsys, "coverage", "merge", root / "a", root / "b", "--out", root / "m")
     assert "4 simulator runs, 4 programs" in out
     assert (root / "m" / "coverage.dat").read_bytes() == (root / "c" / "coverage.dat").read_bytes()
