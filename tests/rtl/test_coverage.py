@@ -154,3 +154,14 @@ def test_until_saturated_stops_after_k_quiet_batches(coverage_build, tmp_path, c
         return Coverage.load(tmp_path / f"p{batches}").covered()
     assert covered(ran - k) == cov.covered()
     assert len(covered(ran - k - 1)) < len(cov.covered())
+
+
+def test_coverage_build_is_its_own_cache_entry(cfg, coverage_build, verilator_build):
+    from sim.errors import SimError
+    from sim.rtl.runner import get_build
+    assert coverage_build.coverage and not verilator_build.coverage
+    assert coverage_build.key != verilator_build.key and coverage_build.dir.name.startswith("verilator-cov-")
+    assert (coverage_build.dir / "build.ok").is_file() and (verilator_build.dir / "build.ok").is_file()
+    assert get_build(cfg, "verilator", coverage=True) == coverage_build
+    with pytest.raises(SimError, match="RTL coverage needs --sim verilator"):
+        get_build(cfg, "icarus", coverage=True)
