@@ -11,6 +11,7 @@ batch after batch.
 from __future__ import annotations
 
 import shlex
+from functools import partial
 from pathlib import Path
 
 from hw.config import load_config
@@ -22,7 +23,8 @@ from sim.result import RunResult
 from sim.cli.options import add_config, add_image_dir, add_sim, add_waves
 from sim.rtl.runner import DUMP_UNIT_NS, wave_format
 from sim.scale.cluster import add_cluster_options, cluster_option, require_cluster, wants_cluster
-from sim.scale.fuzz import fuzz_batch, outcome_text, print_coverage, program_bins, seed_range
+from sim.scale.fuzz import (CoverageSink, check_coverage_options, fuzz_batch, outcome_text, print_coverage,
+                            program_bins, seed_range)
 
 __all__ = ["add_commands", "diff_image", "cmd_diff", "cmd_fuzz"]
 
@@ -122,6 +124,7 @@ def cmd_fuzz(args) -> int:
     require(args.sim, "vtasim fuzz")
     if wants_cluster(args):
         require_cluster(f"vtasim fuzz {cluster_option(args)}")
+    check_coverage_options(args)
     rtl_dir = _rtl_dir(args.rtl_dir)
     cfg = load_config(args.config)
     cfg_opt = f" --config {shlex.quote(str(args.config))}" if args.config else ""
@@ -132,7 +135,6 @@ def cmd_fuzz(args) -> int:
               f"{cfg.model}, cycle engine vs rtl/{args.sim}, on Dask", flush=True)
         return run_distributed(args, cfg, cfg_opt)
     if rtl_dir is not None:
-        from functools import partial
         run_images = partial(run_images, rtl_dir=rtl_dir)
     rtl_opt = f" --rtl-dir {shlex.quote(str(args.rtl_dir))}" if args.rtl_dir else ""
     first, last = args.seed, args.seed + args.n - 1
@@ -140,22 +142,41 @@ def cmd_fuzz(args) -> int:
           f"cycle engine vs rtl/{args.sim}" + (f", in batches of {args.batch}" if args.n > args.batch else ""),
           flush=True)
     st = _Campaign(args, Path(args.out or "."), cfg_opt, rtl_opt)
+    sink = CoverageSink(args.coverage, args.until_saturated) if args.coverage is not None else None
     for lo in range(first, last + 1, args.batch):
         hi = min(lo + args.batch, last + 1)
-        before = (st.n_run, st.n_diverged, st.n_errors)
-        batch = fuzz_batch(cfg, range(lo, hi), args.sim, args.max_cycles, args.imm_src_ne_dst, run_images)
+        counts_before = (st.n_run, st.n_diverged, st.n_errors)
+        cov, before, n_before = _batch_coverage(sink, st)
+        batch = fuzz_batch(cfg, range(lo, hi), args.sim, args.max_cycles, args.imm_src_ne_dst,
+                           run_images if cov is None else partial(run_images, coverage=cov))
         for k in range(len(batch)):
             st.take(*batch[k])
         del batch                          # this batch's images and results go before the next is built
         if args.n > args.batch:
-            n_run, n_div, n_err = (now - was for now, was in zip((st.n_run, st.n_diverged, st.n_errors), before))
+            n_run, n_div, n_err = (now - was for now, was in zip((st.n_run, st.n_diverged, st.n_errors),
+                                                                 counts_before))
             print(f"{seed_range(lo, hi)}: " + outcome_text(n_run - n_div, n_div, n_err), flush=True)
+        if cov is not None:
+            cov.add_bins({b: c - before.get(b, 0) for b, c in st.hit.items() if c > before.get(b, 0)},
+                         st.n_run - n_before)
+            if sink.add(cov):
+                break                      # --until-saturated: K batches in a row added no coverage point
     print_coverage(st.hit, st.n_run)
+    if sink is not None:
+        sink.finish()
     more = " ..." if st.n_diverged + st.n_errors > len(st.bad_seeds) else ""
     tail = f"; failing seeds {', '.join(map(str, st.bad_seeds))}{more}" if st.bad_seeds else ""
     print(f"{seed_range(first, last + 1)}: " + outcome_text(st.n_run - st.n_diverged, st.n_diverged, st.n_errors)
           + f" ({st.matched} retire records and outputs matched){tail}")
     return 1 if st.n_diverged or st.n_errors else 0
+
+
+def _batch_coverage(sink, st):
+    """A fresh Coverage for the next batch (None without --coverage) and the bin counts before it."""
+    if sink is None:
+        return None, None, None
+    from sim.rtl.coverage import Coverage
+    return Coverage(), dict(st.hit), st.n_run
 
 
 class _Campaign:
@@ -235,5 +256,11 @@ def add_commands(sub) -> None:
                    help="also emit immediate ALU ops with src != dst (the Chisel VTA reads src, fsim dst)")
     p.add_argument("--rtl-dir", type=Path, default=None, help="another copy of hw/rtl (e.g. a modified design)")
     p.add_argument("--no-shrink", action="store_true", help="on Dask: report divergences without shrinking them")
+    p.add_argument("--coverage", type=Path, default=None, metavar="DIR",
+                   help="RTL code coverage (Verilator): each batch merged into DIR; reports DIR/report.txt, DIR/html")
+    p.add_argument("--until-saturated", type=int, default=None, metavar="K",
+                   help="with --coverage: stop once K batches in a row add no coverage point (--n is the cap)")
     add_cluster_options(p, default_workers=None)    # --workers N / --scheduler ADDR: the campaign on Dask
     p.set_defaults(func=cmd_fuzz)
+    from sim.cli.coverage import add_commands as add_coverage_commands
+    add_coverage_commands(sub)

@@ -72,6 +72,8 @@ def cmd_run(args) -> int:
     if args.max_cycles is not None and args.engine != "rtl":
         raise SimError(f"--max-cycles {args.max_cycles} is the RTL's watchdog: it needs --engine rtl "
                        f"(the {args.engine} engine detects deadlocks and needs no watchdog)")
+    if args.coverage is not None and args.engine != "rtl":
+        raise SimError(f"--coverage {args.coverage} is the RTL's code coverage: it needs --engine rtl")
     if args.engine == "rtl":
         from sim.rtl import require
         require(args.sim or "verilator", "vtasim run --engine rtl")
@@ -81,7 +83,7 @@ def cmd_run(args) -> int:
     waves_file = Path(f"{RUN_WAVES}.{args.waves}").resolve() if args.waves else None
     opts = {k: v for k, v in (("trace", args.trace), ("perfetto", args.perfetto), ("sim", args.sim),
                               ("waves", args.waves or None), ("waves_file", waves_file),
-                              ("max_cycles", args.max_cycles)) if v is not None}
+                              ("max_cycles", args.max_cycles), ("coverage", args.coverage)) if v is not None}
     result = run_engine(args.engine, image, **opts)
     views = {}
     if waves_file is not None:
@@ -127,6 +129,9 @@ def cmd_run(args) -> int:
             print(f"waves: {views['file']} (gtkwave {views['gtkw']})")
         if args.check:
             print("check: OK" if not problems else "check: MISMATCH")
+    if args.coverage is not None:
+        from sim.rtl.coverage_report import coverage_note
+        print(coverage_note(args.coverage), file=sys.stderr if args.json else sys.stdout)
     if problems:
         for p in problems:
             print(f"vtasim: mismatch: {p}", file=sys.stderr)
@@ -160,4 +165,6 @@ def add_commands(sub) -> None:
     add_waves(p, f"rtl engine: write the waveforms to ./{RUN_WAVES}.<format> and a GTKWave save file beside them")
     p.add_argument("--max-cycles", type=int, default=None,
                    help="RTL watchdog, 1 .. 2^32-1 (rtl engine; default 2^32-1: deadlocks are detected, not timed out)")
+    p.add_argument("--coverage", type=Path, default=None, metavar="DIR",
+                   help="RTL code coverage (rtl engine, Verilator): merged into DIR, reports in DIR/report.txt, DIR/html")
     p.set_defaults(func=cmd_run)

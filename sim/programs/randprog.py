@@ -37,7 +37,7 @@ from sim.builder import ProgramBuilder
 from sim.errors import SimError
 from sim.program import module_array
 
-__all__ = ["generate", "coverage_bins", "check_seed", "ALL_BINS", "DEFAULT_KNOBS"]
+__all__ = ["generate", "coverage_bins", "bins_report", "check_seed", "ALL_BINS", "DEFAULT_KNOBS"]
 
 DEFAULT_KNOBS = dict(blocks=(1, 4), nbuf=(1, 2), region=16, max_iter=3, max_uops=4, max_pad=2,
                      max_rows=3, leftover=None, imm_src_ne_dst=False)
@@ -330,3 +330,18 @@ def coverage_bins(image) -> dict:
         for m, name in enumerate(MODULE_NAMES):
             hit(f"flag:{name}:{flag}", (mod == m) & (f[flag] == 1))     # only legal ones are in ALL_BINS
     return bins
+
+
+def bins_report(hit: dict, n: int) -> list:
+    """The bins of :data:`ALL_BINS` hit by ``n`` programs (``hit``: bin -> programs hitting it), as lines:
+    a summary, the hit bins grouped by their first word with their counts, then the bins no program hit."""
+    lines = [f"coverage: {len(hit)} of {len(ALL_BINS)} bins hit by {n} programs (bin: programs hitting it)"]
+    groups = {}
+    for b in ALL_BINS:
+        if b in hit:
+            groups.setdefault(b.split(":")[0], []).append(f"{b} {hit[b]}")
+    for g, items in groups.items():
+        lines.append(f"  {g:<6} " + ", ".join(items))
+    missed = [b for b in ALL_BINS if b not in hit]
+    lines.append("  not hit: " + (", ".join(missed) if missed else "none"))
+    return lines

@@ -49,7 +49,7 @@ def _check(image):
 
 
 def run_images(images, sim: str = "verilator", waves=False, max_cycles: int | None = None,
-               errors: str = "raise", waves_file=None, rtl_dir=None, tb_file=None, work_dir=None):
+               errors: str = "raise", waves_file=None, rtl_dir=None, tb_file=None, work_dir=None, coverage=None):
     """Run ``images`` in one simulator process per config; a list of RunResult in input order.
 
     ``errors="return"`` puts the exception of a failing image in its slot instead of raising
@@ -58,7 +58,8 @@ def run_images(images, sim: str = "verilator", waves=False, max_cycles: int | No
     testbench's 32-bit cycle counter; a deadlock is stopped by the testbench's detector within cycles,
     whatever the watchdog, and raises :class:`~sim.rtl.results.RtlDeadlock`, a DeadlockError).
     ``waves``: False, True (FST), ``"fst"`` or ``"vcd"``, written to ``waves_file`` (default
-    ``./vtasim_rtl.<format>``)."""
+    ``./vtasim_rtl.<format>``).  ``coverage``: a :class:`sim.rtl.coverage.Coverage`; the images then
+    run on the coverage build (Verilator) and its points are added to it, once per simulator process."""
     from sim.errors import SimError
     from sim.rtl import runner
     from sim.rtl.results import to_run_result
@@ -87,11 +88,12 @@ def run_images(images, sim: str = "verilator", waves=False, max_cycles: int | No
         groups.setdefault(image.cfg, []).append(k)
     for cfg, idxs in groups.items():
         build = runner.get_build(cfg, sim, waves=fmt, rtl_dir=rtl_dir, tb_file=tb_file,
-                                 dram_bytes=max(images[k].dram_size for k in idxs))
+                                 dram_bytes=max(images[k].dram_size for k in idxs), coverage=coverage is not None)
         if fmt and waves_file is None:
             waves_file = Path.cwd() / f"vtasim_rtl.{fmt}"
         jobs = [runner.Job(images[k].dram(), images[k].insn_addr, images[k].insn_count, limits[k]) for k in idxs]
-        outcomes = runner.run_jobs(build, jobs, work_dir=work_dir, waves_file=waves_file if fmt else None, waves=fmt)
+        outcomes = runner.run_jobs(build, jobs, work_dir=work_dir, waves_file=waves_file if fmt else None, waves=fmt,
+                                   coverage=coverage)
         for k, outcome in zip(idxs, outcomes):
             try:
                 results[k] = to_run_result(images[k], outcome, limits[k])
@@ -105,13 +107,19 @@ def run_images(images, sim: str = "verilator", waves=False, max_cycles: int | No
 
 
 def run_image(image, sim: str = "verilator", waves=False, max_cycles: int | None = None,
-              waves_file=None, trace=None, perfetto=None, **ignored):
+              waves_file=None, trace=None, perfetto=None, coverage=None, **ignored):
     """Run one image on the RTL.
 
     ``waves`` (True = FST, ``"fst"``, ``"vcd"``) also writes waveforms (``waves_file``, default
-    ``./vtasim_rtl.<format>``; path in ``result.waves``); ``trace``/``perfetto`` write the retire trace as the cycle engine does."""
-    result = run_images([image], sim=sim or "verilator", waves=waves, max_cycles=max_cycles,
-                        waves_file=waves_file)[0]
+    ``./vtasim_rtl.<format>``; path in ``result.waves``); ``trace``/``perfetto`` write the retire trace as the cycle engine does.
+    ``coverage``: a directory; the run's RTL coverage is merged into what it holds (:mod:`sim.rtl.coverage`),
+    also when the run stops with an error, and its reports are rewritten."""
+    if coverage is None:
+        result = run_images([image], sim=sim or "verilator", waves=waves, max_cycles=max_cycles,
+                            waves_file=waves_file)[0]
+    else:
+        result = _run_with_coverage(image, Path(coverage), sim=sim or "verilator", waves=waves,
+                                    max_cycles=max_cycles, waves_file=waves_file)
     if trace or perfetto:
         from sim.trace import write_csv, write_perfetto
         if trace:
@@ -119,3 +127,16 @@ def run_image(image, sim: str = "verilator", waves=False, max_cycles: int | None
         if perfetto:
             write_perfetto(perfetto, result)
     return result
+
+
+def _run_with_coverage(image, directory: Path, **opts):
+    from sim.programs.randprog import coverage_bins
+    from sim.rtl.coverage import Coverage
+    from sim.rtl.coverage_report import save_report
+    cov = Coverage()
+    try:
+        return run_images([image], coverage=cov, **opts)[0]
+    finally:
+        if cov.points:
+            cov.add_bins({b: 1 for b, c in coverage_bins(image).items() if c}, 1)
+            save_report(cov.merge_into(directory), directory)

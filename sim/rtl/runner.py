@@ -68,6 +68,12 @@ DEFAULT_MAX_CYCLES = MAX_RTL_CYCLES
 # Verilator: -O1 C++ (build time vs. speed measured: 20 s, ~0.6 M cycles/s) and no X randomisation.
 VERILATOR_ARGS = ("-O3", "--x-assign", "fast", "--x-initial", "fast", "-Wno-fatal",
                   "-CFLAGS", "-O1")
+# A coverage build (``get_build(..., coverage=True)``, Verilator only): line/block, branch, expression,
+# toggle and user (cover property) points of the design; the testbench is left out (coverage_off).
+# Not --coverage-fsm: Verilator 5.48 stops with an internal error when FSM and expression coverage
+# meet an expression like the testbench's ``(mem_addr >> LW) == 0``.
+COVERAGE_ARGS = ("--coverage-line", "--coverage-toggle", "--coverage-expr", "--coverage-user")
+COVERAGE_FILE = "coverage.dat"   # what the simulator writes at its end, in the batch's work directory
 TIMESCALE = ("1ns", "1ps")
 DUMP_UNIT_NS = 0.001         # waveform files count in the time precision (1 ps)
 
@@ -113,6 +119,7 @@ class Build:
     dir: Path
     key: str
     tb_dram_bytes: int
+    coverage: bool = False     # compiled with COVERAGE_ARGS: every run writes coverage.dat
 
 
 @dataclass
@@ -171,18 +178,21 @@ def compiled_trace(sim: str, waves=None) -> str | None:
 
 
 def build_key(cfg: VTAConfig, sim: str = "verilator", waves=None, rtl_dir=None, tb_file=None,
-              dram_bytes: int = 0) -> str:
+              dram_bytes: int = 0, coverage: bool = False) -> str:
     """The cache key :func:`get_build` uses for these arguments (nothing is built)."""
     sources = _sources(Path(rtl_dir) if rtl_dir else default_rtl_dir(),
                        Path(tb_file) if tb_file else default_tb_file())
-    return _build_key(cfg, sim, compiled_trace(sim, waves), sources, tb_dram_bytes_for(sim, dram_bytes))
+    return _build_key(cfg, sim, compiled_trace(sim, waves), sources, tb_dram_bytes_for(sim, dram_bytes), coverage)
 
 
-def _build_key(cfg: VTAConfig, sim: str, waves: str | None, sources: list[Path], tb_dram_bytes: int = 0) -> str:
+def _build_key(cfg: VTAConfig, sim: str, waves: str | None, sources: list[Path], tb_dram_bytes: int = 0,
+               coverage: bool = False) -> str:
     from hw import rtl_params
     h = hashlib.sha256()
     h.update(json.dumps(cfg.to_dict(), sort_keys=True).encode())
     h.update(f"{sim}|{waves}|{sys.version_info[:2]}|{tb_dram_bytes}".encode())
+    if coverage:
+        h.update(repr(COVERAGE_ARGS).encode())
     # The header also depends on hw.isa (field positions, opcode and memory-type constants), which
     # the source hashes below do not cover: hash the generated text itself.
     h.update(rtl_params.header_text(cfg, tb_dram_bytes or TB_DRAM_DEFAULT[sim]).encode())
@@ -262,7 +272,7 @@ TB_PORTS = ("clk", "rst", "launch", "insn_addr", "insn_count", "max_cycles", "cm
             "dump_first", "dump_last", "done", "finish", "error", "error_code", "cycles", "max_quiet")
 
 
-def _runner(sim: str, fmt: str | None = None):
+def _runner(sim: str, fmt: str | None = None, no_coverage=()):
     from cocotb_tools.runner import Icarus, Verilator
 
     class _DumpIcarus(Icarus):
@@ -280,7 +290,8 @@ def _runner(sim: str, fmt: str | None = None):
             cmds = super()._build_command()
             vlt = Path(self.build_dir) / "vtasim_ports.vlt"
             vlt.write_text("`verilator_config\n" + "".join(
-                f'public_flat_rw -module "{TB_TOP}" -var "{p}"\n' for p in TB_PORTS))
+                f'public_flat_rw -module "{TB_TOP}" -var "{p}"\n' for p in TB_PORTS) + "".join(
+                f'coverage_off -file "{f}"\n' for f in no_coverage))
             cmds[0] = [a for a in cmds[0] if a != "--public-flat-rw"] + [str(vlt)]
             return cmds
 
@@ -291,21 +302,24 @@ _memo: dict = {}
 
 
 def get_build(cfg: VTAConfig, sim: str = "verilator", waves=None, rtl_dir=None,
-              tb_file=None, root=None, dram_bytes: int = 0) -> Build:
+              tb_file=None, root=None, dram_bytes: int = 0, coverage: bool = False) -> Build:
     """The cached build for this config and simulator (with a testbench DRAM of at least
-    ``dram_bytes``), compiling it first if needed.  ``waves``: see :func:`wave_format`."""
+    ``dram_bytes``), compiling it first if needed.  ``waves``: see :func:`wave_format`.
+    ``coverage``: a coverage build (Verilator; its own cache entry, ``verilator-cov-<key>``)."""
     if sim not in SIMULATORS:
         raise SimError(f"--sim {sim!r} is not one of {', '.join(SIMULATORS)}")
     tools.require(sim)
+    if coverage and sim != "verilator":
+        raise SimError(f"RTL coverage needs --sim verilator (Verilator's coverage points); {sim} has none")
     waves = compiled_trace(sim, waves)
     rtl_dir = Path(rtl_dir) if rtl_dir else default_rtl_dir()
     tb_file = Path(tb_file) if tb_file else default_tb_file()
     sources = _sources(rtl_dir, tb_file)
     tb_bytes = tb_dram_bytes_for(sim, dram_bytes)
-    key = _build_key(cfg, sim, waves, sources, tb_bytes)
+    key = _build_key(cfg, sim, waves, sources, tb_bytes, coverage)
     root = Path(root) if root else cache_root()
     memo_key = (root, key)
-    bdir = root / f"{sim}-{f'trace-{waves}-' if waves else ''}{key}"
+    bdir = root / f"{sim}-{'cov-' if coverage else ''}{f'trace-{waves}-' if waves else ''}{key}"
     done = bdir / "build.ok"
     if memo_key in _memo and done.is_file():
         # Another process may prune builds it thinks unused: mark this one as used now.
@@ -323,11 +337,11 @@ def get_build(cfg: VTAConfig, sim: str = "verilator", waves=None, rtl_dir=None,
                 # A build takes minutes under Verilator: show the time passing instead of going quiet.
                 with Elapsed(f"vtasim: building the RTL for {cfg.bitstream} with {sim}",
                              f"into {bdir} (cached for later runs)"):
-                    _compile(cfg, sim, waves, sources, bdir, tb_bytes)
+                    _compile(cfg, sim, waves, sources, bdir, tb_bytes, coverage)
                 done.write_text(json.dumps({"sim": sim, "waves": waves, "config": cfg.to_dict()}))
                 _prune(root, sim)
     build = Build(cfg=cfg, sim=sim, waves=waves, dir=bdir, key=key,
-                  tb_dram_bytes=tb_bytes)
+                  tb_dram_bytes=tb_bytes, coverage=coverage)
     _memo[memo_key] = build
     return build
 
@@ -362,7 +376,7 @@ def _prune(root: Path, sim: str):
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _compile(cfg, sim, waves, sources, bdir: Path, tb_bytes: int):
+def _compile(cfg, sim, waves, sources, bdir: Path, tb_bytes: int, coverage: bool = False):
     if bdir.exists():
         shutil.rmtree(bdir)
     bdir.mkdir(parents=True)
@@ -372,7 +386,8 @@ def _compile(cfg, sim, waves, sources, bdir: Path, tb_bytes: int):
     cocotb_runner.MAX_PARALLEL_BUILD_JOBS = 2      # the machines this runs on share two cores
     with tools.tool_path(sim):
         if sim == "verilator":
-            args = list(VERILATOR_ARGS) + (["--trace-fst"] if waves == "fst" else [])   # else --trace: VCD
+            args = list(VERILATOR_ARGS) + (["--trace-fst"] if waves == "fst" else []) + \
+                (list(COVERAGE_ARGS) if coverage else [])
         else:
             # Icarus: our own dump root writes waves when +vtasim_waves=<path> is given (in the
             # format of vvp's -vcd/-fst), so one build serves runs with and without waves.
@@ -381,7 +396,9 @@ def _compile(cfg, sim, waves, sources, bdir: Path, tb_bytes: int):
             sources = sources + [dump]
             args = ["-g2005", "-s", "vtasim_dump"]
         try:
-            _runner(sim).build(sources=sources, includes=[bdir], hdl_toplevel=TB_TOP, build_dir=bdir,
+            tb_only = [str(sources[-1])] if coverage else ()    # _sources puts the testbench last
+            _runner(sim, no_coverage=tb_only).build(sources=sources, includes=[bdir], hdl_toplevel=TB_TOP,
+                                                    build_dir=bdir,
                                build_args=args, timescale=TIMESCALE, waves=bool(waves) and sim == "verilator",
                                always=True, log_file=log)
         except _TOOL_FAILURES as exc:
@@ -456,17 +473,18 @@ def _sigterm_unwinds():
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-def run_jobs(build: Build, jobs: list, work_dir=None, waves_file=None, waves=None) -> list:
+def run_jobs(build: Build, jobs: list, work_dir=None, waves_file=None, waves=None, coverage=None) -> list:
     """Run ``jobs`` back to back in one simulator process; one :class:`Outcome` per job.
 
     ``waves_file``: write waveforms there, in format ``waves`` (Icarus; a Verilator build's format
-    is the one it was compiled with).  A temporary work directory is removed however the run ends,
-    SIGTERM included."""
+    is the one it was compiled with).  ``coverage``: a :class:`sim.rtl.coverage.Coverage` that the
+    process's coverage points (of a coverage build) are added to.  A temporary work directory is
+    removed however the run ends, SIGTERM included."""
     with _sigterm_unwinds():
-        return _run_jobs(build, jobs, work_dir, waves_file, waves)
+        return _run_jobs(build, jobs, work_dir, waves_file, waves, coverage)
 
 
-def _run_jobs(build: Build, jobs: list, work_dir=None, waves_file=None, waves=None) -> list:
+def _run_jobs(build: Build, jobs: list, work_dir=None, waves_file=None, waves=None, coverage=None) -> list:
     B = build.cfg.bus_bytes
     tmp = None
     if work_dir is None:
@@ -494,6 +512,11 @@ def _run_jobs(build: Build, jobs: list, work_dir=None, waves_file=None, waves=No
                 raise SimError(f"the {build.sim} build {build.dir} was removed from the cache before this "
                                f"run; run again to rebuild it")
             _simulate(build, work, log, waves_file, build.waves or wave_format(waves or True))
+        if build.coverage and coverage is not None:
+            dat = work / COVERAGE_FILE
+            if not dat.is_file():
+                raise SimulatorError(f"the coverage build wrote no {COVERAGE_FILE}; simulator log {log}", _tail(log))
+            coverage.add_file(dat)
         outcomes = []
         for k, entry in enumerate(manifest):
             jdir = Path(entry["dir"])
@@ -518,6 +541,8 @@ def _simulate(build: Build, work: Path, log: Path, waves_file, fmt: str):
             test_args = ["--trace-file", str(waves_file)]
         else:
             plusargs = [f"+vtasim_waves={waves_file}"]
+    if build.coverage:
+        plusargs = plusargs + [f"+verilator+coverage+file+{work / COVERAGE_FILE}"]
     env = {"VTASIM_BATCH": str(work / "batch.json"), "COCOTB_TRUST_INERTIAL_WRITES": "1",
            "COCOTB_LOG_LEVEL": "WARNING"}
     # Inside pytest the runner turns a failed cocotb test into sys.exit; we report from our own files.

@@ -22,7 +22,7 @@ from sim.engines import run_engine
 from sim.errors import SimulatorError, ToolError
 
 __all__ = ["fuzz_batch", "program_bins", "print_coverage", "fuzz_chunk", "run_distributed", "chunks",
-           "seed_range", "outcome_text"]
+           "seed_range", "outcome_text", "CoverageSink"]
 
 
 def seed_range(lo: int, hi: int) -> str:
@@ -73,18 +73,57 @@ def fuzz_batch(cfg, seeds, sim: str, max_cycles, imm_src_ne_dst: bool, run_image
 
 
 def print_coverage(hit: dict, n: int):
-    """Bins hit out of :data:`sim.programs.randprog.ALL_BINS`, each with the number of programs that hit it,
-    grouped by the bin's first word; then the bins no program hit."""
-    from sim.programs.randprog import ALL_BINS
-    print(f"coverage: {len(hit)} of {len(ALL_BINS)} bins hit by {n} programs (bin: programs hitting it)")
-    groups = {}
-    for b in ALL_BINS:
-        if b in hit:
-            groups.setdefault(b.split(":")[0], []).append(f"{b} {hit[b]}")
-    for g, items in groups.items():
-        print(f"  {g:<6} " + ", ".join(items))
-    missed = [b for b in ALL_BINS if b not in hit]
-    print("  not hit: " + (", ".join(missed) if missed else "none"))
+    """Print :func:`sim.programs.randprog.bins_report`."""
+    from sim.programs.randprog import bins_report
+    print("\n".join(bins_report(hit, n)))
+
+
+class CoverageSink:
+    """``fuzz --coverage DIR [--until-saturated K]``: each batch's RTL coverage is merged into ``DIR`` as
+    the batch finishes (what DIR held before stays and adds up), and the batches in a row that added no
+    covered point are counted; :meth:`add` says when ``saturate`` of them came in a row."""
+
+    def __init__(self, directory, saturate: int | None = None):
+        from sim.rtl.coverage import DAT_NAME, Coverage
+        self.dir, self.saturate = Path(directory), saturate
+        self.quiet, self.batches, self.total = 0, 0, None
+        self.covered = len(Coverage.load(self.dir).covered()) if (self.dir / DAT_NAME).is_file() else 0
+
+    def add(self, cov) -> bool:
+        """Merge one batch's :class:`~sim.rtl.coverage.Coverage`; True once saturated."""
+        self.total = cov.merge_into(self.dir)
+        self.batches += 1
+        now = len(self.total.covered())
+        self.quiet = self.quiet + 1 if now == self.covered else 0
+        self.covered = now
+        return self.saturate is not None and self.quiet >= self.saturate
+
+    def finish(self, log=print):
+        """Write the reports; print the per-module table and where the reports are."""
+        from sim.rtl.coverage_report import save_report, table_lines
+        if self.total is None:
+            log(f"RTL coverage: no batch ran on the RTL; {self.dir} unchanged")
+            return
+        txt, index = save_report(self.total, self.dir)
+        log("\n".join(table_lines(self.total)))
+        if self.saturate is not None:
+            log(f"coverage {'saturated' if self.quiet >= self.saturate else 'not saturated'}: "
+                f"the last {self.quiet} of {self.batches} batches added no coverage point "
+                f"(--until-saturated {self.saturate})")
+        log(f"RTL coverage merged into {self.dir}: {txt}, {index}")
+
+
+def check_coverage_options(args):
+    """``--coverage`` / ``--until-saturated`` of ``vtasim fuzz``: a one-line SimError when they cannot work."""
+    from sim.errors import SimError
+    if args.until_saturated is not None:
+        if args.coverage is None:
+            raise SimError(f"fuzz --until-saturated {args.until_saturated} needs --coverage DIR (saturation is "
+                           "of the RTL's coverage points)")
+        if args.until_saturated < 1:
+            raise SimError(f"fuzz --until-saturated {args.until_saturated}: the number of batches must be at least 1")
+    if args.coverage is not None and args.sim != "verilator":
+        raise SimError(f"fuzz --coverage needs --sim verilator (Verilator's coverage points); {args.sim} has none")
 
 
 def chunks(first: int, n: int, batch: int, workers: int) -> list:
@@ -105,9 +144,13 @@ def fuzz_chunk(cfg_dict: dict, lo: int, hi: int, opts: dict) -> dict:
     from sim.scale.shrink import rtl_still_fails, shrink, signature
     cfg = VTAConfig.from_dict(cfg_dict)
     sim, rtl_dir = opts["sim"], opts.get("rtl_dir")
-    get_build(cfg, sim, rtl_dir=rtl_dir)          # built once per cache; memoised in this worker process
+    cov = None
+    if opts.get("coverage"):
+        from sim.rtl.coverage import Coverage
+        cov = Coverage()
+    get_build(cfg, sim, rtl_dir=rtl_dir, coverage=cov is not None)   # built once per cache; memoised here
     batch = fuzz_batch(cfg, range(lo, hi), sim, opts.get("max_cycles"), opts.get("imm_src_ne_dst", False),
-                       partial(run_images, rtl_dir=rtl_dir))
+                       partial(run_images, rtl_dir=rtl_dir, coverage=cov))
     res = {"lo": lo, "hi": hi, "n_run": 0, "matched": 0, "hit": {}, "errors": [], "divergences": []}
     for seed, image, exp, act in batch:
         if image is None:
@@ -131,6 +174,9 @@ def fuzz_chunk(cfg_dict: dict, lo: int, hi: int, opts: dict) -> dict:
             div["minimal"] = s.image
             div["shrink"] = (s.insns_before, s.insns_after, s.uops_before, s.uops_after, s.tried, s.calls)
         res["divergences"].append(div)
+    if cov is not None:
+        cov.add_bins(res["hit"], res["n_run"])
+        res["coverage"] = cov.to_dict()
     return res
 
 
@@ -142,7 +188,10 @@ def run_distributed(args, cfg, cfg_opt: str) -> int:
     out_root = Path(args.out or ".")
     rtl_opt = f" --rtl-dir {shlex.quote(str(args.rtl_dir))}" if args.rtl_dir else ""
     opts = {"sim": args.sim, "rtl_dir": str(Path(args.rtl_dir).resolve()) if args.rtl_dir else None,
-            "max_cycles": args.max_cycles, "imm_src_ne_dst": args.imm_src_ne_dst, "shrink": not args.no_shrink}
+            "max_cycles": args.max_cycles, "imm_src_ne_dst": args.imm_src_ne_dst, "shrink": not args.no_shrink,
+            "coverage": args.coverage is not None}
+    sink = CoverageSink(args.coverage, args.until_saturated) if args.coverage is not None else None
+    saturated = False
     hit, n_run, matched, errors, diverged, reported = {}, 0, 0, [], [], 0
     with client_from_args(args, log=lambda s: print(s, flush=True), what="fuzz") as client:
         nworkers = max(1, len(client.scheduler_info()["workers"]))
@@ -156,7 +205,7 @@ def run_distributed(args, cfg, cfg_opt: str) -> int:
         for fut in distributed.as_completed(futs):
             ready[index[fut.key]] = fut.result()
             fut.release()
-            while nxt in ready:                  # in seed order, whatever finished first
+            while nxt in ready and not saturated:     # in seed order, whatever finished first
                 r = ready.pop(nxt)
                 nxt += 1
                 bar.step(r["hi"] - r["lo"])
@@ -175,8 +224,17 @@ def run_distributed(args, cfg, cfg_opt: str) -> int:
                 for div in r["divergences"]:
                     diverged.append(div["seed"])
                     reported += _report(div, out_root, args, cfg_opt + rtl_opt, full=reported < args.max_reports)
+                if sink is not None:
+                    from sim.rtl.coverage import Coverage
+                    saturated = sink.add(Coverage.from_dict(r["coverage"]))
+            if saturated:
+                break
+        if saturated:
+            client.cancel([f for f in futs if not f.done()])     # the chunks past saturation are not needed
         bar.close()
     print_coverage(hit, n_run)
+    if sink is not None:
+        sink.finish()
     bad = sorted(diverged + errors)
     more = " ..." if len(bad) > 20 else ""
     tail = f"; failing seeds {', '.join(map(str, bad[:20]))}{more}" if bad else ""

@@ -27,3 +27,10 @@ def verilator_build(cfg):
 def icarus_build(cfg):
     from sim.rtl.runner import get_build
     return get_build(cfg, "icarus")
+
+
+@pytest.fixture(scope="session")
+def coverage_build(cfg):
+    """The Verilator coverage build (its own cache entry); one per session, shared like the others."""
+    from sim.rtl.runner import get_build
+    return get_build(cfg, "verilator", coverage=True)
