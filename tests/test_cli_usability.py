@@ -303,7 +303,7 @@ def test_a_build_shows_its_time_and_a_cache_hit_is_silent(tmp_path, monkeypatch,
     from sim.rtl import runner
     built = []
 
-    def fake_compile(cfg, sim, waves, sources, bdir, tb_bytes):
+    def fake_compile(cfg, sim, waves, sources, bdir, tb_bytes, coverage=False):
         built.append(bdir)
         bdir.mkdir(parents=True)
     monkeypatch.setattr(runner, "_compile", fake_compile)

@@ -123,7 +123,7 @@ def add_quantize(sub) -> None:
     p.add_argument("--weight-scale", choices=WEIGHT_SCALES, default="power2",
                    help="max |w| / 127, or TVM's power2 (with global: every requantisation a shift)")
     p.add_argument("--skip-conv-layers", type=int, nargs="*", default=[0], metavar="K",
-                   help="convolutions (counted from 0) left in float (TVM's skip_conv_layers)")
+                   help="convolutions (counted from 0) left in float (TVM's skip_conv_layers; default [0])")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--dataset", choices=DATASETS, default=None,
                      help="calibrate on its training split; report top-1 on its held-out split")

@@ -43,9 +43,9 @@ def cmd_coverage_report(args) -> int:
 def add_commands(sub) -> None:
     """Add ``coverage merge`` and ``coverage report``."""
     p = sub.add_parser("coverage", help="merge and report RTL code coverage (run/fuzz --coverage DIR)")
-    cmds = p.add_subparsers(dest="coverage_cmd", required=True)
+    cmds = p.add_subparsers(dest="coverage_cmd", required=True, help="merge or report coverage directories")
     m = cmds.add_parser("merge", help="add up coverage directories (or coverage.dat files) point by point")
-    m.add_argument("inputs", type=Path, nargs="+")
+    m.add_argument("inputs", type=Path, nargs="+", help="coverage directories or coverage.dat files")
     m.add_argument("--out", type=Path, required=True, help="the merged coverage directory (written)")
     m.set_defaults(func=cmd_coverage_merge)
     r = cmds.add_parser("report", help="per-module line/branch/expression/toggle coverage and uncovered lines")
