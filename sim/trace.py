@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 
 from hw.isa import OPCODE_NAMES
+from hw.outfiles import open_out, write_text
 from sim.result import RetireRecord
 
 __all__ = ["CSV_HEADER", "write_csv", "read_csv", "perfetto_events", "write_perfetto", "breakdown_table"]
@@ -26,7 +27,7 @@ LANES = ("fetch", "load", "compute", "store")
 
 def write_csv(path, records) -> Path:
     path = Path(path)
-    with path.open("w", newline="") as fh:
+    with open_out(path, "w", "--trace file", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(CSV_HEADER)
         for r in records:
@@ -64,8 +65,9 @@ def perfetto_events(result) -> list:
 
 def write_perfetto(path, result) -> Path:
     path = Path(path)
-    path.write_text(json.dumps({"traceEvents": perfetto_events(result),
-                                "otherData": {"cycles": result.cycles, "time_unit": "1 us = 1 cycle"}}))
+    write_text(path, json.dumps({"traceEvents": perfetto_events(result),
+                                 "otherData": {"cycles": result.cycles, "time_unit": "1 us = 1 cycle"}}),
+               "--perfetto file")
     return path
 
 

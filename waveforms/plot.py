@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from hw.isa import MODULE_NAMES, OPCODE_NAMES
+from hw.outfiles import open_out
 
 __all__ = ["busy_fraction", "plot_timeline"]
 
@@ -68,6 +69,7 @@ def plot_timeline(result, path, title: str | None = None, max_bars: int = 20000)
     ax2.legend(fontsize=8)
     fig.tight_layout()
     path = Path(path)
-    fig.savefig(path, dpi=100)
+    with open_out(path, "wb", "timeline plot") as f:
+        fig.savefig(f, format="png", dpi=100)
     plt.close(fig)
     return path

@@ -99,7 +99,8 @@ def cmd_onnx(args) -> int:
         print(f"  {note}")
     ort = OrtReference(args.model)
     if args.save_images is not None:
-        Path(args.save_images).mkdir(parents=True, exist_ok=True)
+        from hw.outfiles import out_dir
+        out_dir(args.save_images, "--save-images directory")
     ours, refs, first = [], [], None
     prog = _Progress(len(xs), "inputs")
     for k, x in enumerate(xs):

@@ -70,8 +70,9 @@ def execute(g, regions: dict, feeds: dict, engine: str = "cycle", on_node=None, 
             y, res = region.run(args[0], engine=engine)
             outs = [y]
             if save_images is not None:
-                from pathlib import Path
-                region.image(args[0]).save(Path(save_images) / f"{k:03d}_{region.layer.name}")
+                from hw.outfiles import sub_dir
+                region.image(args[0]).save(sub_dir(save_images, f"{k:03d}_{region.layer.name}",
+                                                   "--save-images directory"))
             if res is not None:
                 rec.cycles = res.cycles
                 rec.gemm_ops = int(res.counters.get("gemm_counter", 0))

@@ -5,6 +5,9 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+from hw.outfiles import open_out
+from hw.outfiles import out_dir as make_dir
+
 __all__ = ["layer_table", "write_report", "totals"]
 
 COLUMNS = ("layer", "op", "placement", "out_shape", "macs", "cycles", "gemm_util", "dram_bytes", "wall_ms")
@@ -45,10 +48,9 @@ def layer_table(records, only_compute: bool = True) -> str:
 
 def write_report(records, out_dir, cfg, title: str = "network") -> list[Path]:
     """``layers.csv`` and, with matplotlib, ``cycles.png``, ``utilisation.png``, ``roofline.png``."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = make_dir(out_dir, "--report directory")
     paths = [out / "layers.csv"]
-    with open(paths[0], "w", newline="") as f:
+    with open_out(paths[0], "w", "report file", newline="") as f:
         w = csv.DictWriter(f, COLUMNS)
         w.writeheader()
         for r in records:
@@ -71,7 +73,8 @@ def write_report(records, out_dir, cfg, title: str = "network") -> list[Path]:
         ax.set_ylabel(ylabel)
         ax.set_title(f"{title}: {ylabel} per VTA layer")
         fig.tight_layout()
-        fig.savefig(out / fname, dpi=110)
+        with open_out(out / fname, "wb", "report plot") as f:
+            fig.savefig(f, format="png", dpi=110)
         plt.close(fig)
         paths.append(out / fname)
     peak = cfg.batch * cfg.block_in * cfg.block_out
@@ -90,7 +93,8 @@ def write_report(records, out_dir, cfg, title: str = "network") -> list[Path]:
     ax.set_title(f"{title}: roofline on {cfg.batch}x{cfg.block_in}x{cfg.block_out}")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(out / "roofline.png", dpi=110)
+    with open_out(out / "roofline.png", "wb", "report plot") as f:
+        fig.savefig(f, format="png", dpi=110)
     plt.close(fig)
     paths.append(out / "roofline.png")
     return paths

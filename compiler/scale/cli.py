@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hw.outfiles import check_out
 from sim.errors import SimError
 from sim.scale.cluster import add_cluster_options
 
@@ -26,6 +27,7 @@ def cmd_sweep(args) -> int:
     if args.workers < 1:
         raise SimError(f"--workers {args.workers} must be at least 1")
     spec = load_spec(args.spec)
+    check_out(args.out, "--out results file")      # before the cluster starts: no write through a link
     counts = run_sweep(spec, args.out, workers=args.workers, scheduler=args.scheduler,
                        scheduler_file=args.scheduler_file, processes=not args.threads,
                        security=security_from(args.tls_ca, args.tls_cert, args.tls_key))

@@ -12,6 +12,8 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+from hw.outfiles import open_out
+from hw.outfiles import out_dir as make_dir
 from compiler.scale.results import CONFIG_COLUMNS, read_rows
 from compiler.scale.spec import SpecError
 
@@ -81,7 +83,8 @@ def _finish(plt, fig, ax, xlabel: str, ylabel: str, title: str, path: Path) -> P
     ax.set_title(title)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with open_out(path, "wb", "dse plot") as f:
+        fig.savefig(f, format="png", dpi=110)
     plt.close(fig)
     return path
 
@@ -103,12 +106,11 @@ def run_dse(results, out_dir, log=print) -> dict:
         import matplotlib.pyplot as plt
     except ImportError:
         raise SpecError("vtasim dse draws with matplotlib: pip install 'vtasim[plot]'") from None
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = make_dir(out_dir, "--out directory")
     all_pts = [p for g, pts in grouped.items() if g != TOTAL for p in pts]
     varying = [k for k in CONFIG_COLUMNS if len({p[k] for p in all_pts}) > 1]
     fronts = {g: pareto_front(pts) for g, pts in grouped.items()}
-    with open(out_dir / "front.csv", "w", newline="", encoding="utf-8") as f:
+    with open_out(out_dir / "front.csv", "w", "front table", newline="") as f:
         w = csv.DictWriter(f, fieldnames=FRONT_COLUMNS, extrasaction="ignore")
         w.writeheader()
         for g in sorted(fronts):

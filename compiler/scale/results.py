@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 from hw.config import _ALL_KEYS
+from hw.outfiles import check_out, open_out
 from compiler.scale.spec import SpecError
 
 __all__ = ["COLUMNS", "CONFIG_COLUMNS", "read_rows", "finished_keys", "ResultsWriter"]
@@ -21,7 +22,7 @@ COLUMNS = (["key", "status", "reason", "workload", "reduce", "knobs"] + CONFIG_C
 
 def _cut_torn_tail(path: Path) -> None:
     """Drop a last line without its newline (the row being written when the process died)."""
-    with open(path, "rb+") as f:
+    with open_out(path, "r+b", "results file") as f:
         f.seek(0, os.SEEK_END)
         size = f.tell()
         if size == 0:
@@ -54,13 +55,12 @@ class ResultsWriter:
     """Append rows to ``path`` (header written when the file is new); each row is flushed and fsynced."""
 
     def __init__(self, path):
-        self.path = Path(path)
+        self.path = check_out(path, "results file")    # never written through a link (hw.outfiles)
         new = not self.path.exists() or self.path.stat().st_size == 0
         if not new:
             _cut_torn_tail(self.path)
             read_rows(self.path)                    # header check
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._f = open(self.path, "a", newline="", encoding="utf-8")
+        self._f = open_out(self.path, "a", "results file", newline="")
         self._w = csv.DictWriter(self._f, fieldnames=COLUMNS, restval="", extrasaction="raise")
         if new:
             self._w.writeheader()

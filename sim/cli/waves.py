@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hw.outfiles import check_out, out_dir
 from sim.rtl.runner import DUMP_UNIT_NS, WAVE_FORMATS
 
 __all__ = ["add_commands", "cmd_waves"]
@@ -33,13 +34,12 @@ def cmd_waves(args) -> int:
     from waveforms.gtkw import write_gtkw
     from waveforms.vcd import signal_widths, write_model_vcd
     image = MemoryImage.load(args.image_dir)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = out_dir(args.out, "--out directory")
     model = cycle_run(image)
     offset, clock = 0.0, 10
     if args.rtl:
         from sim.rtl import run_image as rtl_run
-        rtl_file = (out / f"rtl.{args.format}").resolve()
+        rtl_file = check_out(out / f"rtl.{args.format}", "waveform file").resolve()   # never through a link
         rtl = rtl_run(image, sim=args.sim, waves=args.format, waves_file=rtl_file)
         offset, clock = rtl.launch_ns, rtl.clock_ns    # the RTL's time base
         write_gtkw(out / "rtl.gtkw", rtl_file, widths=signal_widths(image.cfg),
