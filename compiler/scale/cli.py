@@ -14,7 +14,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from hw.outfiles import check_out
-from sim.errors import SimError
 from sim.scale.cluster import add_cluster_options
 
 __all__ = ["add_scale_commands"]
@@ -23,14 +22,16 @@ __all__ = ["add_scale_commands"]
 def cmd_sweep(args) -> int:
     from compiler.scale.runner import run_sweep
     from compiler.scale.spec import load_spec
-    from sim.scale.cluster import security_from
-    if args.workers < 1:
-        raise SimError(f"--workers {args.workers} must be at least 1")
+    from sim.scale.cluster import check_workers, cluster_opts, security_from
+    from sim.scale.handshake import check_timeout
+    check_workers(args.workers, args.force_workers)
+    check_timeout(args.connect_timeout)
     spec = load_spec(args.spec)
     check_out(args.out, "--out results file")      # before the cluster starts: no write through a link
     counts = run_sweep(spec, args.out, workers=args.workers, scheduler=args.scheduler,
                        scheduler_file=args.scheduler_file, processes=not args.threads,
-                       security=security_from(args.tls_ca, args.tls_cert, args.tls_key))
+                       security=security_from(args.tls_ca, args.tls_cert, args.tls_key),
+                       cluster_opts=cluster_opts(args))
     return 1 if counts["lost"] else 0
 
 
