@@ -84,6 +84,9 @@ def cmd_onnx(args) -> int:
     from compiler.frontend.network import Network
     from compiler.frontend.report import layer_table, totals, write_report
     from hw.config import load_config
+    from compiler.frontend.errors import FrontendError
+    if args.limit is not None and args.limit < 1:
+        raise FrontendError(f"--limit {args.limit} must be at least 1 (rule: run at least one input)")
     cfg = load_config(args.config)
     t0 = time.perf_counter()
     net = Network.from_onnx(args.model, cfg, mode=args.partition, skip_first_conv=not args.all_convs,

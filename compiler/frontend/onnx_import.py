@@ -15,6 +15,7 @@ import numpy as np
 
 from compiler.frontend.errors import ModelFileError, UnsupportedModel
 from compiler.frontend.graph import Graph, Node
+from compiler.frontend.validate import check_model, check_opset
 from hw.files import read_regular
 
 __all__ = ["load_onnx", "from_onnx", "SUPPORTED_OPS", "MAX_ELEMENTS", "MAX_MODEL_BYTES"]
@@ -50,6 +51,7 @@ def load_onnx(path, max_bytes: int = MAX_MODEL_BYTES, batch: int = 1) -> Graph:
     if model.ir_version <= 0 or not model.graph.node:
         raise ModelFileError(f"{path}: not an ONNX model (ir_version {model.ir_version}, "
                              f"{len(model.graph.node)} nodes)")
+    check_model(model, str(path))           # graph rules in vtasim's words, then onnx's checker
     return from_onnx(model, str(path), batch=batch)
 
 
@@ -136,9 +138,7 @@ def from_onnx(model, source: str = "model", batch: int = 1) -> Graph:
     """Convert a parsed ``onnx.ModelProto``; raises :class:`UnsupportedModel` listing every problem."""
     import onnx
     g = model.graph
-    for imp in model.opset_import:
-        if imp.domain in ("", "ai.onnx") and imp.version < 10:
-            raise UnsupportedModel([f"opset {imp.version} (QuantizeLinear needs >= 10; re-export with opset >= 13)"])
+    check_opset(model, source)
     consts = {}
     for t in g.initializer:
         consts[t.name] = _initializer(t, source)
