@@ -5,10 +5,12 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from hw.outfiles import open_out
+from hw.outfiles import check_out, open_out
 from hw.outfiles import out_dir as make_dir
 
-__all__ = ["layer_table", "write_report", "totals"]
+__all__ = ["layer_table", "write_report", "totals", "REPORT_FILES", "check_report_dir"]
+
+REPORT_FILES = ("layers.csv", "cycles.png", "utilisation.png", "roofline.png")
 
 COLUMNS = ("layer", "op", "placement", "out_shape", "macs", "cycles", "gemm_util", "dram_bytes", "wall_ms")
 
@@ -46,10 +48,20 @@ def layer_table(records, only_compute: bool = True) -> str:
     return "\n".join(lines)
 
 
+def check_report_dir(out_dir) -> Path:
+    """The ``--report`` directory, created, and none of :data:`REPORT_FILES` a link or a non-regular file
+    (checked before the run, so a refusal costs nothing; :mod:`hw.outfiles` checks again on writing)."""
+    out = make_dir(out_dir, "--report directory")
+    for name in REPORT_FILES:
+        check_out(out / name, "report file")
+    return out
+
+
 def write_report(records, out_dir, cfg, title: str = "network") -> list[Path]:
     """``layers.csv`` and, with matplotlib, ``cycles.png``, ``utilisation.png``, ``roofline.png``."""
     out = make_dir(out_dir, "--report directory")
-    paths = [out / "layers.csv"]
+    csv_name, cycles_png, util_png, roofline_png = REPORT_FILES
+    paths = [out / csv_name]
     with open_out(paths[0], "w", "report file", newline="") as f:
         w = csv.DictWriter(f, COLUMNS)
         w.writeheader()
@@ -65,8 +77,8 @@ def write_report(records, out_dir, cfg, title: str = "network") -> list[Path]:
     if not vta:
         return paths
     names = [r.name[:18] for r in vta]
-    for fname, values, ylabel in (("cycles.png", [r.cycles for r in vta], "cycles"),
-                                  ("utilisation.png", [r.gemm_util for r in vta], "GEMM utilisation")):
+    for fname, values, ylabel in ((cycles_png, [r.cycles for r in vta], "cycles"),
+                                  (util_png, [r.gemm_util for r in vta], "GEMM utilisation")):
         fig, ax = plt.subplots(figsize=(max(6, 0.35 * len(vta)), 4))
         ax.bar(range(len(vta)), values, color="tab:blue")
         ax.set_xticks(range(len(vta)), names, rotation=70, fontsize=7)
@@ -93,8 +105,8 @@ def write_report(records, out_dir, cfg, title: str = "network") -> list[Path]:
     ax.set_title(f"{title}: roofline on {cfg.batch}x{cfg.block_in}x{cfg.block_out}")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    with open_out(out / "roofline.png", "wb", "report plot") as f:
+    with open_out(out / roofline_png, "wb", "report plot") as f:
         fig.savefig(f, format="png", dpi=110)
     plt.close(fig)
-    paths.append(out / "roofline.png")
+    paths.append(out / roofline_png)
     return paths
