@@ -9,39 +9,21 @@ subprocess under an address-space limit, with a generous timeout as the hang det
 from __future__ import annotations
 
 import json
-import resource
 import socket
-import subprocess
-import sys
 import threading
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("distributed")
 
-ROOT = Path(__file__).resolve().parent.parent
+from cli_checks import one_line, vtasim  # noqa: E402
+
 TIMEOUT = 180               # hang detector: a command waiting on a silent peer would never return
 AS_LIMIT = 3 << 30          # the HTTP peer's "HTTP/1.1" read as a frame length asks for 3 EiB
 
 
-def _limit():
-    resource.setrlimit(resource.RLIMIT_AS, (AS_LIMIT, AS_LIMIT))
-
-
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "sim.cli", *map(str, args)], capture_output=True, text=True,
-                          timeout=TIMEOUT, preexec_fn=_limit, cwd=ROOT)
-
-
-def one_line(proc, *needles) -> str:
-    assert proc.returncode == 2, (proc.returncode, proc.stdout[-1000:], proc.stderr[-2000:])
-    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
-    assert lines[0].startswith("vtasim: error: ") and "internal error" not in lines[0], lines[0]
-    for n in needles:
-        assert n in lines[0], (n, lines[0])
-    return lines[0]
+    return vtasim(*args, timeout=TIMEOUT, as_limit=AS_LIMIT)
 
 
 class Peer:

@@ -11,35 +11,21 @@ from __future__ import annotations
 import csv
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from cli_checks import one_line, vtasim
 from hw.config import load_config
 from hw.outfiles import OutputError, open_out, out_dir, sub_dir, write_bytes
 from sim.image import MemoryImage
 from sim.programs.unit import UNIT_PROGRAMS
 
-ROOT = Path(__file__).resolve().parent.parent
-TIMEOUT = 600
 SECRET = b"outside the output directory\n"
 
 
-def cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "sim.cli", *map(str, args)], capture_output=True, text=True,
-                          timeout=TIMEOUT, cwd=cwd or ROOT)
-
-
-def one_line(proc, *needles) -> str:
-    assert proc.returncode == 2, (proc.returncode, proc.stdout[-1000:], proc.stderr[-2000:])
-    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
-    assert lines[0].startswith("vtasim: error: ") and "internal error" not in lines[0], lines[0]
-    for n in needles:
-        assert n in lines[0], (n, lines[0])
-    return lines[0]
+def cli(*args):
+    return vtasim(*args, timeout=600)
 
 
 @pytest.fixture

@@ -9,34 +9,18 @@ with a generous timeout as the hang detector."""
 from __future__ import annotations
 
 import copy
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from cli_checks import one_line, vtasim
 from compiler.frontend.models import DIGITS_QDQ
-
-ROOT = Path(__file__).resolve().parents[2]
-TIMEOUT = 600
 
 
 def onnx_cli(*args):
-    return subprocess.run([sys.executable, "-m", "sim.cli", "onnx", *map(str, args)], capture_output=True,
-                          text=True, timeout=TIMEOUT, cwd=ROOT)
-
-
-def one_line(proc, *needles) -> str:
-    assert proc.returncode == 2, (proc.returncode, proc.stdout[-1000:], proc.stderr[-2000:])
-    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
-    assert lines[0].startswith("vtasim: error: ") and "internal error" not in lines[0], lines[0]
-    for n in needles:
-        assert n in lines[0], (n, lines[0])
-    return lines[0]
+    return vtasim("onnx", *args, timeout=600)
 
 
 def _conv(m):
