@@ -34,7 +34,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from hw.files import brief, load_json, read_regular
-from sim.errors import SimError
+from sim.scale.errors import ClusterError, MissingExtra
 
 __all__ = ["MissingExtra", "ClusterError", "import_distributed", "security_from", "dask_client",
            "add_cluster_options", "client_from_args", "wants_cluster", "Progress", "max_workers",
@@ -45,14 +45,6 @@ CONNECT_TIMEOUT_S = 5.0                 # --connect-timeout default: a scheduler
 WORKERS_PER_CORE = 4                    # --workers bound without --force-workers
 MAX_SCHEDULER_FILE_BYTES = 1 << 20      # Dask writes a few hundred bytes
 MAX_PEM_BYTES = 1 << 20                 # a certificate chain or key is a few KiB
-
-
-class MissingExtra(SimError):
-    """dask.distributed is not installed."""
-
-
-class ClusterError(SimError):
-    """Bad cluster options (worker count, TLS files, both an address and a scheduler file)."""
 
 
 def import_distributed(command: str = "vtasim"):

@@ -21,6 +21,7 @@ import struct
 import time
 
 from hw.files import brief
+from sim.scale.errors import ClusterError
 
 __all__ = ["probe", "check_timeout", "MAX_HANDSHAKE_BYTES", "MAX_CONNECT_TIMEOUT_S"]
 
@@ -29,15 +30,10 @@ MAX_CONNECT_TIMEOUT_S = 3600.0
 _RULE = "rule: a Dask scheduler sends its handshake, a length-prefixed frame, as soon as it accepts"
 
 
-def _error(message: str):
-    from sim.scale.cluster import ClusterError
-    return ClusterError(message)
-
-
 def check_timeout(seconds) -> float:
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) \
             or not 0 < seconds <= MAX_CONNECT_TIMEOUT_S:
-        raise _error(f"--connect-timeout {seconds!r} must be a number of seconds in (0, {MAX_CONNECT_TIMEOUT_S:g}]")
+        raise ClusterError(f"--connect-timeout {seconds!r} must be a number of seconds in (0, {MAX_CONNECT_TIMEOUT_S:g}]")
     return float(seconds)
 
 
@@ -50,7 +46,7 @@ def _host_port(address: str, shown: str):
     host, colon, port = rest.rpartition(":")
     host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
     if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise _error(f"--scheduler {shown}: not HOST:PORT (rule: tcp://HOST:PORT or tls://HOST:PORT, "
+        raise ClusterError(f"--scheduler {shown}: not HOST:PORT (rule: tcp://HOST:PORT or tls://HOST:PORT, "
                      f"port 1..65535)")
     return scheme, host, int(port)
 
@@ -65,7 +61,7 @@ def _recv(sock, n: int, deadline: float, shown: str) -> bytes:
         part = sock.recv(min(n - len(buf), 1 << 16))
         if not part:
             said = f"; it sent {brief(bytes(buf))}" if buf else ""
-            raise _error(f"cannot connect to the Dask scheduler {shown}: it closed the connection before "
+            raise ClusterError(f"cannot connect to the Dask scheduler {shown}: it closed the connection before "
                          f"its handshake{said} ({_RULE})")
         buf += part
     return bytes(buf)
@@ -74,7 +70,7 @@ def _recv(sock, n: int, deadline: float, shown: str) -> bytes:
 def _check_length(head: bytes, shown: str) -> int:
     (total,) = struct.unpack("<Q", head)
     if head.startswith(b"HTTP") or not 16 <= total <= MAX_HANDSHAKE_BYTES:
-        raise _error(f"{shown} is not a Dask scheduler: its first bytes {brief(head)} are no handshake "
+        raise ClusterError(f"{shown} is not a Dask scheduler: its first bytes {brief(head)} are no handshake "
                      f"({_RULE}; at most {MAX_HANDSHAKE_BYTES} bytes)")
     return total
 
@@ -82,10 +78,10 @@ def _check_length(head: bytes, shown: str) -> int:
 def _check_frames(total: int, body: bytes, shown: str) -> None:
     (nframes,) = struct.unpack_from("<Q", body)
     if not 1 <= nframes <= 64 or 8 * (nframes + 1) > total:
-        raise _error(f"{shown} is not a Dask scheduler: its handshake declares {nframes} frames ({_RULE})")
+        raise ClusterError(f"{shown} is not a Dask scheduler: its handshake declares {nframes} frames ({_RULE})")
     lengths = struct.unpack_from(f"<{nframes}Q", body, 8)
     if 8 * (nframes + 1) + sum(lengths) != total:
-        raise _error(f"{shown} is not a Dask scheduler: its handshake frames do not add up ({_RULE})")
+        raise ClusterError(f"{shown} is not a Dask scheduler: its handshake frames do not add up ({_RULE})")
 
 
 def probe(address: str, timeout: float, security=None, shown: str | None = None) -> None:
@@ -98,20 +94,20 @@ def probe(address: str, timeout: float, security=None, shown: str | None = None)
     try:
         sock = socket.create_connection((host, port), timeout=timeout)
     except socket.timeout:
-        raise _error(f"cannot connect to the Dask scheduler {shown}: no TCP connection within {timeout:g} s "
+        raise ClusterError(f"cannot connect to the Dask scheduler {shown}: no TCP connection within {timeout:g} s "
                      f"(--connect-timeout S waits longer)") from None
     except OSError as exc:
-        raise _error(f"cannot connect to the Dask scheduler {shown}: {exc.strerror or exc}") from None
+        raise ClusterError(f"cannot connect to the Dask scheduler {shown}: {exc.strerror or exc}") from None
     try:
         if scheme == "tls":
             sock = _tls(sock, security, shown, deadline)
         total = _check_length(_recv(sock, 8, deadline, shown), shown)
         _check_frames(total, _recv(sock, total, deadline, shown), shown)
     except socket.timeout:
-        raise _error(f"cannot connect to the Dask scheduler {shown}: no handshake within {timeout:g} s "
+        raise ClusterError(f"cannot connect to the Dask scheduler {shown}: no handshake within {timeout:g} s "
                      f"({_RULE}; --connect-timeout S waits longer)") from None
     except OSError as exc:
-        raise _error(f"cannot connect to the Dask scheduler {shown}: "
+        raise ClusterError(f"cannot connect to the Dask scheduler {shown}: "
                      f"{getattr(exc, 'reason', None) or exc.strerror or exc}") from None
     finally:
         sock.close()
@@ -122,7 +118,7 @@ def _tls(sock, security, shown: str, deadline: float):
     ctx = (security or Security()).get_connection_args("client").get("ssl_context")
     if ctx is None:
         sock.close()
-        raise _error(f"cannot connect to the Dask scheduler {shown}: a tls:// scheduler needs --tls-ca/--tls-cert/"
+        raise ClusterError(f"cannot connect to the Dask scheduler {shown}: a tls:// scheduler needs --tls-ca/--tls-cert/"
                      f"--tls-key or Dask's distributed.comm.tls config")
     sock.settimeout(max(0.001, deadline - time.monotonic()))
     return ctx.wrap_socket(sock, server_hostname=None)
