@@ -50,7 +50,9 @@ def build(sch, args, inputs: dict, cfg=None, name: str = "main", dump_ir=None, e
     final = run_passes(func, cfg, dump_dir=dump_ir)
     if dump_ir is not None:
         from pathlib import Path
-        (Path(dump_ir) / "00_lowered.txt").write_text(str(func) + "\n")
+
+        from hw.outfiles import write_text
+        write_text(Path(dump_ir) / "00_lowered.txt", str(func) + "\n", "IR dump")
     q = CommandQueue(cfg, max_insns=max_insns, name=name)
     bufs, outs = {}, []
     for tensor, buf in zip(args, func.args):

@@ -57,8 +57,9 @@ def fitting_knobs(name: str, cfg, reduce: int = 1, dump_ir=None):
 
 
 def run_demo(cfg, out: Path, rtl: str | None = None, workload: str = WORKLOAD, reduce: int = 1) -> int:
+    from hw.outfiles import out_dir
     from sim.cli.report import run_and_report
-    out = Path(out)
+    out = out_dir(out, "demo directory")
     t0 = time.perf_counter()
     compiled, source = fitting_knobs(workload, cfg, reduce=reduce, dump_ir=out / "ir")
     dt = time.perf_counter() - t0

@@ -49,6 +49,7 @@ import numpy as np
 
 from hw.config import INSN_BYTES, ConfigError, VTAConfig
 from hw.files import brief, load_json, regular_size
+from hw.outfiles import open_out, out_dir, write_bytes, write_text
 from sim.errors import ImageError
 from sim.result import COUNTER_NAMES
 
@@ -261,8 +262,7 @@ class MemoryImage:
     # ---- files ---------------------------------------------------------------------------------
     def save(self, path) -> Path:
         """Write ``image.json`` and one file per segment / expected output into directory ``path``."""
-        d = Path(path)
-        d.mkdir(parents=True, exist_ok=True)
+        d = out_dir(path, "image directory")     # a real directory; no file written through a link
         segs = []
         for i, s in enumerate(self.segments):
             fname = f"seg{i:03d}_{s.addr:08x}.bin"
@@ -271,7 +271,7 @@ class MemoryImage:
         exp = []
         for name, data in self.expected.items():
             fname = f"expected_{name}.bin"
-            (d / fname).write_bytes(data)
+            write_bytes(d / fname, data, "image file")
             exp.append({"name": name, "file": fname})
         doc = {"format": FORMAT, "version": VERSION, "config": self.cfg.to_dict(),
                "insn": {"addr": self.insn_addr, "count": self.insn_count},
@@ -283,7 +283,7 @@ class MemoryImage:
             doc["dram_size"] = self.dram_size
         if self.expected_counters is not None:
             doc["expected_counters"] = dict(self.expected_counters)
-        (d / "image.json").write_text(json.dumps(doc, indent=1) + "\n")
+        write_text(d / "image.json", json.dumps(doc, indent=1) + "\n", "image file")
         return d
 
     @classmethod
@@ -407,12 +407,12 @@ class OutputBytes(Mapping):
 def _write_segment(path: Path, seg: Segment, chunk: int = 16 << 20) -> None:
     """Write a segment's bytes to ``path`` without a whole extra copy of a file-backed segment."""
     if seg._data is not None:
-        path.write_bytes(seg._data)
+        write_bytes(path, seg._data, "image file")
         return
-    if path.resolve() == seg._path:              # saving over the file it is read from: already there
+    if not path.is_symlink() and path.resolve() == seg._path:   # saving over the file it is read from
         return
     buf = np.empty(min(chunk, max(seg.nbytes, 1)), np.uint8)
-    with open(seg._path, "rb") as src, open(path, "wb") as dst:
+    with open(seg._path, "rb") as src, open_out(path, "wb", "image file") as dst:
         left = seg.nbytes
         while left:
             got = src.readinto(memoryview(buf)[:min(left, buf.size)])

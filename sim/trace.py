@@ -22,6 +22,7 @@ import json
 from pathlib import Path
 
 from hw.isa import OPCODE_NAMES
+from hw.outfiles import open_out, write_text
 from sim.result import RetireRecord
 from waveforms.breakdown import BUCKETS, share_text, shares
 
@@ -40,7 +41,7 @@ def process_name(engine: str) -> str:
 
 def write_csv(path, records) -> Path:
     path = Path(path)
-    with path.open("w", newline="") as fh:
+    with open_out(path, "w", "--trace file", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(CSV_HEADER)
         for r in records:
@@ -78,8 +79,9 @@ def perfetto_events(result) -> list:
 
 def write_perfetto(path, result) -> Path:
     path = Path(path)
-    path.write_text(json.dumps({"traceEvents": perfetto_events(result),
-                                "otherData": {"cycles": result.cycles, "time_unit": "cycle", "note": TIME_NOTE}}))
+    write_text(path, json.dumps({"traceEvents": perfetto_events(result),
+                                 "otherData": {"cycles": result.cycles, "time_unit": "cycle", "note": TIME_NOTE}}),
+               "--perfetto file")
     return path
 
 

@@ -20,6 +20,8 @@ import math
 import os
 from pathlib import Path
 
+from hw.outfiles import open_out
+
 from vcd.gtkw import GTKWSave
 
 from waveforms.vcd import SCOPE, SIGNALS
@@ -63,7 +65,7 @@ def write_gtkw(path, dumpfile, scope=SCOPE, window_ns: tuple | None = None, widt
     prefix = ".".join(scope)
     lo, hi = window_ns if window_ns else (0, end_ns)
     lo, hi = lo / unit_ns, (hi / unit_ns if hi is not None else None)      # GTKWave counts dump units
-    with path.open("w") as fh:
+    with open_out(path, "w", "GTKWave save file") as fh:
         save = GTKWSave(fh)
         save.comment("vtasim co-verification signals (waveforms/gtkw.py)")
         save.dumpfile(relative_dumpfile(path, dumpfile), abspath=False)

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from hw.isa import MODULE_NAMES, OPCODE_NAMES
+from hw.outfiles import open_out
 from waveforms.breakdown import BUCKETS, share_text, shares
 
 __all__ = ["LEGEND_OUTSIDE", "in_instruction_fraction", "timeline_figure", "plot_timeline"]
@@ -116,6 +117,7 @@ def plot_timeline(result, path, title: str | None = None, max_bars: int = 20000)
     import matplotlib.pyplot as plt
     fig = timeline_figure(result, title, max_bars)
     path = Path(path)
-    fig.savefig(path, dpi=100)
+    with open_out(path, "wb", "timeline plot") as f:
+        fig.savefig(f, format="png", dpi=100)
     plt.close(fig)
     return path

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from hw.isa import MODULE_NAMES, TOKEN_POPS, TOKEN_PUSHES, decode_fields, module_array
+from hw.outfiles import write_text
 
 __all__ = ["SCOPE", "SIGNALS", "TOKEN_ORDER", "model_changes", "signal_widths", "write_vcd", "write_model_vcd"]
 
@@ -154,7 +155,7 @@ def write_vcd(path, changes: dict, widths: dict, scope=SCOPE, clock_ns: int = 10
             lines += body
     if end_cycle is not None:
         lines.append(f"#{int(round(offset_ns + end_cycle * clock_ns))}")
-    path.write_text("\n".join(lines) + "\n")
+    write_text(path, "\n".join(lines) + "\n", "VCD file")
     return path
 
 

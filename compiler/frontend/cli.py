@@ -53,10 +53,15 @@ def cmd_onnx(args) -> int:
         require_rtl("verilator", "vtasim onnx --engine rtl")
     from compiler.frontend.compare import OrtReference, agreement, output_lsb
     from compiler.frontend.network import Network
-    from compiler.frontend.report import layer_table, totals, write_report
+    from compiler.frontend.report import check_report_dir, layer_table, totals, write_report
     from hw.config import load_config
+    from compiler.frontend.errors import FrontendError
+    if args.limit is not None and args.limit < 1:
+        raise FrontendError(f"--limit {args.limit} must be at least 1 (rule: run at least one input)")
     cfg = load_config(args.config)
     t0 = time.perf_counter()
+    if args.report is not None:
+        check_report_dir(args.report)           # output rules before any work (hw.outfiles)
     net = Network.from_onnx(args.model, cfg, mode=args.partition, skip_first_conv=not args.all_convs,
                             threshold=args.threshold, requant=args.requant, strict=args.strict)
     from compiler.frontend.inputs import load_feeds
@@ -71,7 +76,10 @@ def cmd_onnx(args) -> int:
         print(f"  {note}")
     ort = OrtReference(args.model)
     if args.save_images is not None:
-        Path(args.save_images).mkdir(parents=True, exist_ok=True)
+        from compiler.frontend.execute import image_dirs
+        from hw.outfiles import sub_dir
+        for name in image_dirs(net.graph, net.regions):
+            sub_dir(args.save_images, name, "--save-images directory")
     ours, refs, first = [], [], None
     prog = _Progress(len(xs), "inputs")
     for k, x in enumerate(xs):

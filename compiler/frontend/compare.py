@@ -18,13 +18,25 @@ class OrtReference:
         import onnxruntime as ort
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = 1
-        opts.log_severity_level = 3
-        self.session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        opts.log_severity_level = 4         # fatal only: its errors come back as exceptions, said in one line
+        try:
+            self.session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        except Exception as e:              # noqa: BLE001 - onnxruntime's pybind errors share no base class
+            raise FrontendError(f"{path}: onnxruntime cannot load the model: {_first_line(e)}") from None
         self.input_name = self.session.get_inputs()[0].name
+        self.path = path
 
     def run(self, x) -> np.ndarray:
         """The first output for one input: an array (one-input model) or {input name: array}."""
-        return self.session.run(None, x if isinstance(x, dict) else {self.input_name: x})[0]
+        try:
+            return self.session.run(None, x if isinstance(x, dict) else {self.input_name: x})[0]
+        except Exception as e:              # noqa: BLE001 - as above
+            raise FrontendError(f"{self.path}: onnxruntime cannot run the model: {_first_line(e)}") from None
+
+
+def _first_line(e: BaseException) -> str:
+    text = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
+    return text if len(text) <= 200 else text[:200] + "..."
 
 
 def output_lsb(graph) -> float | None:

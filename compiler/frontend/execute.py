@@ -43,6 +43,16 @@ def _dram_bytes(counters: dict) -> int:
     return int(sum(v for k, v in counters.items() if k.endswith("_nbytes")))
 
 
+def image_dir_name(k: int, region) -> str:
+    """The ``--save-images`` sub-directory of the region run as node ``k``."""
+    return f"{k:03d}_{region.layer_name}"
+
+
+def image_dirs(g, regions: dict) -> list[str]:
+    """Every ``--save-images`` sub-directory :func:`execute` writes, in order."""
+    return [image_dir_name(k, regions[n.name]) for k, n in enumerate(g.nodes) if n.target == "vta"]
+
+
 def execute(g, regions: dict, feeds: dict, engine: str = "cycle", on_node=None, save_images=None,
             values_out: dict | None = None):
     """(outputs {name: array}, [LayerRecord]); ``on_node(k, total, node)`` reports progress;
@@ -70,8 +80,9 @@ def execute(g, regions: dict, feeds: dict, engine: str = "cycle", on_node=None, 
             y, res = region.run(args[0], engine=engine)
             outs = [y]
             if save_images is not None:
-                from pathlib import Path
-                region.image(args[0]).save(Path(save_images) / f"{k:03d}_{region.layer.name}")
+                from hw.outfiles import sub_dir
+                region.image(args[0]).save(sub_dir(save_images, image_dir_name(k, region),
+                                                   "--save-images directory"))
             if res is not None:
                 rec.cycles = res.cycles
                 rec.gemm_ops = int(res.counters.get("gemm_counter", 0))

@@ -56,13 +56,19 @@ class Graph:
         """The constant array called ``name``, or None."""
         return self.consts.get(name)
 
-    def fresh(self, base: str) -> str:
-        """A value name not used yet, derived from ``base``."""
-        taken = set(self.inputs) | set(self.consts) | {o for n in self.nodes for o in n.outputs}
+    def names(self) -> set:
+        """Every value name in use: inputs, constants, node outputs."""
+        return set(self.inputs) | set(self.consts) | {o for n in self.nodes for o in n.outputs}
+
+    def fresh(self, base: str, taken: set | None = None) -> str:
+        """A value name not used yet, derived from ``base``.  ``taken``: :meth:`names` kept by a pass that
+        makes many names (the new name is added to it), instead of a walk over the graph per name."""
+        taken = self.names() if taken is None else taken
         k, name = 0, base
         while name in taken:
             k += 1
             name = f"{base}_{k}"
+        taken.add(name)
         return name
 
     def counts(self) -> dict:

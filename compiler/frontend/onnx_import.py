@@ -15,6 +15,7 @@ import numpy as np
 
 from compiler.frontend.errors import ModelFileError, UnsupportedModel
 from compiler.frontend.graph import Graph, Node
+from compiler.frontend.validate import check_model, check_opset
 from hw.files import read_regular
 
 __all__ = ["load_onnx", "from_onnx", "SUPPORTED_OPS", "MAX_ELEMENTS", "MAX_MODEL_BYTES"]
@@ -53,7 +54,7 @@ def load_onnx(path, max_bytes: int = MAX_MODEL_BYTES, batch: int = 1) -> Graph:
     if model.ir_version <= 0 or not model.graph.node:
         raise ModelFileError(f"{path}: not an ONNX model (ir_version {model.ir_version}, "
                              f"{len(model.graph.node)} nodes)")
-    return from_onnx(model, str(path), batch=batch)
+    return from_onnx(model, str(path), batch=batch, validate=check_model)
 
 
 def _dims(t, what: str) -> tuple:
@@ -150,13 +151,14 @@ def _check_attrs(op: str, attrs: dict, where: str) -> list[str]:
     return bad
 
 
-def from_onnx(model, source: str = "model", batch: int = 1) -> Graph:
-    """Convert a parsed ``onnx.ModelProto``; raises :class:`UnsupportedModel` listing every problem."""
+def from_onnx(model, source: str = "model", batch: int = 1, validate=None) -> Graph:
+    """Convert a parsed ``onnx.ModelProto``; raises :class:`UnsupportedModel` listing every problem.
+
+    ``validate(model, source)`` (:func:`load_onnx` passes :func:`~compiler.frontend.validate.check_model`)
+    runs after the initializers' sizes are checked and the ops listed, before shape inference."""
     import onnx
     g = model.graph
-    for imp in model.opset_import:
-        if imp.domain in ("", "ai.onnx") and imp.version < 10:
-            raise UnsupportedModel([f"opset {imp.version} (QuantizeLinear needs >= 10; re-export with opset >= 13)"])
+    check_opset(model, source)
     consts = {}
     for t in g.initializer:
         consts[t.name] = _initializer(t, source)
@@ -193,6 +195,8 @@ def from_onnx(model, source: str = "model", batch: int = 1) -> Graph:
                 consts[n.output[0]] = _initializer(a["value"], source)
     if problems:
         raise UnsupportedModel(problems)
+    if validate is not None:
+        validate(model, source)             # graph rules in vtasim's words, then onnx's checker
     graph = Graph(nodes, inputs, [o.name for o in g.output], consts, g.name or source)
     try:
         inferred = onnx.shape_inference.infer_shapes(model)

@@ -62,6 +62,11 @@ class VtaRegion:
     def name(self) -> str:
         return self.node.name
 
+    @property
+    def layer_name(self) -> str:
+        """The compiled layer's name: the node's, letters, digits and ``_`` only (a file name too)."""
+        return "".join(c if c.isalnum() else "_" for c in self.node.name)[:40] or "region"
+
     def _shift(self, dtype) -> int:
         return 128 if np.dtype(dtype) == np.uint8 else 0
 
@@ -88,7 +93,7 @@ class VtaRegion:
             return self.layer
         a = self.node.attrs
         za, plan = self._plan(x_dtype)
-        name = "".join(c if c.isalnum() else "_" for c in self.node.name)[:40] or "region"
+        name = self.layer_name
         if self.node.op == "qconv":
             self.layer = build_qconv(self.cfg, tuple(x_shape), a["weight"], a["bias"], a["strides"], a["pads"], za,
                                      plan, knobs=self.knobs, name=name, groups=int(a.get("group", 1)),

@@ -5,9 +5,14 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+from hw.outfiles import check_out, open_out
+from hw.outfiles import out_dir as make_dir
 from waveforms.plot import LEGEND_OUTSIDE
 
-__all__ = ["layer_table", "write_report", "totals", "roofline_points", "roofline_figure"]
+__all__ = ["layer_table", "write_report", "totals", "roofline_points", "roofline_figure", "REPORT_FILES",
+           "check_report_dir"]
+
+REPORT_FILES = ("layers.csv", "cycles.png", "utilisation.png", "roofline.png")
 
 COLUMNS = ("layer", "op", "placement", "out_shape", "macs", "cycles", "gemm_util", "dram_bytes", "wall_ms")
 
@@ -78,12 +83,21 @@ def roofline_figure(plt, vta, cfg, title: str):
     return fig, ax
 
 
+def check_report_dir(out_dir) -> Path:
+    """The ``--report`` directory, created, and none of :data:`REPORT_FILES` a link or a non-regular file
+    (checked before the run, so a refusal costs nothing; :mod:`hw.outfiles` checks again on writing)."""
+    out = make_dir(out_dir, "--report directory")
+    for name in REPORT_FILES:
+        check_out(out / name, "report file")
+    return out
+
+
 def write_report(records, out_dir, cfg, title: str = "network") -> list[Path]:
     """``layers.csv`` and, with matplotlib, ``cycles.png``, ``utilisation.png``, ``roofline.png``."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [out / "layers.csv"]
-    with open(paths[0], "w", newline="") as f:
+    out = make_dir(out_dir, "--report directory")
+    csv_name, cycles_png, util_png, roofline_png = REPORT_FILES
+    paths = [out / csv_name]
+    with open_out(paths[0], "w", "report file", newline="") as f:
         w = csv.DictWriter(f, COLUMNS)
         w.writeheader()
         for r in records:
@@ -98,19 +112,21 @@ def write_report(records, out_dir, cfg, title: str = "network") -> list[Path]:
     if not vta:
         return paths
     names = [r.name[:18] for r in vta]
-    for fname, values, ylabel in (("cycles.png", [r.cycles for r in vta], "cycles"),
-                                  ("utilisation.png", [r.gemm_util for r in vta], "GEMM utilisation")):
+    for fname, values, ylabel in ((cycles_png, [r.cycles for r in vta], "cycles"),
+                                  (util_png, [r.gemm_util for r in vta], "GEMM utilisation")):
         fig, ax = plt.subplots(figsize=(max(6, 0.35 * len(vta)), 4))
         ax.bar(range(len(vta)), values, color="tab:blue")
         ax.set_xticks(range(len(vta)), names, rotation=70, fontsize=7)
         ax.set_ylabel(ylabel)
         ax.set_title(f"{title}: {ylabel} per VTA layer")
         fig.tight_layout()
-        fig.savefig(out / fname, dpi=110)
+        with open_out(out / fname, "wb", "report plot") as f:
+            fig.savefig(f, format="png", dpi=110)
         plt.close(fig)
         paths.append(out / fname)
     fig, _ = roofline_figure(plt, vta, cfg, title)
-    fig.savefig(out / "roofline.png", dpi=110)
+    with open_out(out / roofline_png, "wb", "report plot") as f:
+        fig.savefig(f, format="png", dpi=110)
     plt.close(fig)
-    paths.append(out / "roofline.png")
+    paths.append(out / roofline_png)
     return paths

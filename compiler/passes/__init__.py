@@ -25,10 +25,10 @@ holds only loops, coproc/uop scopes and runtime calls -- what :mod:`compiler.cod
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 from typing import NamedTuple
 
 from compiler import ir
+from hw.outfiles import out_dir, write_text
 from compiler.passes.annotate_alu_scope import annotate_alu_scope
 from compiler.passes.coproc_sync import coproc_sync
 from compiler.passes.fold_uop_loop import fold_uop_loop
@@ -79,14 +79,13 @@ def _with_body(func, body):
 def run_passes(func, cfg, dump_dir=None, upto: str | None = None):
     """Run the pipeline on ``func.body``; stop after pass ``upto`` when given (for tests/dumps)."""
     body = func.body
-    out = Path(dump_dir) if dump_dir is not None else None
+    out = out_dir(dump_dir, "--dump-ir directory") if dump_dir is not None else None
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "00_input.txt").write_text(ir.to_text(body) + "\n")
+        write_text(out / "00_input.txt", ir.to_text(body) + "\n", "IR dump")
     for k, (name, fn) in enumerate(PIPELINE, 1):
         body = fn(body, cfg)
         if out is not None:
-            (out / f"{k:02d}_{name}.txt").write_text(ir.to_text(body) + "\n")
+            write_text(out / f"{k:02d}_{name}.txt", ir.to_text(body) + "\n", "IR dump")
         if name == upto:
             break
     return _with_body(func, body)

@@ -117,5 +117,8 @@ def requantize(x, in_scale, in_zp, out_scale, out_zp, out_dtype: str = "int8", a
     centred = x.astype(np.int64) - _along(z_in, x.ndim, axis)
     y = multiply_shift(centred, sig, shift, rounding, axis=axis) + _along(z_out, x.ndim, axis)
     if out_dtype == "int32":
+        y = np.asarray(y)
+        if y.dtype == object:           # beyond int64 (a huge multiplier): wrap the exact integers as well
+            y = (y + (1 << 31)) % (1 << 32) - (1 << 31)
         return np.asarray(y, dtype=np.int64).astype(np.int32)
     return np.clip(y, lo, hi).astype(out_dtype)

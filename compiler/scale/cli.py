@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sim.errors import SimError
+from hw.outfiles import check_out
 from sim.scale.cluster import add_cluster_options
 
 __all__ = ["add_scale_commands"]
@@ -22,14 +22,17 @@ __all__ = ["add_scale_commands"]
 def cmd_sweep(args) -> int:
     from compiler.scale.runner import run_sweep
     from compiler.scale.spec import load_spec
-    from sim.scale.cluster import cluster_option, require_cluster, security_from
+    from sim.scale.cluster import check_workers, cluster_opts, cluster_option, require_cluster, security_from
+    from sim.scale.handshake import check_timeout
     require_cluster(f"vtasim sweep (on Dask, {cluster_option(args)})")
-    if args.workers < 1:
-        raise SimError(f"--workers {args.workers} must be at least 1")
+    check_workers(args.workers, args.force_workers)
+    check_timeout(args.connect_timeout)
     spec = load_spec(args.spec)
+    check_out(args.out, "--out results file")      # before the cluster starts: no write through a link
     counts = run_sweep(spec, args.out, workers=args.workers, scheduler=args.scheduler,
                        scheduler_file=args.scheduler_file, processes=not args.threads,
-                       security=security_from(args.tls_ca, args.tls_cert, args.tls_key))
+                       security=security_from(args.tls_ca, args.tls_cert, args.tls_key),
+                       cluster_opts=cluster_opts(args))
     return 1 if counts["lost"] else 0
 
 

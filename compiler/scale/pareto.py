@@ -14,6 +14,8 @@ import math
 import os
 from pathlib import Path
 
+from hw.outfiles import open_out
+from hw.outfiles import out_dir as make_dir
 from compiler.scale.results import CONFIG_COLUMNS, read_rows
 from compiler.scale.spec import SpecError
 from waveforms.plot import LEGEND_OUTSIDE
@@ -111,7 +113,8 @@ def _finish(plt, fig, ax, xlabel: str, ylabel: str, title: str, path: Path) -> P
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
-    fig.savefig(path, dpi=110)
+    with open_out(path, "wb", "dse plot") as f:
+        fig.savefig(f, format="png", dpi=110)
     plt.close(fig)
     return path
 
@@ -169,15 +172,17 @@ def run_dse(results, out_dir, log=print) -> dict:
     if not grouped:
         raise SpecError(f"results file {results}: no successful point (statuses: "
                         f"{sorted({r['status'] for r in rows}) or 'none'})")
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise SpecError("vtasim dse draws with matplotlib: pip install 'vtasim[plot]'") from None
+    out_dir = make_dir(out_dir, "--out directory")
     all_pts = [p for g, pts in grouped.items() if g != TOTAL for p in pts]
     varying = [k for k in CONFIG_COLUMNS if len({p[k] for p in all_pts}) > 1]
     fronts = {g: pareto_front(pts) for g, pts in grouped.items()}
-    with open(out_dir / "front.csv", "w", newline="", encoding="utf-8") as f:
+    with open_out(out_dir / "front.csv", "w", "front table", newline="") as f:
         w = csv.DictWriter(f, fieldnames=FRONT_COLUMNS, extrasaction="ignore")
         w.writeheader()
         for g in sorted(fronts):

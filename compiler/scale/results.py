@@ -19,6 +19,7 @@ from pathlib import Path
 
 from hw.config import _ALL_KEYS
 from hw.files import brief, iter_csv, regular_size
+from hw.outfiles import check_out, open_out
 from compiler.scale.spec import KNOB_SOURCES, SpecError
 
 __all__ = ["COLUMNS", "CONFIG_COLUMNS", "STATUSES", "MAX_RESULTS_BYTES", "MAX_FIELD", "read_rows", "check_row",
@@ -41,7 +42,7 @@ COLUMNS = (["key", "status", "reason", "workload", "reduce", "knobs"] + CONFIG_C
 def _cut_torn_tail(path: Path) -> None:
     """Drop a last line without its newline (the row being written when the process died); the file is
     searched backwards from its end, never read whole."""
-    with open(path, "rb+") as f:
+    with open_out(path, "r+b", "results file") as f:
         end = f.seek(0, os.SEEK_END)
         if end == 0:
             return
@@ -127,15 +128,14 @@ class ResultsWriter:
     """Append rows to ``path`` (header written when the file is new); each row is flushed and fsynced."""
 
     def __init__(self, path):
-        self.path = Path(path)
+        self.path = check_out(path, "results file")    # never written through a link (hw.outfiles)
         if os.path.lexists(self.path):          # never a FIFO, a device or a directory
             regular_size(self.path, "results file", MAX_RESULTS_BYTES, limit="MAX_RESULTS_BYTES", error=SpecError)
         if self.path.exists() and self.path.stat().st_size:
             _cut_torn_tail(self.path)
             read_rows(self.path)                    # header and rows checked
         new = not self.path.exists() or self.path.stat().st_size == 0     # (a torn header leaves it empty)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._f = open(self.path, "a", newline="", encoding="utf-8")
+        self._f = open_out(self.path, "a", "results file", newline="")
         self._w = csv.DictWriter(self._f, fieldnames=COLUMNS, restval="", extrasaction="raise")
         if new:
             self._w.writeheader()

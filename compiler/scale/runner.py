@@ -36,7 +36,8 @@ def skip_summary(n: int, of: int, example: str, out, width: int = 150) -> str:
 
 
 def run_sweep(spec: Spec, out, workers: int = 2, scheduler: str | None = None, scheduler_file=None,
-              processes: bool = True, evaluate=evaluate_point, log=print, security=None) -> dict:
+              processes: bool = True, evaluate=evaluate_point, log=print, security=None,
+              cluster_opts: dict | None = None) -> dict:
     """Evaluate the points of ``spec`` not yet in ``out``; returns counts {total, done_before, ok, skipped,
     error, lost}.  ``lost`` counts points whose task itself failed (e.g. its worker died more often
     than the scheduler allows); they have no row, so a rerun computes them."""
@@ -51,7 +52,7 @@ def run_sweep(spec: Spec, out, workers: int = 2, scheduler: str | None = None, s
     distributed = cluster.import_distributed("vtasim sweep")
     t0 = time.perf_counter()
     with dask_client(workers=workers, scheduler=scheduler, scheduler_file=scheduler_file, processes=processes,
-                     security=security, log=log, what="sweep") as client:
+                     security=security, log=log, what="sweep", **(cluster_opts or {})) as client:
         futures = client.map(evaluate, [p.as_dict() for p in todo], key=[f"vtasim-point-{p.key}" for p in todo],
                              pure=False, retries=2)
         bar = Progress(len(todo), "points")

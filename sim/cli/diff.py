@@ -15,6 +15,7 @@ from functools import partial
 from pathlib import Path
 
 from hw.config import load_config
+from hw.outfiles import out_dir, sub_dir
 from sim.diff import WINDOW_CYCLES, compare
 from sim.engines import run_engine
 from sim.errors import RtlStopped, SimError
@@ -141,7 +142,7 @@ def cmd_fuzz(args) -> int:
     print(f"vtasim fuzz: {args.n} random programs, seeds {first}..{last}, config {cfg.model}, "
           f"cycle engine vs rtl/{args.sim}" + (f", in batches of {args.batch}" if args.n > args.batch else ""),
           flush=True)
-    st = _Campaign(args, Path(args.out or "."), cfg_opt, rtl_opt)
+    st = _Campaign(args, out_dir(args.out, "--out directory") if args.out else Path("."), cfg_opt, rtl_opt)
     sink = CoverageSink(args.coverage, args.until_saturated) if args.coverage is not None else None
     for lo in range(first, last + 1, args.batch):
         hi = min(lo + args.batch, last + 1)
@@ -215,7 +216,7 @@ class _Campaign:
         if self.reported >= args.max_reports:
             return
         self.reported += 1
-        where = self.out_root / f"fuzz_seed{seed}"
+        where = sub_dir(self.out_root, f"fuzz_seed{seed}", "fuzz image directory")
         image.save(where)
         print(f"--- seed {seed}: MISMATCH (image saved to {where})")
         print(f"reproduce: vtasim fuzz --n 1 --seed {seed}{self.cfg_opt} --sim {args.sim}   or   "

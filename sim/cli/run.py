@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from hw.config import load_config
+from hw.outfiles import out_dir, write_bytes
 from sim.engines import ENGINES, check_result, run_engine
 from sim.errors import SimError
 from sim.image import MemoryImage, check_output_name
@@ -91,11 +92,9 @@ def cmd_run(args) -> int:
         views = {"file": str(waves_file), "gtkw": str(write_rtl_view(image, result, waves_file))}
     files = {}
     if args.out is not None:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
+        out = out_dir(args.out, "--out directory")
         for name, data in result.outputs.items():
-            p = out / f"{check_output_name(name)}.bin"
-            p.write_bytes(data)
+            p = write_bytes(out / f"{check_output_name(name)}.bin", data, "output region file")
             files[name] = str(p)
     problems = check_result(image, result) if args.check else []
     if args.json:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hw.outfiles import check_out, out_dir
 from sim.cli.options import add_image_dir, add_sim, add_waves
 from sim.rtl.runner import DUMP_UNIT_NS, WAVE_FORMATS
 
@@ -58,13 +59,12 @@ def cmd_waves(args) -> int:
         from sim.rtl import require
         require(args.sim, "vtasim waves --rtl")
     image = MemoryImage.load(args.image_dir)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = out_dir(args.out, "--out directory")
     model = cycle_run(image)
     offset, clock = 0.0, 10
     if rtl_wanted:
         from sim.rtl import run_image as rtl_run
-        rtl_file = (out / f"rtl.{fmt}").resolve()
+        rtl_file = check_out(out / f"rtl.{fmt}", "waveform file").resolve()   # never through a link
         rtl = rtl_run(image, sim=args.sim, waves=fmt, waves_file=rtl_file)
         offset, clock = rtl.launch_ns, rtl.clock_ns    # the RTL's time base
         gtkw = write_rtl_view(image, rtl, rtl_file)

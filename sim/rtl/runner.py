@@ -42,6 +42,7 @@ import numpy as np
 
 import hw
 from hw.config import VTAConfig
+from hw.outfiles import open_out
 from sim.elapsed import Elapsed
 from sim.errors import BuildError, SimError, SimulatorError
 from sim.rtl import tools
@@ -492,6 +493,8 @@ def _run_jobs(build: Build, jobs: list, work_dir=None, waves_file=None, waves=No
         work_dir = tmp
     work = Path(work_dir)
     work.mkdir(parents=True, exist_ok=True)
+    if waves_file:          # a regular file the simulator fills, never a link (hw.outfiles)
+        open_out(waves_file, "wb", "waveform file").close()
     manifest = []
     try:
         for k, job in enumerate(jobs):

@@ -7,7 +7,15 @@ TLS: ``--tls-ca/--tls-cert/--tls-key`` build a :class:`distributed.security.Secu
 encryption (the client presents the cert/key, trusts the CA); without them Dask's own configuration
 applies (``distributed.comm.tls.*`` in ``~/.config/dask/*.yaml`` or ``DASK_DISTRIBUTED__COMM__TLS__*``
 variables), so a site's settings pass through unchanged.  A local cluster given TLS files runs its
-scheduler and workers on ``tls://`` with the same files.
+scheduler and workers on ``tls://`` with the same files.  The three files are read (bounded, regular
+files) and parsed with :mod:`ssl` before any cluster starts, so a garbage file is one line.
+
+Connecting (:mod:`sim.scale.handshake`): an existing scheduler must send Dask's handshake within
+``--connect-timeout`` seconds (default :data:`CONNECT_TIMEOUT_S`); a silent or non-Dask peer (an HTTP
+server, say) is one line naming the address and the rule, never a hang or a huge allocation.  A
+scheduler file is read through :mod:`hw.files` (at most :data:`MAX_SCHEDULER_FILE_BYTES`, strict JSON,
+an object with a string ``address``).  ``--workers`` is at most :func:`max_workers` (4 per core this
+process may use) unless ``--force-workers``.
 
 ::
 
@@ -19,19 +27,25 @@ scheduler and workers on ``tls://`` with the same files.
 from __future__ import annotations
 
 import logging
+import os
+import ssl
 import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-from sim.errors import SimError
-from sim.install import MissingExtra, require
+from hw.files import brief, load_json, read_regular
+from sim.install import require
+from sim.scale.errors import ClusterError, MissingExtra
 
 __all__ = ["MissingExtra", "ClusterError", "import_distributed", "require_cluster", "security_from", "dask_client",
-           "add_cluster_options", "client_from_args", "wants_cluster", "cluster_option", "Progress"]
+           "add_cluster_options", "client_from_args", "wants_cluster", "cluster_option", "Progress", "max_workers",
+           "check_workers", "scheduler_address", "CONNECT_TIMEOUT_S", "WORKERS_PER_CORE",
+           "MAX_SCHEDULER_FILE_BYTES", "MAX_PEM_BYTES", "cluster_opts"]
 
-
-class ClusterError(SimError):
-    """Bad cluster options (worker count, TLS files, both an address and a scheduler file)."""
+CONNECT_TIMEOUT_S = 5.0                 # --connect-timeout default: a scheduler's handshake comes at once
+WORKERS_PER_CORE = 4                    # --workers bound without --force-workers
+MAX_SCHEDULER_FILE_BYTES = 1 << 20      # Dask writes a few hundred bytes
+MAX_PEM_BYTES = 1 << 20                 # a certificate chain or key is a few KiB
 
 
 def require_cluster(what: str = "vtasim on Dask") -> None:
@@ -57,37 +71,96 @@ def security_from(tls_ca=None, tls_cert=None, tls_key=None):
     missing = [k for k, v in given.items() if not v]
     if missing:
         raise ClusterError(f"TLS needs --tls-ca, --tls-cert and --tls-key together; missing {', '.join(missing)}")
-    for k, v in given.items():
-        if not Path(v).is_file():
-            raise ClusterError(f"{k} {v}: not a readable file")
+    _check_tls(tls_ca, tls_cert, tls_key)
     from distributed.security import Security
     ca, cert, key = (str(Path(v).resolve()) for v in (tls_ca, tls_cert, tls_key))
     return Security(require_encryption=True, tls_ca_file=ca, tls_client_cert=cert, tls_client_key=key,
                     tls_scheduler_cert=cert, tls_scheduler_key=key, tls_worker_cert=cert, tls_worker_key=key)
 
 
+def _no_password():
+    return b""          # an encrypted key fails to load instead of prompting on the terminal
+
+
+def _check_tls(ca, cert, key) -> None:
+    """Each file a bounded regular PEM file that :mod:`ssl` loads: the CA and the certificate as
+    certificates, the key as the certificate's private key."""
+    texts = {}
+    for opt, path in (("--tls-ca", ca), ("--tls-cert", cert), ("--tls-key", key)):
+        data = read_regular(path, opt, MAX_PEM_BYTES, error=ClusterError)
+        if b"-----BEGIN " not in data:
+            raise ClusterError(f"{opt} {path}: not a PEM file (rule: TLS files are PEM text with "
+                               f"-----BEGIN ...----- blocks)")
+        texts[opt] = data.decode("ascii", errors="replace")
+    for opt, path in (("--tls-ca", ca), ("--tls-cert", cert)):
+        try:
+            ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cadata=texts[opt])
+        except (ssl.SSLError, ValueError) as exc:
+            raise ClusterError(f"{opt} {path}: not a PEM certificate ssl can load "
+                               f"({getattr(exc, 'reason', None) or exc})") from None
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_cert_chain(str(cert), str(key), password=_no_password)
+    except (ssl.SSLError, OSError, ValueError) as exc:
+        raise ClusterError(f"--tls-key {key}: not an unencrypted PEM private key of --tls-cert {cert} "
+                           f"({getattr(exc, 'reason', None) or exc})") from None
+
+
+def max_workers() -> int:
+    """The ``--workers`` bound: :data:`WORKERS_PER_CORE` per core this process may run on."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return WORKERS_PER_CORE * max(1, cores)
+
+
+def check_workers(workers, force: bool = False) -> int:
+    """``workers`` if it is an integer in 1 .. :func:`max_workers` (any positive one with ``force``)."""
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ClusterError(f"--workers {workers!r} must be an integer of at least 1")
+    if not force and workers > max_workers():
+        raise ClusterError(f"--workers {workers} is more than {max_workers()} (rule: at most {WORKERS_PER_CORE} "
+                           f"worker processes per core of this machine; --force-workers starts more)")
+    return workers
+
+
+def scheduler_address(scheduler_file) -> str:
+    """The ``address`` of a Dask scheduler file, read through :mod:`hw.files` (bounded, strict JSON)."""
+    doc = load_json(scheduler_file, "--scheduler-file", MAX_SCHEDULER_FILE_BYTES,
+                    limit="MAX_SCHEDULER_FILE_BYTES", error=ClusterError)
+    addr = doc.get("address") if isinstance(doc, dict) else None
+    if not isinstance(addr, str) or not addr or len(addr) > 1000:
+        what = f"address = {brief(addr)}" if isinstance(doc, dict) else f"top level {type(doc).__name__}"
+        raise ClusterError(f"--scheduler-file {scheduler_file}: {what} (rule: a JSON object with the scheduler's "
+                           f"\"address\" string, as dask scheduler --scheduler-file F writes)")
+    return addr
+
+
 @contextmanager
 def dask_client(workers: int = 2, scheduler: str | None = None, scheduler_file=None, processes: bool = True,
-                security=None, log=print, what: str = "vtasim", worker_env: dict | None = None):
+                security=None, log=print, what: str = "vtasim", worker_env: dict | None = None,
+                connect_timeout: float = CONNECT_TIMEOUT_S, force_workers: bool = False):
     """Yield a ``distributed.Client``: on ``scheduler`` / ``scheduler_file`` if given, else on a new
     LocalCluster of ``workers`` processes (threads with ``processes=False``), closed on exit.
 
-    ``worker_env``: environment variables set in local worker processes (e.g. a private RTL build cache)."""
+    ``worker_env``: environment variables set in local worker processes (e.g. a private RTL build cache).
+    ``connect_timeout``: seconds an existing scheduler has to send its handshake; ``force_workers``: allow
+    more than :func:`max_workers`."""
+    from sim.scale.handshake import check_timeout, probe
     distributed = import_distributed(what)
     if scheduler and scheduler_file:
         raise ClusterError("give --scheduler or --scheduler-file, not both")
-    if not (scheduler or scheduler_file) and (isinstance(workers, bool) or not isinstance(workers, int)
-                                              or workers < 1):
-        raise ClusterError(f"--workers {workers!r} must be an integer of at least 1")
+    check_timeout(connect_timeout)
+    if not (scheduler or scheduler_file):
+        check_workers(workers, force_workers)
     cluster = None
     if scheduler or scheduler_file:
-        if scheduler_file is not None and not Path(scheduler_file).is_file():
-            raise ClusterError(f"--scheduler-file {scheduler_file}: not a file (dask scheduler --scheduler-file F "
-                               "writes it)")
-        where = scheduler or f"in {scheduler_file}"
+        if scheduler_file is not None:
+            scheduler = scheduler_address(scheduler_file)
+        where = scheduler if scheduler_file is None else f"{scheduler} (from --scheduler-file {scheduler_file})"
+        probe(scheduler, connect_timeout, security, where)      # a silent or non-Dask peer: one line
         try:
-            client = distributed.Client(scheduler, security=security) if scheduler else \
-                distributed.Client(scheduler_file=str(scheduler_file), security=security)
+            client = distributed.Client(scheduler, security=security, timeout=connect_timeout)
         except (OSError, TimeoutError, TypeError, ValueError) as exc:
             hint = (" (a tls:// scheduler needs --tls-ca/--tls-cert/--tls-key or Dask's distributed.comm.tls "
                     "config)") if "TLS" in str(exc) or "ssl" in str(exc).lower() else ""
@@ -118,9 +191,13 @@ def add_cluster_options(p, default_workers: int | None = 2) -> None:
                        help="address of a running Dask scheduler (tcp://HOST:8786 or tls://HOST:8786)")
     where.add_argument("--scheduler-file", type=Path, default=None,
                        help="a Dask scheduler file (dask scheduler --scheduler-file F, dask-jobqueue, ...)")
+    p.add_argument("--connect-timeout", type=float, default=CONNECT_TIMEOUT_S, metavar="S",
+                   help=f"seconds an existing scheduler has to answer (default {CONNECT_TIMEOUT_S:g})")
     p.add_argument("--workers", type=int, default=default_workers,
-                   help="worker processes of the local Dask cluster" +
+                   help=f"worker processes of the local Dask cluster, at most {WORKERS_PER_CORE} per core" +
                         (f" (default {default_workers})" if default_workers else ""))
+    p.add_argument("--force-workers", action="store_true",
+                   help=f"allow --workers above {WORKERS_PER_CORE} per core")
     p.add_argument("--tls-ca", type=Path, default=None, help="CA certificate the scheduler's cert is checked against")
     p.add_argument("--tls-cert", type=Path, default=None, help="this client's TLS certificate")
     p.add_argument("--tls-key", type=Path, default=None, help="this client's TLS private key")
@@ -145,7 +222,12 @@ def client_from_args(args, log=print, what: str = "vtasim", processes: bool = Tr
     security = security_from(args.tls_ca, args.tls_cert, args.tls_key)
     return dask_client(workers=args.workers if args.workers is not None else 2, scheduler=args.scheduler,
                        scheduler_file=args.scheduler_file, processes=processes, security=security, log=log,
-                       what=what, worker_env=worker_env)
+                       what=what, worker_env=worker_env, **cluster_opts(args))
+
+
+def cluster_opts(args) -> dict:
+    """The :func:`dask_client` keywords of ``--connect-timeout`` and ``--force-workers``."""
+    return {"connect_timeout": args.connect_timeout, "force_workers": args.force_workers}
 
 
 class Progress:

@@ -18,6 +18,7 @@ import shlex
 import uuid
 from pathlib import Path
 
+from hw.outfiles import out_dir, sub_dir
 from sim.engines import run_engine
 from sim.errors import SimulatorError, ToolError
 
@@ -185,7 +186,7 @@ def run_distributed(args, cfg, cfg_opt: str) -> int:
     failed)."""
     from sim.scale.cluster import Progress, client_from_args, import_distributed
     distributed = import_distributed("vtasim fuzz")
-    out_root = Path(args.out or ".")
+    out_root = out_dir(args.out, "--out directory") if args.out else Path(".")
     rtl_opt = f" --rtl-dir {shlex.quote(str(args.rtl_dir))}" if args.rtl_dir else ""
     opts = {"sim": args.sim, "rtl_dir": str(Path(args.rtl_dir).resolve()) if args.rtl_dir else None,
             "max_cycles": args.max_cycles, "imm_src_ne_dst": args.imm_src_ne_dst, "shrink": not args.no_shrink,
@@ -255,12 +256,12 @@ def _report(div: dict, out_root: Path, args, opts: str, full: bool) -> int:
         print(f"--- seed {seed}: MISMATCH ({_sig_text(div['signature'])}){size}  (reproduce: vtasim fuzz --n 1 --seed {seed} "
               f"--workers 1 --sim {args.sim}{opts})", flush=True)
         return 0
-    where = out_root / f"fuzz_seed{seed}"
+    where = sub_dir(out_root, f"fuzz_seed{seed}", "fuzz image directory")
     div["image"].save(where)
     print(f"--- seed {seed}: MISMATCH (image saved to {where}){size}")
     print(div["report"])
     if div["minimal"] is not None:
-        small = out_root / f"fuzz_seed{seed}_min"
+        small = sub_dir(out_root, f"fuzz_seed{seed}_min", "fuzz image directory")
         div["minimal"].save(small)
         from hw.disasm import one_line
         from hw.isa import decode_stream

@@ -1,0 +1,13 @@
+"""The errors of vtasim's Dask helpers (:mod:`sim.scale.cluster`, :mod:`sim.scale.handshake`)."""
+
+from __future__ import annotations
+
+from sim.errors import SimError
+from sim.install import MissingExtra
+
+__all__ = ["MissingExtra", "ClusterError"]
+
+
+class ClusterError(SimError):
+    """Bad cluster options (worker count, TLS files, both an address and a scheduler file), or a scheduler
+    that cannot be reached or is none."""

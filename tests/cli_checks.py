@@ -1,0 +1,34 @@
+"""Running ``vtasim`` in a subprocess and checking that it failed the way a user error must: exit 2,
+exactly one stderr line starting ``vtasim: error:``, no traceback, no "internal error", naming what
+the test expects (the value, the rule)."""
+
+from __future__ import annotations
+
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+__all__ = ["vtasim", "one_line", "ROOT"]
+
+
+def vtasim(*args, timeout: float = 600, as_limit: int | None = None, cwd=None):
+    """``python -m sim.cli ARGS`` from the checkout root; ``timeout`` is a hang detector, ``as_limit``
+    an address-space limit (bytes) on the child."""
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (as_limit, as_limit))
+    return subprocess.run([sys.executable, "-m", "sim.cli", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, preexec_fn=limit if as_limit else None, cwd=cwd or ROOT)
+
+
+def one_line(proc, *needles) -> str:
+    """The one error line of a failed ``vtasim`` run, after checking it is the only stderr line."""
+    assert proc.returncode == 2, (proc.returncode, proc.stdout[-1000:], proc.stderr[-2000:])
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert lines[0].startswith("vtasim: error: ") and "internal error" not in lines[0], lines[0]
+    for n in needles:
+        assert n in lines[0], (n, lines[0])
+    return lines[0]
