@@ -192,7 +192,7 @@ def add_cluster_options(p, default_workers: int | None = 2) -> None:
     where.add_argument("--scheduler-file", type=Path, default=None,
                        help="a Dask scheduler file (dask scheduler --scheduler-file F, dask-jobqueue, ...)")
     p.add_argument("--connect-timeout", type=float, default=CONNECT_TIMEOUT_S, metavar="S",
-                   help=f"seconds an existing scheduler has to answer (default {CONNECT_TIMEOUT_S:g})")
+                   help="seconds an existing scheduler has to answer")
     p.add_argument("--workers", type=int, default=default_workers,
                    help=f"worker processes of the local Dask cluster, at most {WORKERS_PER_CORE} per core" +
                         (f" (default {default_workers})" if default_workers else ""))
