@@ -128,7 +128,7 @@ def blas_pays(F, j, uops, P, wgt_depth):
             ndist += 1
     # rows per weight element: loops that move src but not wgt multiply each element's rows
     rows = P[P_BATCH] * nu / ndist
-    if ii_n > 1 and F[j, F_WGT_FACTOR_IN] == 0:
+    if ii_n > 1 and F[j, F_WGT_FACTOR_IN] == 0 and F[j, F_SRC_FACTOR_IN] != 0:
         rows *= ii_n
     if io_n > 1 and F[j, F_WGT_FACTOR_OUT] == 0 and F[j, F_SRC_FACTOR_OUT] != 0:
         rows *= io_n
