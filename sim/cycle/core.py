@@ -33,15 +33,16 @@ from sim.cycle import jitcache  # noqa: F401  (cache stamp covers every source c
 from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_UOP, MEM_WGT
 from hw.isa import OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE
 from sim.cycle.gemm_fast import fast_gemm_fits, gemm_fast, to_float
+from sim.cycle.gemm_simd import blas_pays, gemm_simd, simd_fits
 from sim.cycle.kernels import alu_kernel, gemm_kernel, load_kernel, pair_weights, store_kernel
-from sim.cycle.layout import (B_BUSY, B_IDLE, B_MEM_WAIT, B_QUEUE_STALL, B_TOKEN_WAIT, C_ACC, C_FETCH,
+from sim.cycle.layout import (GEMM_AUTO, GEMM_BLAS, GEMM_INT, GEMM_SIMD, B_BUSY, B_IDLE, B_MEM_WAIT, B_QUEUE_STALL, B_TOKEN_WAIT, C_ACC, C_FETCH,
                               C_INP, C_OUT, C_UOP, C_WGT, CNT_ACC, CNT_ALU, CNT_GEMM, CNT_INP, CNT_OUT,
                               CNT_UOP, CNT_WGT, ERR_DECODE, ERR_TOKEN_OVERFLOW, ERR_UNFINISHED,
                               FLD_NONE, FLD_TOKEN, FPHASE_DISPATCH, FPHASE_DONE, FPHASE_XFER, F_ITER_IN,
                               F_ITER_OUT, F_MEMORY_TYPE, F_OPCODE, F_UOP_BGN, F_UOP_END, F_USE_IMM, F_RESET_REG, F_X_PAD_0,
                               F_X_PAD_1, F_X_SIZE, F_X_STRIDE, F_Y_PAD_0, F_Y_PAD_1, F_Y_SIZE, F_DRAM_BASE, F_SRAM_BASE,
                               P_ALU_PIPE, P_BURST, P_BUS_BYTES, P_CMDQ, P_EB_UOP, P_FETCH_INSNS,
-                              P_BLOCK, P_GEMM_F32, P_GEMM_PIPE, P_INSN_ADDR, P_INSN_COUNT, P_LATENCY, P_EB_OUT, P_TOKQ,
+                              P_BLOCK, P_GEMM_MODE, P_GEMM_PIPE, P_INSN_ADDR, P_INSN_COUNT, P_LATENCY, P_EB_OUT, P_TOKQ,
                               S_CHUNK, S_ERR_CODE, S_ERR_FIELD, S_ERR_INSN, S_ERR_LIMIT, S_ERR_VALUE,
                               S_EVENTS, S_FINISH_E, S_NRET, S_PAIRS_STALE, N_FIELDS, P_LAY, S_FLASTD, S_FNEXT, S_FPHASE, S_PORT_UNIT,
                               S_PORT_UNTIL, S_STATUS, S_T, S_TOK0, ST_DEADLOCK, ST_DONE, ST_ERROR,
@@ -173,14 +174,14 @@ def _execute(u, j, t, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp
                 client = C_UOP
             elif mt == MEM_INP:
                 dig = load_kernel(row, 0, inp_b, inp2.shape[0], inp2.shape[1], eb, False, dram, err)
-                if err[0] == 0 and P[P_GEMM_F32] != 0:
+                if err[0] == 0 and (P[P_GEMM_MODE] == GEMM_AUTO or P[P_GEMM_MODE] == GEMM_BLAS):
                     to_float(inp_b, xf.reshape(-1), row[0, F_SRAM_BASE] * inp2.shape[1], n_sram * inp2.shape[1])
                 CNT[CNT_INP] += x * y * eb
                 client = C_INP
             elif mt == MEM_WGT:
                 dig = load_kernel(row, 0, wgt_b, wgt2.shape[0], wgt2.shape[1], eb, False, dram, err)
                 if err[0] == 0:
-                    if P[P_GEMM_F32] != 0:        # both GEMM weight copies are made when a GEMM needs them
+                    if P[P_GEMM_MODE] != GEMM_INT:    # the GEMM weight copies are made when a GEMM needs them
                         for e in range(row[0, F_SRAM_BASE], row[0, F_SRAM_BASE] + n_sram):
                             wready[e] = 0
                         S[S_PAIRS_STALE] = 1
@@ -206,8 +207,18 @@ def _execute(u, j, t, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp
         n = (row[0, F_ITER_OUT] * row[0, F_ITER_IN]
              * max(0, row[0, F_UOP_END] - row[0, F_UOP_BGN]))
         if op == OP_GEMM:
-            if row[0, F_RESET_REG] == 0 and P[P_GEMM_F32] != 0 and fast_gemm_fits(row, 0, P, pb):
+            mode = P[P_GEMM_MODE]
+            path = GEMM_INT
+            if row[0, F_RESET_REG] == 0 and mode != GEMM_INT:
+                if ((mode == GEMM_BLAS or mode == GEMM_AUTO) and fast_gemm_fits(row, 0, P, pb)
+                        and (mode == GEMM_BLAS or blas_pays(row, 0, uop32, P, wgt2.shape[0]))):
+                    path = GEMM_BLAS
+                elif simd_fits(P, acc2.shape[1]):
+                    path = GEMM_SIMD
+            if path == GEMM_BLAS:
                 dig = gemm_fast(row, 0, uop32, P, xf, wgt2, wt, wready, ab, pb, acc2, err)
+            elif path == GEMM_SIMD:
+                dig = gemm_simd(row, 0, uop32, P, inp2, wgt2, wgt_pairs, wready, acc2, err)
             else:
                 if S[S_PAIRS_STALE] != 0 and row[0, F_RESET_REG] == 0:
                     pair_weights(wgt2, wgt_pairs, 0, wgt2.shape[0], P[P_BLOCK])

@@ -22,9 +22,9 @@ from hw.isa import INSN_FIELDS, OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, S
 from sim.cycle import core
 from sim.cycle.gemm_fast import float32_exact, scratch
 from sim.cycle.jitcache import compile_notice
-from sim.cycle.layout import (BUCKET_NAMES, ERR_TOKEN_OVERFLOW, ERR_UNFINISHED, FIELD_NAMES, N_FIELDS, N_PARAMS,
+from sim.cycle.layout import (GEMM_AUTO, GEMM_BLAS, GEMM_INT, GEMM_SIMD, BUCKET_NAMES, ERR_TOKEN_OVERFLOW, ERR_UNFINISHED, FIELD_NAMES, N_FIELDS, N_PARAMS,
                               N_S, N_UNITS, N_US, P_ALU_PIPE, P_BATCH, P_BLOCK, P_BURST, P_BUS_BYTES,
-                              P_CMDQ, P_EB_UOP, P_FETCH_INSNS, P_GEMM_F32, P_GEMM_PIPE, P_INSN_ADDR, P_INSN_COUNT,
+                              P_CMDQ, P_EB_UOP, P_FETCH_INSNS, P_GEMM_MODE, P_GEMM_PIPE, P_INSN_ADDR, P_INSN_COUNT,
                               P_LATENCY, P_LAY, P_TOKQ, P_UOP_DST_LO, P_UOP_DST_MASK, P_UOP_SRC_LO,
                               P_UOP_SRC_MASK, P_UOP_WGT_LO, P_UOP_WGT_MASK, S_ERR_CODE, S_ERR_FIELD,
                               S_ERR_INSN, S_ERR_LIMIT, S_ERR_VALUE, S_NRET, S_STATUS, S_T, S_TOK0, ST_DEADLOCK,
@@ -34,13 +34,17 @@ from sim.program import Program, load_program
 from sim.result import COUNTER_NAMES, RetireRecord, RunResult
 
 SLICE_EVENTS = 1 << 20
-GEMM_PATHS = ("auto", "int")
+GEMM_MODES = {"auto": GEMM_AUTO, "int": GEMM_INT, "simd": GEMM_SIMD, "blas": GEMM_BLAS}
+GEMM_PATHS = tuple(GEMM_MODES)
 PROGRESS_AFTER_S = 2.0
 
 
 def params(cfg: VTAConfig, insn_addr: int, insn_count: int, gemm: str = "auto") -> np.ndarray:
-    """The core's parameter vector.  ``gemm``: "auto" = the float32 fast path where :func:`float32_exact`
-    proves it exact for the config's widths, "int" = the integer kernel for every GEMM."""
+    """The core's parameter vector.  ``gemm`` (:data:`GEMM_MODES`, meanings at ``layout.P_GEMM_MODE``): "auto" =
+    per GEMM the integer SIMD kernel or the float32 BLAS grouping by :func:`sim.cycle.gemm_simd.blas_pays`,
+    "int" = the integer kernel for every GEMM, "simd" / "blas" = always that path where it applies.  The BLAS
+    grouping only where :func:`float32_exact` proves it exact for the config's widths ("auto" and "blas"
+    become "simd" elsewhere)."""
     if gemm not in GEMM_PATHS:
         raise SimError(f"gemm = {gemm!r} is not one of {', '.join(GEMM_PATHS)}")
     P = _config_params(cfg, gemm).copy()
@@ -53,7 +57,10 @@ def params(cfg: VTAConfig, insn_addr: int, insn_count: int, gemm: str = "auto") 
 def _config_params(cfg: VTAConfig, gemm: str) -> np.ndarray:
     """Everything in P that depends on the config only (built once per config: ~0.1 ms of Python)."""
     P = np.zeros(N_PARAMS, np.int64)
-    P[P_GEMM_F32] = int(gemm == "auto" and float32_exact(cfg.inp_width, cfg.wgt_width, cfg.block_in))
+    mode = GEMM_MODES[gemm]
+    if mode in (GEMM_AUTO, GEMM_BLAS) and not float32_exact(cfg.inp_width, cfg.wgt_width, cfg.block_in):
+        mode = GEMM_SIMD
+    P[P_GEMM_MODE] = mode
     P[P_LATENCY] = cfg.DRAM_LATENCY
     P[P_BUS_BYTES] = cfg.bus_bytes
     P[P_BURST] = cfg.BURST_BEATS

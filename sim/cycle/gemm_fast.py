@@ -29,6 +29,7 @@ from sim.cycle.layout import (F_DST_FACTOR_IN, F_DST_FACTOR_OUT, F_ITER_IN, F_IT
 FLOAT32_EXACT_LIMIT = 1 << 24     # every integer of magnitude <= 2^24 is a float32
 SCRATCH_ELEMS = 1 << 18           # float32 elements of the product slab (1 MiB) and of the gathered inputs
 MIN_DOT_ROWS = 8                  # a weight group with fewer input rows is multiplied in a plain loop
+WT_READY = 1                      # wready bit: wt[e] is current (sim.cycle.gemm_simd keeps another bit)
 
 
 def float32_exact(inp_bits: int, wgt_bits: int, block_in: int) -> bool:
@@ -49,7 +50,7 @@ def scratch(cfg):
     ``xf[r * BATCH + b, k]`` = INP element r, batch row b, lane k (float32, refreshed by LOAD INP);
     ``wt[e, k, o]`` = WGT element e's weight of input lane k for output o (the transpose, so a product is
     ``rows @ wt[e]``, the form BLAS multiplies fastest at these sizes), made when a GEMM first uses
-    element e after a LOAD WGT wrote it (``wready[e]`` = 1 while it is current); ``ab`` gathered input rows
+    element e after a LOAD WGT wrote it (``wready[e]`` bit :data:`WT_READY` while it is current); ``ab`` gathered input rows
     and ``pb`` products, both ``SCRATCH_ELEMS`` floats."""
     blk = cfg.block_in
     xf = np.zeros((cfg.inp_depth * cfg.batch, blk), np.float32)
@@ -145,9 +146,9 @@ def gemm_fast(F, j, uops, P, xf, wgt2, wt, wready, ab, pb, acc, err):
                     if c == 0:
                         seen[ndist] = w
                         ndist += 1
-                        if wready[w] == 0:                # transpose the element's weights once
+                        if wready[w] & WT_READY == 0:     # transpose the element's weights once
                             transpose_weights(wgt2, wt, w)
-                            wready[w] = 1
+                            wready[w] |= WT_READY
                     cnt[w] = c + 1
                     q += 1
         start = 0

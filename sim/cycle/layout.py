@@ -22,13 +22,17 @@ assert INSN_FIELDS == ("opcode", "pop_prev", "pop_next", "push_prev", "push_next
 # ---- parameter vector P (filled from VTAConfig by sim.cycle.engine) ----
 (P_LATENCY, P_BUS_BYTES, P_BURST, P_CMDQ, P_TOKQ, P_FETCH_INSNS, P_GEMM_PIPE, P_ALU_PIPE, P_INSN_ADDR,
  P_INSN_COUNT, P_BATCH, P_BLOCK, P_UOP_DST_LO, P_UOP_DST_MASK, P_UOP_SRC_LO, P_UOP_SRC_MASK,
- P_UOP_WGT_LO, P_UOP_WGT_MASK, P_EB_UOP, P_EB_WGT, P_EB_INP, P_EB_ACC, P_EB_OUT, P_EB_ACC8, P_GEMM_F32) = range(25)
+ P_UOP_WGT_LO, P_UOP_WGT_MASK, P_EB_UOP, P_EB_WGT, P_EB_INP, P_EB_ACC, P_EB_OUT, P_EB_ACC8, P_GEMM_MODE) = range(25)
 N_FIELDS = 29
 P_LAY = 25
 N_PARAMS = P_LAY + 8 * N_FIELDS * 3
 # P_EB_<mem> are DRAM element bytes indexed by memory type (P_EB_UOP + memory_type).
-# P_GEMM_F32: 1 = non-reset GEMMs take the grouped float32 path of sim.cycle.gemm_fast (the widths prove it
-# exact), 0 = the integer kernel for every GEMM.
+# P_GEMM_MODE: how non-reset GEMMs run (reset GEMMs always take the integer kernel, kernels.gemm_kernel):
+GEMM_INT, GEMM_AUTO, GEMM_SIMD, GEMM_BLAS = 0, 1, 2, 3
+# GEMM_INT the integer kernel for every GEMM; GEMM_AUTO sim.cycle.gemm_simd's cost rule between its integer
+# SIMD kernel and the grouped float32 products of sim.cycle.gemm_fast; GEMM_SIMD / GEMM_BLAS always that one
+# (where it applies: the BLAS path needs its products to fit the scratch, the SIMD kernel a tile shape it has
+# a vector step for; else the integer kernel).  AUTO and BLAS only where the widths prove float32 exact.
 # P_LAY + (opcode * N_FIELDS + field) * 3 + (0, 1, 2) = (lsb, width, signed) of a field in an
 # instruction of that opcode (width 0: the opcode has no such field, it reads as 0).
 

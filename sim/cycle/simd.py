@@ -146,6 +146,53 @@ def _alu_tile(width):
     return intrinsic(typer)
 
 
+def _dot_tile(width, pairs):
+    i8, i16, i32 = ir.IntType(8), ir.IntType(16), ir.IntType(32)
+    vi, v2i, v2b, v2h = (ir.VectorType(i32, width), ir.VectorType(i32, 2 * width), ir.VectorType(i8, 2 * width),
+                         ir.VectorType(i16, 2 * width))
+    even = ir.Constant(vi, [2 * ln for ln in range(width)])
+    odd = ir.Constant(vi, [2 * ln + 1 for ln in range(width)])
+
+    def typer(typingctx, acc, a, inp, s, wp, w, wstride, hb):
+        sig = types.uint32(acc, a, inp, s, wp, w, wstride, hb)
+
+        def codegen(context, builder, signature, args):
+            acc_v, a_v, inp_v, s_v, wp_v, w_v, ws_v, hb_v = args
+            acc_arr = context.make_array(signature.args[0])(context, builder, acc_v)
+            inp_arr = context.make_array(signature.args[2])(context, builder, inp_v)
+            wp_arr = context.make_array(signature.args[4])(context, builder, wp_v)
+            wide_in = signature.args[2].dtype == types.int16
+            wide_w = signature.args[4].dtype == types.int16
+            # the input row once, as int16 pairs in int32 lanes: pair jj = (x[2jj], x[2jj+1])
+            xrow = builder.load(builder.bitcast(builder.gep(inp_arr.data, [s_v]),
+                                                ir.VectorType(i16 if wide_in else i8, 2 * pairs).as_pointer()),
+                                align=2 if wide_in else 1)
+            if not wide_in:
+                xrow = builder.sext(xrow, ir.VectorType(i16, 2 * pairs))
+            xrow = builder.bitcast(xrow, ir.VectorType(i32, pairs))
+            total = ir.Constant(vi, [0] * width)
+            wrow = w_v
+            for jj in range(pairs):
+                xv = builder.shuffle_vector(xrow, ir.Constant(xrow.type, ir.Undefined), ir.Constant(vi, [jj] * width))
+                xv = builder.sext(builder.bitcast(xv, v2h), v2i)
+                wv = builder.load(builder.bitcast(builder.gep(wp_arr.data, [wrow]), (v2h if wide_w else v2b).as_pointer()),
+                                  align=2 if wide_w else 1)
+                m = builder.mul(xv, builder.sext(wv, v2i), flags=["nsw"])
+                total = builder.add(total, builder.add(builder.shuffle_vector(m, m, even),
+                                                       builder.shuffle_vector(m, m, odd), flags=["nsw"]))
+                wrow = builder.add(wrow, ws_v)
+            aptr = builder.bitcast(builder.gep(acc_arr.data, [a_v]), vi.as_pointer())
+            v = builder.add(builder.load(aptr, align=4), total)
+            builder.store(v, aptr, align=4)
+            return _digest_terms(builder, v, hb_v, width)
+        return sig, codegen
+    typer.__name__ = f"dot_tile{width}_{2 * pairs}"
+    return intrinsic(typer)
+
+
 add_tile8, add_tile16 = _add_tile(8), _add_tile(16)
+DOT_BLOCKS = (8, 16, 32, 64)
+(dot_tile8_8, dot_tile8_16, dot_tile8_32, dot_tile8_64), (dot_tile16_8, dot_tile16_16, dot_tile16_32, dot_tile16_64) = (
+    [_dot_tile(width, blk // 2) for blk in DOT_BLOCKS] for width in WIDTHS)
 alu_tile8, alu_tile16 = _alu_tile(8), _alu_tile(16)
 copy_f8, copy_f16 = _copy(8), _copy(16)
