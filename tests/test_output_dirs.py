@@ -57,7 +57,8 @@ def results_csv(tmp_path_factory):
         for k, (cycles, area) in enumerate(((100, 20), (50, 40))):
             w.writerow({**{c: cfg.get(c, "") for c in COLUMNS}, "key": f"k{k}", "status": "ok", "workload": "vadd.16",
                         "reduce": 1, "knobs": "fallback", "cycles": cycles, "area_proxy": area, "sram_bytes": 1,
-                        "gemm_util": 0.5, "macs_per_cycle": 1.0, "dram_bytes": 10, "LOG_BATCH": k})
+                        "gemm_util": 0.5, "macs_per_cycle": 1.0, "dram_bytes": 10, "LOG_BATCH": k, "gemm_uops": 0,
+                        "alu_uops": 1, "macs": 16, "insns": 5, "seconds": 0.01})
     return path
 
 
