@@ -34,6 +34,7 @@ different (timing-dependent) interleaving would avoid.
 from __future__ import annotations
 
 import time
+import weakref
 
 import numpy as np
 from numba import njit
@@ -42,11 +43,11 @@ from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_UOP, MEM_WGT
 from hw.isa import (ALU_ADD, ALU_MAX, ALU_MIN, ALU_MUL, ALU_SHR, MODULE_COMPUTE, MODULE_LOAD, MODULE_NAMES,
                     MODULE_STORE, OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, TOKEN_POPS, TOKEN_PUSHES,
                     TOKEN_QUEUES, decode_uops)
-from sim.errors import DeadlockError, ProgramError, RunError, TokenOverflowError
+from sim.errors import DeadlockError, ProgramError, RunError, SimError, TokenOverflowError
 from sim.program import Program, load_program
 from sim.result import COUNTER_NAMES, RunResult
 
-__all__ = ["run_image", "FunctionalMachine", "alu_apply", "alu_imm_repeated", "TOKEN_QUEUES"]
+__all__ = ["run_image", "run_program", "schedule", "EXECUTORS", "FunctionalMachine", "alu_apply", "alu_imm_repeated", "TOKEN_QUEUES"]
 
 _CHUNK = 1 << 14          # uops per vectorised loop-nest step: bounds temporary memory to ~40 MB
 
@@ -383,10 +384,22 @@ def _raise_if_overflow(heads, pushes, tokens, depth) -> None:
 
 
 def run_program(prog: Program, dram: np.ndarray) -> FunctionalMachine:
+    """Run ``prog`` on ``dram`` (in place) with the numpy executor; the machine holds the final state."""
     machine = FunctionalMachine(prog, dram)
+
+    def step(i):
+        machine.execute(i)
+        machine.order.append(i)
+    schedule(prog, machine.tokens, step)
+    return machine
+
+
+def schedule(prog: Program, tokens: dict, step) -> None:
+    """The deterministic scheduler of the module docstring: calls ``step(i)`` for each instruction in
+    execution order, keeping ``tokens`` (queue name -> count); raises its errors (deadlock, overflow,
+    early FINISH).  Only the token flags decide the order, never the data."""
     queues = [prog.indices(m) for m in (MODULE_LOAD, MODULE_COMPUTE, MODULE_STORE)]
     heads = [0, 0, 0]
-    tokens = machine.tokens
     depth = prog.cfg.TOKEN_QUEUE_DEPTH
     flags = {flag: prog.field(flag).astype(bool) for flag in ("pop_prev", "pop_next", "push_prev", "push_next")}
     pops = {m: [(flags[flag], q) for flag, q in TOKEN_POPS[m]] for m in TOKEN_POPS}
@@ -405,8 +418,7 @@ def run_program(prog: Program, dram: np.ndarray) -> FunctionalMachine:
                 for flag, name in pops[m]:
                     if flag[i]:
                         tokens[name] -= 1
-                machine.execute(i)
-                machine.order.append(i)
+                step(i)
                 for flag, name in pushes[m]:
                     if flag[i]:
                         tokens[name] += 1
@@ -422,7 +434,7 @@ def run_program(prog: Program, dram: np.ndarray) -> FunctionalMachine:
                         raise RunError(f"FINISH (instruction {i}) ran while {MODULE_NAMES[mm]} instruction {j} "
                                        f"`{one_line(prog.insn(j))}` had not executed (a FINISH must wait for "
                                        f"every other instruction: give it pops)")
-                    return machine
+                    return
         if not progress:
             _raise_if_overflow([(m, int(queues[m][heads[m]])) for m in (MODULE_LOAD, MODULE_COMPUTE, MODULE_STORE)
                                 if heads[m] < len(queues[m])], pushes, tokens, depth)
@@ -430,16 +442,102 @@ def run_program(prog: Program, dram: np.ndarray) -> FunctionalMachine:
             raise DeadlockError(f"deadlock before FINISH: {summary}", report)
 
 
-def run_image(image, **opts) -> RunResult:
+@njit(cache=True)
+def _order(module, pops, pushes, finish, depth):
+    """:func:`schedule`'s order, compiled: ``module`` int8[n], ``pops``/``pushes`` int8[n] bit masks over
+    :data:`TOKEN_QUEUES`, ``finish`` bool[n].  Returns ``(order int64[n], count, tokens int64[4], ok)``;
+    ``ok`` is False where :func:`schedule` raises (it is then run to raise the error)."""
+    n = module.size
+    queues = np.empty((3, n), np.int64)
+    qlen = np.zeros(3, np.int64)
+    for i in range(n):
+        m = module[i]
+        queues[m, qlen[m]] = i
+        qlen[m] += 1
+    heads = np.zeros(3, np.int64)
+    tokens = np.zeros(4, np.int64)
+    order = np.empty(n, np.int64)
+    count = 0
+    while True:
+        progress = False
+        for m in range(3):
+            while heads[m] < qlen[m]:
+                i = queues[m, heads[m]]
+                blocked = False
+                for k in range(4):
+                    if (pops[i] >> k) & 1 and tokens[k] == 0:
+                        blocked = True
+                    if (pushes[i] >> k) & 1 and tokens[k] >= depth:
+                        blocked = True
+                if blocked:
+                    break
+                for k in range(4):
+                    tokens[k] -= (pops[i] >> k) & 1
+                order[count] = i
+                count += 1
+                for k in range(4):
+                    tokens[k] += (pushes[i] >> k) & 1
+                heads[m] += 1
+                progress = True
+                if finish[i]:
+                    return order, count, tokens, (heads == qlen).all()
+        if not progress:
+            return order, count, tokens, False
+
+
+_arrays = weakref.WeakKeyDictionary()        # Program -> _order's arrays (cached_program reuses Programs)
+
+
+def _schedule_arrays(prog: Program) -> tuple:
+    hit = _arrays.get(prog)
+    if hit is None:
+        hit = _arrays[prog] = (np.ascontiguousarray(prog.module, np.int8), _token_masks(prog, TOKEN_POPS),
+                               _token_masks(prog, TOKEN_PUSHES), prog.field("opcode") == OP_FINISH)
+    return hit
+
+
+def _token_masks(prog: Program, table) -> np.ndarray:
+    """Per instruction, bit k set when it pops (``TOKEN_POPS``) or pushes (``TOKEN_PUSHES``) queue k."""
+    mask = np.zeros(prog.count, np.int8)
+    for m, pairs in table.items():
+        here = prog.module == m
+        for flag, name in pairs:
+            mask |= ((prog.field(flag) != 0) & here).astype(np.int8) << TOKEN_QUEUES.index(name)
+    return mask
+
+
+EXECUTORS = ("compiled", "numpy")
+
+
+def run_image(image, executor: str = "compiled", **opts) -> RunResult:
     """Run a :class:`~sim.image.MemoryImage` on the functional model.
 
-    Options other engines take (``trace``, ``perfetto``, ...) are accepted and ignored."""
+    ``executor``: "compiled" (default) applies each instruction, in the scheduler's order, through the
+    cycle engine's data kernels with no timing (:func:`sim.cycle.engine.run_in_order`: the same bytes,
+    orders of magnitude faster on GEMM-heavy layers); "numpy" runs this module's own executor
+    (:class:`FunctionalMachine`, independent of the cycle engine: the reference the tests hold the compiled
+    executor and the cycle engine to).  A run that ends in an error is run again on the numpy executor,
+    so both raise the same error.  Options other engines take (``trace``, ``perfetto``, ...) are accepted
+    and ignored."""
+    if executor not in EXECUTORS:
+        raise SimError(f"executor = {executor!r} is not one of {', '.join(EXECUTORS)}")
     t0 = time.perf_counter()
-    prog = load_program(image)
+    if executor == "compiled":
+        from sim.cycle.engine import cached_program, run_in_order
+        prog = cached_program(image)
+        order, count, tokens, ok = _order(*_schedule_arrays(prog), prog.cfg.TOKEN_QUEUE_DEPTH)
+        if ok:            # else a deadlock, overflow or early FINISH: the numpy executor raises it, after any
+            dram = image.dram()           # error of an instruction before it
+            counters = run_in_order(prog, dram, order[:count])
+            if counters is not None:
+                return RunResult(engine="functional", dram=dram, counters=counters, outputs=image.outputs_from(dram),
+                                 leftover_tokens={q: int(v) for q, v in zip(TOKEN_QUEUES, tokens) if v}, cycles=None,
+                                 wall_s=time.perf_counter() - t0, order=order[:count].tolist())
+    else:
+        prog = load_program(image)
     machine = run_program(prog, image.dram())
     wall = time.perf_counter() - t0
     return RunResult(engine="functional", dram=machine.dram, counters=dict(machine.counters),
                      outputs=image.outputs_from(machine.dram),
                      leftover_tokens={k: v for k, v in machine.tokens.items() if v},
                      cycles=None, wall_s=wall, order=machine.order)
-

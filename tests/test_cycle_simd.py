@@ -1,6 +1,8 @@
 """The cycle engine's integer SIMD GEMM kernel (sim.cycle.gemm_simd) and the choice between it and the float32
 BLAS grouping are invisible: every GEMM path gives the functional engine's bytes and the integer kernel's retire
-records (digests included) and cycles, on random programs of every preset and on the irregular streams."""
+records (digests included) and cycles, on random programs of every preset and on the irregular streams.  The
+functional engine's compiled executor (the cycle engine's kernels in the scheduler's order) gives its numpy
+executor's bytes, counters, leftover tokens and execution order on the same programs."""
 
 import numpy as np
 import pytest
@@ -17,9 +19,13 @@ PATHS = [p for p in GEMM_PATHS if p != "int"]
 
 
 def every_path(img):
-    """Functional run and one cycle run per GEMM path; asserts they agree with the integer kernel's run."""
-    ref, slow = functional.run_image(img), run_image(img, gemm="int")
+    """Functional runs (its numpy executor, the reference, and its compiled one) and one cycle run per GEMM
+    path; asserts they agree with the integer kernel's run."""
+    ref, slow = functional.run_image(img, executor="numpy"), run_image(img, gemm="int")
     same_run(img, ref, slow, timing=False)
+    compiled = functional.run_image(img)
+    same_run(img, ref, compiled, timing=False)
+    assert compiled.order == ref.order
     for path in PATHS:
         same_run(img, slow, run_image(img, gemm=path), timing=True)     # records (digests), cycles, bytes
     return ref

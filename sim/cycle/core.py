@@ -454,7 +454,8 @@ def replay_data(order, kinds, S, US, F, P, module, CNT, dram, uop32, uop_b, inp_
                 xf, wt, wready, ab, pb):
     """The data effects alone: instructions ``order`` in that order through the same kernels as a run, no
     event loop, skipping opcodes whose ``kinds[opcode]`` is 0 (what the engine-speed bench times as the data
-    work of a run).  Returns the sum of the digests."""
+    work of a run).  Returns the sum of the digests; stops at an instruction that fails (``S`` then holds
+    the error, as after a run)."""
     err = np.zeros(4, np.int64)
     row = np.zeros((1, N_FIELDS), np.int64)
     d = np.uint64(0)
@@ -463,4 +464,7 @@ def replay_data(order, kinds, S, US, F, P, module, CNT, dram, uop32, uop_b, inp_
         if kinds[F[j, 0] & np.uint64(7)] != 0:
             d += _execute(module[j] + 1, j, 0, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp2, wgt_b,
                           wgt2, wgt_pairs, acc_b, acc2, xf, wt, wready, ab, pb)
+            if err[0] != 0:
+                _fail(S, err[0], j, err[1], err[2], err[3])
+                break
     return d

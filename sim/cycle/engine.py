@@ -385,6 +385,26 @@ def run_image(image, trace=None, perfetto=None, progress=None, gemm="auto", **ig
     return result
 
 
+def run_in_order(prog: Program, dram: np.ndarray, order, gemm: str = "auto") -> dict | None:
+    """The data effects of ``prog``'s instructions ``order`` (program indices), each applied whole in that
+    order through this engine's kernels with no timing (:meth:`CycleMachine.replay`), on ``dram`` in place:
+    the functional engine's compiled executor.  Returns the counters (:data:`sim.result.COUNTER_NAMES`), or
+    None when an instruction's indices are out of range (the caller reports the error its own way)."""
+    warm_up(prog.cfg)
+    mem = _memory_pool.take(prog.cfg)
+    try:
+        m = CycleMachine(prog, dram, 0, gemm, mem)
+        m.replay(np.asarray(order, np.int64), _ALL_OPCODES)
+    finally:
+        _memory_pool.give(prog.cfg, mem)
+    if int(m.S[S_STATUS]) == ST_ERROR:
+        return None
+    return dict(zip(COUNTER_NAMES, (int(c) for c in m.CNT)))
+
+
+_ALL_OPCODES = np.ones(8, np.int64)
+
+
 def run_images(images, workers: int | None = None, **opts) -> list:
     """:func:`run_image` of each image (same options), ``workers`` runs at a time in threads; the results
     in the order of ``images``.  The compiled core releases the GIL, so on a machine with two cores two

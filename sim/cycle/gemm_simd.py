@@ -70,15 +70,38 @@ def dot_tile(accf, a, inpf, s, wf, w, wstride, width, blk):
 @njit(cache=True)
 def gemm_simd(F, j, uops, P, inp, wgt2, wgt_pairs, wready, acc, err):
     """Non-reset GEMM over the whole loop nest, uop by uop in execution order; same bytes and digest as
-    :func:`sim.cycle.kernels.gemm_kernel`.  The caller has checked :func:`simd_fits`."""
+    :func:`sim.cycle.kernels.gemm_kernel`.  The caller has checked :func:`simd_fits`.  One copy of the loop
+    nest per tile shape (:func:`_nest` inlined with constant ``width`` and ``blk``), so no shape is
+    decided inside the uop loop."""
     if not check_loop_indices(F, j, uops, P, True, False, acc.shape[0], inp.shape[0], wgt_pairs.shape[0], err):
         return np.uint64(0)
+    blk = P[P_BLOCK]
+    if (acc.shape[1] // P[P_BATCH]) % 16 == 0:
+        if blk == 16:
+            return _nest(F, j, uops, P, inp, wgt2, wgt_pairs, wready, acc, 16, 16)
+        if blk == 32:
+            return _nest(F, j, uops, P, inp, wgt2, wgt_pairs, wready, acc, 16, 32)
+        if blk == 8:
+            return _nest(F, j, uops, P, inp, wgt2, wgt_pairs, wready, acc, 16, 8)
+        return _nest(F, j, uops, P, inp, wgt2, wgt_pairs, wready, acc, 16, 64)
+    if blk == 16:
+        return _nest(F, j, uops, P, inp, wgt2, wgt_pairs, wready, acc, 8, 16)
+    if blk == 32:
+        return _nest(F, j, uops, P, inp, wgt2, wgt_pairs, wready, acc, 8, 32)
+    if blk == 8:
+        return _nest(F, j, uops, P, inp, wgt2, wgt_pairs, wready, acc, 8, 8)
+    return _nest(F, j, uops, P, inp, wgt2, wgt_pairs, wready, acc, 8, 64)
+
+
+@njit(cache=True, inline="always")
+def _nest(F, j, uops, P, inp, wgt2, wgt_pairs, wready, acc, width, blk):
+    """:func:`gemm_simd`'s loop nest for tiles of ``width`` output lanes and ``blk`` input channels."""
     bgn, end = F[j, F_UOP_BGN], F[j, F_UOP_END]
     nu = max(0, end - bgn)
     lanes = acc.shape[1]
-    blk, batch = P[P_BLOCK], P[P_BATCH]
+    batch = P[P_BATCH]
     bo = lanes // batch
-    width = 16 if bo % 16 == 0 else 8
+    nc = bo // width
     udst, usrc, uwgt = uop_arrays(uops, bgn, nu, P)
     accf, inpf, wf = acc.reshape(-1), inp.reshape(-1), wgt_pairs.reshape(-1)
     ulanes, in_row, w_row = np.uint64(lanes), np.uint64(inp.shape[1]), np.uint64(wgt_pairs.shape[1])
@@ -98,9 +121,10 @@ def gemm_simd(F, j, uops, P, inp, wgt2, wgt_pairs, wready, acc, err):
                 so = np.uint64(usrc[u] + soff) * in_row
                 wo = we * w_row
                 for b in range(batch):
-                    for c in range(0, bo, width):
-                        d32 = np.uint32(d32 + dot_tile(accf, ao + np.uint64(b * bo + c), inpf, so + np.uint64(b * blk),
-                                                       wf, wo + np.uint64(2 * c), wstride, width, blk))
+                    for c in range(nc):
+                        d32 = np.uint32(d32 + dot_tile(accf, ao + np.uint64(b * bo + c * width), inpf,
+                                                       so + np.uint64(b * blk), wf, wo + np.uint64(2 * c * width),
+                                                       wstride, width, blk))
     return np.uint64(d32)
 
 

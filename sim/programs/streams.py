@@ -79,11 +79,19 @@ ALU_KINDS = ((ALU_ADD, False), (ALU_MIN, False), (ALU_MAX, False), (ALU_ADD, Tru
              (ALU_SHR, True))
 
 
-def alu_bound_image(cfg: VTAConfig, insns: int = 512, seed: int = 0, min_len: int = 32, max_len: int = 512):
+ALU_FORMS = ("vector", "imm")
+
+
+def alu_bound_image(cfg: VTAConfig, insns: int = 512, seed: int = 0, min_len: int = 32, max_len: int = 512,
+                    forms=ALU_FORMS):
     """A LOAD of every accumulator row (random int32 in +-2^20), then ``insns`` ALU instructions of
     :data:`ALU_KINDS` (half of them ADDs, which keep the low bytes moving), each over a random range of
     ``min_len..max_len`` random (dst, src) uops with 1..4 x 1..4 iterations and factors 0..3, then a STORE
-    of every accumulator row."""
+    of every accumulator row.  ``forms`` (a subset of :data:`ALU_FORMS`) keeps only the vector (two rows)
+    or the immediate kinds."""
+    bad = [f for f in forms if f not in ALU_FORMS]
+    if bad or not forms:
+        raise ValueError(f"ALU forms {tuple(forms)!r}: each must be one of {', '.join(ALU_FORMS)}, at least one")
     rng = np.random.default_rng(seed)
     n_acc = cfg.acc_depth
     acc = rng.integers(-(1 << 20), 1 << 20, (n_acc, cfg.batch, cfg.block_out)).astype(np.int32)
@@ -94,7 +102,8 @@ def alu_bound_image(cfg: VTAConfig, insns: int = 512, seed: int = 0, min_len: in
     out = b.output("y", n_acc * cfg.out_elem_bytes)
     b.load(memory_type=MEM_UOP, dram_base=ub, x_size=n_uops)
     b.load(memory_type=MEM_ACC, dram_base=ab, x_size=n_acc)
-    weights = np.array([3, 1, 1, 3, 1, 1], float)
+    weights = np.array([3 * (ALU_FORMS[imm_form] in forms) * (1 if op == ALU_ADD else 1 / 3)
+                        for op, imm_form in ALU_KINDS], float)
     kinds = rng.choice(len(ALU_KINDS), insns, p=weights / weights.sum())
     for k, (nest, _) in zip(kinds, _nests(rng, insns, n_uops, min(min_len, n_uops), min(max_len, n_uops))):
         op, imm_form = ALU_KINDS[k]
