@@ -489,11 +489,37 @@ _arrays = weakref.WeakKeyDictionary()        # Program -> _order's arrays (cache
 
 
 def _schedule_arrays(prog: Program) -> tuple:
+    """``(_order's arrays, numpy executor pays)``, made once per Program."""
     hit = _arrays.get(prog)
     if hit is None:
-        hit = _arrays[prog] = (np.ascontiguousarray(prog.module, np.int8), _token_masks(prog, TOKEN_POPS),
-                               _token_masks(prog, TOKEN_PUSHES), prog.field("opcode") == OP_FINISH)
+        hit = _arrays[prog] = ((np.ascontiguousarray(prog.module, np.int8), _token_masks(prog, TOKEN_POPS),
+                                _token_masks(prog, TOKEN_PUSHES), prog.field("opcode") == OP_FINISH),
+                               _numpy_pays(prog))
     return hit
+
+
+NUMPY_MIN_SAVING = 8           # uops walked by the compiled executor per uop the numpy one walks
+NUMPY_MIN_UOPS = 1 << 20       # below this many uops the compiled executor runs regardless
+
+
+def _numpy_pays(prog: Program) -> bool:
+    """The ``executor="auto"`` rule: the numpy executor when it walks :data:`NUMPY_MIN_SAVING` times fewer
+    uops than the compiled one, which walks every uop of every nest.  The numpy executor counts loops that
+    move no index of a GEMM (sums repeat) and reads a reset GEMM's or an immediate ALU's rows off
+    histograms (see :class:`FunctionalMachine`); it walks a vector ALU's nest whole."""
+    f = prog.fields
+    op = f["opcode"]
+    nu = np.maximum(0, f["uop_end"] - f["uop_bgn"]).astype(np.int64)
+    io, ii = f["iter_out"].astype(np.int64), f["iter_in"].astype(np.int64)
+    nest = (op == OP_GEMM) | (op == OP_ALU)
+    walked = np.where(nest, io * ii * nu, 0)
+    moves_out = (f["dst_factor_out"] != 0) | (f["src_factor_out"] != 0) | (f["wgt_factor_out"] != 0)
+    moves_in = (f["dst_factor_in"] != 0) | (f["src_factor_in"] != 0) | (f["wgt_factor_in"] != 0)
+    gemm_walk = nu * np.where(moves_out, io, 1) * np.where(moves_in, ii, 1)
+    counted = ((op == OP_GEMM) & (f["reset_reg"] != 0)) | ((op == OP_ALU) & (f["use_imm"] != 0))
+    numpy = np.where(counted, nu, np.where(op == OP_GEMM, gemm_walk, walked))
+    total, fewer = int(walked.sum()), int(numpy[nest].sum())
+    return total >= NUMPY_MIN_UOPS and total >= NUMPY_MIN_SAVING * fewer
 
 
 def _token_masks(prog: Program, table) -> np.ndarray:
@@ -506,33 +532,37 @@ def _token_masks(prog: Program, table) -> np.ndarray:
     return mask
 
 
-EXECUTORS = ("compiled", "numpy")
+EXECUTORS = ("auto", "compiled", "numpy")
 
 
-def run_image(image, executor: str = "compiled", **opts) -> RunResult:
+def run_image(image, executor: str = "auto", **opts) -> RunResult:
     """Run a :class:`~sim.image.MemoryImage` on the functional model.
 
-    ``executor``: "compiled" (default) applies each instruction, in the scheduler's order, through the
-    cycle engine's data kernels with no timing (:func:`sim.cycle.engine.run_in_order`: the same bytes,
-    orders of magnitude faster on GEMM-heavy layers); "numpy" runs this module's own executor
-    (:class:`FunctionalMachine`, independent of the cycle engine: the reference the tests hold the compiled
-    executor and the cycle engine to).  A run that ends in an error is run again on the numpy executor,
-    so both raise the same error.  Options other engines take (``trace``, ``perfetto``, ...) are accepted
-    and ignored."""
+    ``executor``: "compiled" applies each instruction, in the scheduler's order, through the cycle engine's
+    data kernels with no timing (:func:`sim.cycle.engine.run_in_order`: the same bytes, orders of magnitude
+    faster on GEMM-heavy layers); "numpy" runs this module's own executor (:class:`FunctionalMachine`,
+    independent of the cycle engine: the reference the tests hold the compiled executor and the cycle
+    engine to); "auto" (default) the compiled one unless the numpy one walks far fewer uops
+    (:func:`_numpy_pays`: nests that repeat loops moving no index).  A run that ends in an error is run
+    again on the numpy executor, so every executor raises the same error.  Options other engines take
+    (``trace``, ``perfetto``, ...) are accepted and ignored."""
     if executor not in EXECUTORS:
         raise SimError(f"executor = {executor!r} is not one of {', '.join(EXECUTORS)}")
     t0 = time.perf_counter()
-    if executor == "compiled":
+    if executor != "numpy":
         from sim.cycle.engine import cached_program, run_in_order
         prog = cached_program(image)
-        order, count, tokens, ok = _order(*_schedule_arrays(prog), prog.cfg.TOKEN_QUEUE_DEPTH)
-        if ok:            # else a deadlock, overflow or early FINISH: the numpy executor raises it, after any
-            dram = image.dram()           # error of an instruction before it
-            counters = run_in_order(prog, dram, order[:count])
-            if counters is not None:
-                return RunResult(engine="functional", dram=dram, counters=counters, outputs=image.outputs_from(dram),
-                                 leftover_tokens={q: int(v) for q, v in zip(TOKEN_QUEUES, tokens) if v}, cycles=None,
-                                 wall_s=time.perf_counter() - t0, order=order[:count].tolist())
+        arrays, numpy_pays = _schedule_arrays(prog)
+        if executor == "compiled" or not numpy_pays:
+            order, count, tokens, ok = _order(*arrays, prog.cfg.TOKEN_QUEUE_DEPTH)
+            if ok:        # else a deadlock, overflow or early FINISH: the numpy executor raises it, after any
+                dram = image.dram()       # error of an instruction before it
+                counters = run_in_order(prog, dram, order[:count])
+                if counters is not None:
+                    return RunResult(engine="functional", dram=dram, counters=counters,
+                                     outputs=image.outputs_from(dram),
+                                     leftover_tokens={q: int(v) for q, v in zip(TOKEN_QUEUES, tokens) if v},
+                                     cycles=None, wall_s=time.perf_counter() - t0, order=order[:count].tolist())
     else:
         prog = load_program(image)
     machine = run_program(prog, image.dram())

@@ -23,7 +23,7 @@ def every_path(img):
     path; asserts they agree with the integer kernel's run."""
     ref, slow = functional.run_image(img, executor="numpy"), run_image(img, gemm="int")
     same_run(img, ref, slow, timing=False)
-    compiled = functional.run_image(img)
+    compiled = functional.run_image(img, executor="compiled")
     same_run(img, ref, compiled, timing=False)
     assert compiled.order == ref.order
     for path in PATHS:

@@ -1,7 +1,8 @@
-"""The functional engine's two executors are one model: the compiled one (the cycle engine's data kernels
-applied in the scheduler's order, ``executor="compiled"``, the default) gives the numpy executor's DRAM,
-outputs, counters, leftover tokens and execution order, and raises the same errors (a run that fails is
-run again on the numpy executor, so an error of an earlier instruction comes before a deadlock)."""
+"""The functional engine's executors are one model: the compiled one (the cycle engine's data kernels applied
+in the scheduler's order, ``executor="compiled"``) gives the numpy executor's DRAM, outputs, counters,
+leftover tokens and execution order, and raises the same errors (a run that fails is run again on the
+numpy executor, so an error of an earlier instruction comes before a deadlock); ``"auto"`` picks the numpy
+one for nests it counts rather than walks."""
 
 import pytest
 
@@ -17,7 +18,7 @@ CFG = load_config()
 
 
 def both(img):
-    ref, fast = functional.run_image(img, executor="numpy"), functional.run_image(img)
+    ref, fast = functional.run_image(img, executor="numpy"), functional.run_image(img, executor="compiled")
     same_run(img, ref, fast, timing=False)
     assert fast.order == ref.order
     return ref
@@ -49,7 +50,7 @@ def test_an_earlier_error_comes_before_a_deadlock():
     b.finish()
     img = b.build()
     raised = []
-    for executor in functional.EXECUTORS:
+    for executor in ("compiled", "numpy"):
         with pytest.raises(ProgramError, match=r"instruction 1: ALU dst index") as e:
             functional.run_image(img, executor=executor)
         raised.append(str(e.value))
@@ -59,5 +60,19 @@ def test_an_earlier_error_comes_before_a_deadlock():
 def test_unknown_executor():
     b = ProgramBuilder(CFG)
     b.finish()
-    with pytest.raises(SimError, match="executor = 'fast' is not one of compiled, numpy"):
+    with pytest.raises(SimError, match="executor = 'fast' is not one of auto, compiled, numpy"):
         functional.run_image(b.build(), executor="fast")
+
+
+@pytest.mark.parametrize("kind", ["gemm", "alu-imm", "alu-vec"])
+def test_auto_counts_repeated_loops_on_the_numpy_executor(kind):
+    """The largest legal nests (every iteration on the same rows): "auto" takes the numpy executor where it
+    counts the repeated loops (GEMM, immediate ALU) and the compiled one where both walk every uop (the
+    dependent vector-ALU chain); the rule sees only the instruction fields."""
+    from sim.programs.synthetic import maximal_nest_image
+    from sim.program import load_program
+    img = maximal_nest_image(CFG, kind, uops=1)
+    assert functional._numpy_pays(load_program(img)) == (kind != "alu-vec")
+    small = generate(CFG, 7)
+    assert not functional._numpy_pays(load_program(small))
+    same_run(small, functional.run_image(small, executor="numpy"), functional.run_image(small), timing=False)

@@ -1,5 +1,5 @@
 """The largest legal loop nests (iteration fields at their maximum, every iteration on the same rows;
-``sim.programs.synthetic.maximal_nest_image``): the functional engine runs them under a 2 GiB
+``sim.programs.synthetic.maximal_nest_image``): the functional engine (its numpy executor) runs them under a 2 GiB
 address-space limit and stores the same bytes as the cycle engine (the independent reference).
 CI runs one-uop nests of the two ALU kinds; the slow set runs the issue's 8-uop nests of every kind."""
 
@@ -27,7 +27,7 @@ def _functional_under_limit(kind: str, uops: int) -> dict:
         "from hw.config import load_config",
         "from sim.functional import run_image",
         "from sim.programs.synthetic import maximal_nest_image",
-        f"r = run_image(maximal_nest_image(load_config(), {kind!r}, uops={uops}))",
+        f"r = run_image(maximal_nest_image(load_config(), {kind!r}, uops={uops}), executor='numpy')",
         "print(json.dumps({'y': r.outputs['y'].hex(), 'counters': r.counters}))"])
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=3600)
     assert out.returncode == 0, out.stderr[-3000:]
