@@ -9,7 +9,8 @@ one core against two - all measured in one run.
     python bench/engine_speed.py --previous c899423      # also the engine of that revision, same images
 
 Main table (every time is the best of ``--repeat`` runs): ``func s`` our functional engine
-(``sim.functional``; not TVM's fsim), ``cycle s`` the cycle engine's ``run_image`` end to end (JIT excluded:
+(``sim.functional``, its default executor; not TVM's fsim), ``np s`` the same with ``executor="numpy"`` (its
+own numpy code), ``cycle s`` the cycle engine's ``run_image`` end to end (JIT excluded:
 warmed up first), ``Mcyc/s`` simulated cycles per second of that wall time, ``int s`` the same engine with
 ``gemm="int"`` (every GEMM through the integer kernel: the data path before the grouped float32 products,
 with today's event loop), ``int/cyc`` how many times faster the fast path is, ``simd s`` and ``grp s`` the
@@ -107,6 +108,9 @@ def measure(name, image, k, n, macs_per_uop, repeat):
     ref, t_fn, res, t_cy = both_engines(name, image, repeat)
     if image.expected and dict(res.outputs) != image.expected:
         raise SystemExit(f"{name}: output differs from the reference")
+    ref_np, t_np = best_of(repeat, lambda: functional.run_image(image, executor="numpy"))
+    if ref_np.outputs != ref.outputs or ref_np.counters != ref.counters:
+        raise SystemExit(f"{name}: the functional engine's executors disagree")
     t = {}
     for path in ("int", "simd", "blas"):
         other, t[path] = best_of(repeat, lambda p=path: cycle.run_image(image, progress=False, gemm=p))
@@ -115,7 +119,7 @@ def measure(name, image, k, n, macs_per_uop, repeat):
     macs = res.counters["gemm_counter"] * macs_per_uop
     t_blas = blas_seconds(macs, k, n) if macs else float("nan")
     return dict(name=name, cycles=res.cycles, uops=res.counters["gemm_counter"], alu=res.counters["alu_counter"],
-                fn=t_fn, cy=t_cy, int=t["int"], simd=t["simd"], grp=t["blas"], blas=t_blas, image=image)
+                fn=t_fn, np=t_np, cy=t_cy, int=t["int"], simd=t["simd"], grp=t["blas"], blas=t_blas, image=image)
 
 
 def main(argv=None) -> int:
@@ -139,6 +143,7 @@ def main(argv=None) -> int:
         ap.error(f"unknown layer {unknown[0]!r}; layers: {', '.join(LAYERS)}")
     macs_per_uop = cfg.batch * cfg.block_in * cfg.block_out
     cycle.engine.warm_up()
+    functional.warm_up()
     rows = []
     for name in layers:
         c = parse_workload(f"resnet18.{name}", cfg, reduce=args.reduce)
@@ -151,12 +156,12 @@ def main(argv=None) -> int:
         rows.append(measure("irregular", irregular_gemm_image(cfg), *wide, macs_per_uop, args.repeat))
         for name, forms in (("alu-vec", ("vector",)), ("alu-imm", ("imm",)), ("alu-mixed", ("vector", "imm"))):
             rows.append(measure(name, alu_bound_image(cfg, forms=forms), *wide, macs_per_uop, args.repeat))
-    head = (f"{'workload':<11}{'cycles':>11}{'GEMM uops':>10}{'ALU uops':>10}{'func s':>8}{'cycle s':>9}{'Mcyc/s':>8}"
+    head = (f"{'workload':<11}{'cycles':>11}{'GEMM uops':>10}{'ALU uops':>10}{'func s':>8}{'np s':>7}{'cycle s':>9}{'Mcyc/s':>8}"
             f"{'int s':>8}{'simd s':>8}{'grp s':>8}{'int/cyc':>8}{'blas s':>8}{'cyc/blas':>9}{'func/cyc':>9}")
     print(f"config {cfg.bitstream}  (best of {args.repeat}; cycle s = run_image wall incl. setup and results)")
     print(head)
     print("-" * len(head))
-    tot = {k: sum(r[k] for r in rows) for k in ("cycles", "fn", "cy", "int", "simd", "grp")}
+    tot = {k: sum(r[k] for r in rows) for k in ("cycles", "fn", "np", "cy", "int", "simd", "grp")}
     tot["blas"] = sum(r["blas"] for r in rows if r["uops"])
     tot["cy_gemm"] = sum(r["cy"] for r in rows if r["uops"])
     for r in rows + [dict(tot, name="total", uops=None, alu=None)]:
@@ -165,7 +170,7 @@ def main(argv=None) -> int:
         blas = f"{r['blas']:>8.4f}{r.get('cy_gemm', r['cy']) / r['blas']:>9.2f}" if r["blas"] == r["blas"] else (
             f"{'-':>8}{'-':>9}")
         counts = "".join(f"{r[k]:>10,}" if r[k] is not None else f"{'':>10}" for k in ("uops", "alu"))
-        print(f"{r['name']:<11}{r['cycles']:>11,}{counts}{r['fn']:>8.3f}{r['cy']:>9.4f}"
+        print(f"{r['name']:<11}{r['cycles']:>11,}{counts}{r['fn']:>8.3f}{r['np']:>7.3f}{r['cy']:>9.4f}"
               f"{r['cycles'] / r['cy'] / 1e6:>8.1f}{r['int']:>8.3f}{r['simd']:>8.3f}{r['grp']:>8.3f}"
               f"{r['int'] / r['cy']:>8.2f}{blas}{r['fn'] / r['cy']:>9.2f}")
     small = [r for r in rows if r["name"] in SMALL]

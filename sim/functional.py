@@ -47,7 +47,7 @@ from sim.errors import DeadlockError, ProgramError, RunError, SimError, TokenOve
 from sim.program import Program, load_program
 from sim.result import COUNTER_NAMES, RunResult
 
-__all__ = ["run_image", "run_program", "schedule", "EXECUTORS", "FunctionalMachine", "alu_apply", "alu_imm_repeated", "TOKEN_QUEUES"]
+__all__ = ["run_image", "run_program", "schedule", "warm_up", "EXECUTORS", "FunctionalMachine", "alu_apply", "alu_imm_repeated", "TOKEN_QUEUES"]
 
 _CHUNK = 1 << 14          # uops per vectorised loop-nest step: bounds temporary memory to ~40 MB
 
@@ -492,13 +492,16 @@ def _schedule_arrays(prog: Program) -> tuple:
     """``(_order's arrays, numpy executor pays)``, made once per Program."""
     hit = _arrays.get(prog)
     if hit is None:
-        hit = _arrays[prog] = ((np.ascontiguousarray(prog.module, np.int8), _token_masks(prog, TOKEN_POPS),
+        hit = _arrays[prog] = ((np.array(prog.module, np.int8), _token_masks(prog, TOKEN_POPS),
                                 _token_masks(prog, TOKEN_PUSHES), prog.field("opcode") == OP_FINISH),
                                _numpy_pays(prog))
     return hit
 
 
-NUMPY_MIN_SAVING = 8           # uops walked by the compiled executor per uop the numpy one walks
+# uops walked by the compiled executor per uop the numpy one walks: a walked uop costs the numpy executor
+# some 20x more, and the compiled one's BLAS grouping computes repeated products once too (bench/engine_speed.py
+# prints both executors on the GEMM-bound stream, whose loops repeat 8-fold, and on the maximal nests)
+NUMPY_MIN_SAVING = 256
 NUMPY_MIN_UOPS = 1 << 20       # below this many uops the compiled executor runs regardless
 
 
@@ -533,6 +536,24 @@ def _token_masks(prog: Program, table) -> np.ndarray:
 
 
 EXECUTORS = ("auto", "compiled", "numpy")
+_warmed = []
+
+
+def warm_up(cfg=None) -> None:
+    """Compile (or load from numba's cache) what the compiled executor runs, once per process."""
+    if not _warmed:
+        from sim.builder import ProgramBuilder
+        from sim.cycle.engine import run_in_order
+        if cfg is None:
+            from hw.config import load_config
+            cfg = load_config()
+        b = ProgramBuilder(cfg)
+        b.finish()
+        img = b.build()
+        prog = load_program(img)
+        order, count, _, _ = _order(*_schedule_arrays(prog)[0], cfg.TOKEN_QUEUE_DEPTH)
+        run_in_order(prog, img.dram(), order[:count])
+        _warmed.append(True)
 
 
 def run_image(image, executor: str = "auto", **opts) -> RunResult:
@@ -548,6 +569,8 @@ def run_image(image, executor: str = "auto", **opts) -> RunResult:
     (``trace``, ``perfetto``, ...) are accepted and ignored."""
     if executor not in EXECUTORS:
         raise SimError(f"executor = {executor!r} is not one of {', '.join(EXECUTORS)}")
+    if executor != "numpy":
+        warm_up(image.cfg)                           # wall_s excludes the JIT, as the cycle engine's
     t0 = time.perf_counter()
     if executor != "numpy":
         from sim.cycle.engine import cached_program, run_in_order

@@ -73,6 +73,8 @@ def test_auto_counts_repeated_loops_on_the_numpy_executor(kind):
     from sim.program import load_program
     img = maximal_nest_image(CFG, kind, uops=1)
     assert functional._numpy_pays(load_program(img)) == (kind != "alu-vec")
+    from sim.programs.synthetic import gemm_bound_image
+    assert not functional._numpy_pays(load_program(gemm_bound_image(CFG)))     # BLAS grouping reuses products
     small = generate(CFG, 7)
     assert not functional._numpy_pays(load_program(small))
     same_run(small, functional.run_image(small, executor="numpy"), functional.run_image(small), timing=False)
