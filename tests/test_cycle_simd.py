@@ -122,5 +122,5 @@ def test_cost_rule_picks_each_path():
     assert pays(distinct[:16], (4, BLAS_MIN_REUSE), (16, 0, 16, 0, 0, 0))          # reused: BLAS
     assert not pays(distinct[:16], (4, BLAS_MIN_REUSE - 1), (16, 0, 16, 0, 0, 0))  # too little reuse
     assert not pays(distinct, (2, 2), moving)                                       # unrelated: SIMD
-    shared = [(d, s, 0) for d, s, _ in distinct[:BLAS_MIN_ROWS]]
+    shared = [(int(d), int(s), 0) for d, s in zip(rng.integers(0, 64, BLAS_MIN_ROWS), rng.integers(0, 64, BLAS_MIN_ROWS))]
     assert pays(shared, (1, 1), moving) and not pays(shared[:-1], (1, 1), moving)

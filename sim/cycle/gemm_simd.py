@@ -16,8 +16,9 @@ Cost rule (:func:`blas_pays`, the ``gemm="auto"`` choice per non-reset GEMM): th
 products are reused at least :data:`BLAS_MIN_REUSE` times (loops moving neither src nor wgt: each distinct
 product is added once per iteration of them, and the BLAS path computes it once) or when its matrix
 products have at least :data:`BLAS_MIN_ROWS` input rows per distinct weight element (uops sharing a weight
-index, loops moving src but not wgt); the integer SIMD kernel otherwise.  The thresholds are where the two
-paths' measured costs per uop cross (``bench/engine_speed.py`` prints both on the same streams).  Both give the same bytes: the rule only decides speed.
+index, loops moving src but not wgt); the integer SIMD kernel otherwise.  The thresholds come from the two
+paths' measured costs (``bench/engine_speed.py`` prints both on the same streams: products reused 8-fold
+on the GEMM-bound stream favour BLAS 3-5x; the layers' shared weight elements do not).  Both give the same bytes: the rule only decides speed.
 """
 
 from __future__ import annotations
@@ -35,7 +36,10 @@ from sim.cycle.simd import (dot_tile8_8, dot_tile8_16, dot_tile8_32, dot_tile8_6
                             dot_tile16_32, dot_tile16_64)
 
 PAIRS_READY = 2          # wready bit: wgt_pairs[e] is current
-BLAS_MIN_ROWS = 16       # rows per weight element from which one BLAS product beats per-tile steps
+# rows per weight element from which one BLAS product beats per-tile steps: the ResNet-18 layers C2-C11 have
+# 49-448 and the integer SIMD kernel ran each 1.4-4.5x faster than the BLAS grouping (bench/engine_speed.py,
+# ``simd s`` against ``grp s``), so only far larger groups take BLAS for their rows alone
+BLAS_MIN_ROWS = 2048
 BLAS_MIN_REUSE = 8       # additions per distinct product from which computing each once pays
 
 
