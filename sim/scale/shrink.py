@@ -61,7 +61,7 @@ def legal_run(image: MemoryImage):
     from sim.program import load_program
     try:
         load_program(image)
-        ref = run_engine("functional", image)
+        ref = run_engine("functional", image, executor="numpy")  # independent of the cycle engine's kernels
         run = run_engine("cycle", image)
     except (SimError, ValueError):
         return None
