@@ -12,6 +12,7 @@ Each :class:`AluOp` row holds everything about one operation (hardware spec 2.2 
   does the same in a single step (``None``: no closed form, :meth:`AluOp.apply_imm_repeated` iterates
   until the value stops changing);
 * ``symbol``: the operator of the compiler's IR/DSL that lowers to it (``compiler.ir.BinOp.op``);
+* ``commutes``: whether ``c op x == x op c`` (the compiler then moves an immediate on the left to the right);
 * ``draw_imm``: how program generators draw an immediate so results neither saturate nor collapse.
 
 Nothing else in the project spells an opcode, a rule or a name: the functional engine and the numpy
@@ -61,6 +62,7 @@ class AluOp:
     rule: Callable
     repeat: Optional[Callable]
     symbol: str
+    commutes: bool
     draw_imm: Callable
 
     @property
@@ -116,7 +118,7 @@ def _full_range(rng):
 
 
 def _draw_shift(rng):
-    # a third beyond +/-31 (the saturating cases), the rest small shifts that keep the data alive
+    # 30 % beyond +/-31 (the saturating cases), the rest small shifts that keep the data alive
     return int(rng.integers(-40, 41)) if rng.random() < 0.3 else int(rng.integers(-8, 12))
 
 
@@ -128,12 +130,12 @@ _BOTH = ("0.0.1", "0.0.2")
 _IMM = (IMM_MIN, IMM_MAX)
 
 ALU_OPS = (
-    AluOp("MIN", 0, _BOTH, _IMM, np.minimum, _idempotent, "min", _full_range),
-    AluOp("MAX", 1, _BOTH, _IMM, np.maximum, _idempotent, "max", _full_range),
-    AluOp("ADD", 2, _BOTH, _IMM, np.add, lambda imm, k: k * imm, "+", _full_range),
-    AluOp("SHR", 3, _BOTH, _IMM, _shr, _shr_repeat, ">>", _draw_shift),
+    AluOp("MIN", 0, _BOTH, _IMM, np.minimum, _idempotent, "min", True, _full_range),
+    AluOp("MAX", 1, _BOTH, _IMM, np.maximum, _idempotent, "max", True, _full_range),
+    AluOp("ADD", 2, _BOTH, _IMM, np.add, lambda imm, k: k * imm, "+", True, _full_range),
+    AluOp("SHR", 3, _BOTH, _IMM, _shr, _shr_repeat, ">>", False, _draw_shift),
     # fsim and the OpenCL design only (hardware spec 3.7); its code does not fit the 2-bit field of 0.0.1
-    AluOp("MUL", 4, ("0.0.2",), _IMM, np.multiply, lambda imm, k: pow(imm, k, 1 << 32), "*", _draw_factor),
+    AluOp("MUL", 4, ("0.0.2",), _IMM, np.multiply, lambda imm, k: pow(imm, k, 1 << 32), "*", True, _draw_factor),
 )
 
 ALU_MIN, ALU_MAX, ALU_ADD, ALU_SHR, ALU_MUL = (op.opcode for op in ALU_OPS)

@@ -73,8 +73,8 @@ def _decode(value, name):
         _fail(name, "a left shift by a tensor has no ALU opcode")
     if v.op not in _OPS:
         _fail(name, f"operator {v.op!r} has no ALU opcode")
-    if isinstance(a, ir.IntImm) and v.op != ">>":
-        a, b = b, a                         # commutative: the immediate goes right
+    if isinstance(a, ir.IntImm) and by_opcode(_OPS[v.op]).commutes:
+        a, b = b, a                         # the immediate goes right
     return _OPS[v.op], a, (b.value if isinstance(b, ir.IntImm) else b)
 
 
