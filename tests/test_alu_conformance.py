@@ -39,7 +39,8 @@ CONFIGS = {"default": CFG, "4-lane": NARROW}
 ROWS = 8                                   # accumulator elements per case
 OPS = ops_for(CFG.HW_VER)
 # imm: immediate form; vec: vector form, every element once (the functional engine's vectorised
-# path); vec2: vector form, every element twice in one instruction (its sequential compiled loop)
+# path); vec2: vector form, every element twice in one instruction, with a second operand block the
+# second time (the functional engine's sequential compiled loop)
 FORMS = ("imm", "vec", "vec2")
 REPEATS = (1, 2, 3)                        # immediate form: row r is visited REPEATS[r % 3] times
 
@@ -50,13 +51,8 @@ def _s32(v: int) -> int:
 
 
 def _spec_shr(x: int, y: int) -> int:
-    if y >= 32:
-        return x >> 31
-    if y >= 0:
-        return x >> y
-    if y > -32:
-        return _s32(x << -y)
-    return 0
+    """Arithmetic right shift by y >= 0 (32 or more as 31), left by -y (-32 or less: 0)."""
+    return x >> min(y, 31) if y >= 0 else (_s32(x << -y) if y > -32 else 0)
 
 
 SPEC = {   # row name -> f(x, y) on Python ints, x and y int32 values (hardware spec 3.5)
@@ -92,9 +88,11 @@ def alu_case(row: AluOp, form: str, cfg=CFG, seed: int = 0):
     x = _lanes(rng, ROWS * lanes).reshape(ROWS, lanes)
     b = ProgramBuilder(cfg)
     if form != "imm":
-        # the second operand lane by lane from the row's own immediate draw (shift amounts for SHR)
-        y = np.array([_imm(row, rng) for _ in range(ROWS * lanes)], np.int32).reshape(ROWS, lanes)
-        data = np.concatenate([x, y])
+        # the second operand lane by lane from the row's own immediate draw (shift amounts for SHR);
+        # vec2 has two blocks of them
+        blocks = 2 if form == "vec2" else 1
+        ys = np.array([_imm(row, rng) for _ in range(blocks * ROWS * lanes)], np.int32).reshape(-1, ROWS, lanes)
+        y, data = ys[0], np.concatenate([x, *ys])
     else:
         y, data = None, x
     buf = b.data("acc", data.astype("<i4"))
@@ -104,12 +102,10 @@ def alu_case(row: AluOp, form: str, cfg=CFG, seed: int = 0):
     b.load(memory_type=MEM_ACC, dram_base=buf, x_size=len(data))
     expected = x.copy()
     if form != "imm":
-        twice = form == "vec2"
-        b.alu(alu_opcode=row.opcode, uop_bgn=ROWS, uop_end=ROWS + 1, iter_out=1 + twice, iter_in=ROWS,
-              dst_factor_in=1, src_factor_in=1, push_next=1)
-        expected = row.apply(x, y)
-        if twice:
-            expected = row.apply(expected, y)
+        b.alu(alu_opcode=row.opcode, uop_bgn=ROWS, uop_end=ROWS + 1, iter_out=len(ys), iter_in=ROWS,
+              dst_factor_in=1, src_factor_out=ROWS, src_factor_in=1, push_next=1)
+        for operand in ys:
+            expected = row.apply(expected, operand)
     else:
         imms = []
         for r in range(ROWS):
