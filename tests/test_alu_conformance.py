@@ -35,7 +35,7 @@ CFG = load_config()
 # 4 lanes per element: the cycle engine's lane-by-lane loop (kernels.alu_op) instead of its 8/16-lane
 # SIMD tiles (sim/cycle/simd.py), which every shipped preset takes
 NARROW = CFG.replace(LOG_BLOCK=2, LOG_ACC_BUFF_SIZE=15, LOG_INP_BUFF_SIZE=13, LOG_WGT_BUFF_SIZE=14)
-CONFIGS = {"default": CFG, "4-lane": NARROW}
+CONFIGS = {"default": CFG, "4-lane": NARROW, "HW_VER-0.0.1": CFG.replace(HW_VER="0.0.1")}
 ROWS = 8                                   # accumulator elements per case
 OPS = ops_for(CFG.HW_VER)
 # imm: immediate form; vec: vector form, every element once (the functional engine's vectorised
@@ -152,6 +152,22 @@ IDS = [f"{row.name}-{form}" for row, form in CASES]
 def test_table_is_consistent():
     assert check_table() == []
     assert [op.opcode for op in ALU_OPS] == sorted(op.opcode for op in ALU_OPS)
+    dup = AluOp("MAX", 0, ("0.0.1",), (IMM_MIN, IMM_MAX + 1), np.maximum, None, "max", True, lambda rng: 0)
+    assert check_table(ALU_OPS + (dup,)) == [
+        "ALU name 'MAX' appears in 2 rows", "ALU opcode 0 appears in 2 rows", "ALU symbol 'max' appears in 2 rows",
+        "ALU MAX: imm_range (-32768, 32768) is not inside the 16-bit field [-32768, 32767]"]
+    wide = AluOp("WIDE", 4, ("0.0.1",), (IMM_MIN, IMM_MAX), np.maximum, None, "w", True, lambda rng: 0)
+    assert check_table((wide,)) == ["ALU WIDE: opcode 4 does not fit the 2-bit alu_opcode field of HW_VER 0.0.1"]
+
+
+def test_rtl_header_follows_the_table():
+    from hw.rtl_params import header_defines
+    for ver in ("0.0.1", "0.0.2"):
+        d = header_defines(CFG.replace(HW_VER=ver))
+        rows = ops_for(ver)
+        assert {k: v for k, v in d.items() if k in {f"ALU_{op.name}" for op in ALU_OPS}} == \
+            {f"ALU_{op.name}": op.opcode for op in rows}
+        assert d["ALU_LEGAL_MASK"] == sum(1 << op.opcode for op in rows)
 
 
 @pytest.mark.parametrize("row", ALU_OPS, ids=lambda r: r.name)
@@ -183,9 +199,11 @@ def test_cases_are_not_degenerate(row, form):
 
 
 # ---- every engine ------------------------------------------------------------------------------
-@pytest.mark.parametrize("config", list(CONFIGS))
+ENGINE_CASES = [(config, row, form) for config, cfg in CONFIGS.items() for row in ops_for(cfg.HW_VER) for form in FORMS]
+
+
 @pytest.mark.parametrize("engine", ["functional", "cycle"])
-@pytest.mark.parametrize("row,form", CASES, ids=IDS)
+@pytest.mark.parametrize("config,row,form", ENGINE_CASES, ids=[f"{r.name}-{f}-{c}" for c, r, f in ENGINE_CASES])
 def test_engine_computes_the_table_rule(engine, row, form, config):
     image, _, _, want = alu_case(row, form, CONFIGS[config])
     assert_lanes(observed(run_engine(engine, image)), want, f"{engine} {row.name} {form} ({config})")
