@@ -363,3 +363,13 @@ def test_a_row_without_implementations_is_named():
     assert all(line.startswith("FAKE: ") for line in got)
     norule = AluOp("MIN", 0, ("0.0.2",), (IMM_MIN, IMM_MAX), None, None, "min", True, lambda rng: 0)
     assert missing_pieces([norule]) == ["MIN: no numpy rule (hw/alu.py)"]
+
+
+def test_numba_caches_are_keyed_on_the_table():
+    """The opcodes are compiled into the cycle kernels and the functional engine's sequential loop: an
+    edit of hw/alu.py must invalidate both caches (sim/cycle/jitcache.py)."""
+    from sim import functional
+    from sim.cycle import jitcache, kernels
+    assert inspect.getsourcefile(alu_table) in {str(p) for p in jitcache._DEPS}
+    for func in (kernels.alu_op, kernels.alu_kernel, functional._alu_sequential):
+        assert isinstance(func._cache._impl.locator, jitcache._Stamped), func
