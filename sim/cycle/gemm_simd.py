@@ -37,8 +37,9 @@ from sim.cycle.simd import (dot_tile8_8, dot_tile8_16, dot_tile8_32, dot_tile8_6
 
 PAIRS_READY = 2          # wready bit: wgt_pairs[e] is current
 # rows per weight element from which one BLAS product beats per-tile steps: the ResNet-18 layers C2-C11 have
-# 49-448 and the integer SIMD kernel ran each 1.4-4.5x faster than the BLAS grouping (bench/engine_speed.py,
-# ``simd s`` against ``grp s``), so only far larger groups take BLAS for their rows alone
+# 49-448 and the integer SIMD kernel ran the larger ones 1.5-2.3x faster than the BLAS grouping on a lightly
+# loaded machine, up to 4.5x on a loaded one (bench/engine_speed.py, ``simd s`` against ``grp s``), so only far
+# larger groups take BLAS for their rows alone
 BLAS_MIN_ROWS = 2048
 BLAS_MIN_REUSE = 8       # additions per distinct product from which computing each once pays
 
