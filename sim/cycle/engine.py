@@ -18,14 +18,16 @@ from collections.abc import Sequence
 import numpy as np
 
 from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_OUT, MEM_UOP, MEM_WGT, VTAConfig
+from hw.timing import TIMING_KEYS
 from hw.isa import INSN_FIELDS, OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, SIGNED_FIELDS, layout
 from sim.cycle import core
 from sim.cycle.gemm_fast import float32_exact, scratch
 from sim.cycle.jitcache import compile_notice
+from sim.cycle.layout import timing_slot
 from sim.cycle.layout import (GEMM_AUTO, GEMM_BLAS, GEMM_INT, GEMM_SIMD, BUCKET_NAMES, ERR_TOKEN_OVERFLOW, ERR_UNFINISHED, FIELD_NAMES, N_FIELDS, N_PARAMS,
-                              N_S, N_UNITS, N_US, P_ALU_PIPE, P_BATCH, P_BLOCK, P_BURST, P_BUS_BYTES,
-                              P_CMDQ, P_EB_UOP, P_FETCH_INSNS, P_GEMM_MODE, P_GEMM_PIPE, P_INSN_ADDR, P_INSN_COUNT,
-                              P_LATENCY, P_LAY, P_TOKQ, P_UOP_DST_LO, P_UOP_DST_MASK, P_UOP_SRC_LO,
+                              N_S, N_UNITS, N_US, P_BATCH, P_BLOCK,
+                              P_EB_UOP, P_GEMM_MODE, P_INSN_ADDR, P_INSN_COUNT,
+                              P_LAY, P_UOP_DST_LO, P_UOP_DST_MASK, P_UOP_SRC_LO,
                               P_UOP_SRC_MASK, P_UOP_WGT_LO, P_UOP_WGT_MASK, S_ERR_CODE, S_ERR_FIELD,
                               S_ERR_INSN, S_ERR_LIMIT, S_ERR_VALUE, S_NRET, S_STATUS, S_T, S_TOK0, ST_DEADLOCK,
                               ST_DONE, ST_ERROR, TOKEN_NAMES, UNIT_NAMES, US_NTOTAL, US_QOFF)
@@ -61,14 +63,8 @@ def _config_params(cfg: VTAConfig, gemm: str) -> np.ndarray:
     if mode in (GEMM_AUTO, GEMM_BLAS) and not float32_exact(cfg.inp_width, cfg.wgt_width, cfg.block_in):
         mode = GEMM_SIMD
     P[P_GEMM_MODE] = mode
-    P[P_LATENCY] = cfg.DRAM_LATENCY
-    P[P_BUS_BYTES] = cfg.bus_bytes
-    P[P_BURST] = cfg.BURST_BEATS
-    P[P_CMDQ] = cfg.CMD_QUEUE_DEPTH
-    P[P_TOKQ] = cfg.TOKEN_QUEUE_DEPTH
-    P[P_FETCH_INSNS] = cfg.FETCH_INSNS
-    P[P_GEMM_PIPE] = cfg.GEMM_PIPE_DEPTH
-    P[P_ALU_PIPE] = cfg.ALU_PIPE_DEPTH
+    for key in TIMING_KEYS:                              # hw/timing.py: every knob has its slot
+        P[timing_slot(key)] = key.engine_value(getattr(cfg, key.name))
     P[P_BATCH] = cfg.batch
     P[P_BLOCK] = cfg.block_in
     uop = layout(cfg).uop
