@@ -31,6 +31,7 @@ from sim.cycle.layout import (GEMM_AUTO, GEMM_BLAS, GEMM_INT, GEMM_SIMD, BUCKET_
                               P_UOP_SRC_MASK, P_UOP_WGT_LO, P_UOP_WGT_MASK, S_ERR_CODE, S_ERR_FIELD,
                               S_ERR_INSN, S_ERR_LIMIT, S_ERR_VALUE, S_NRET, S_STATUS, S_T, S_TOK0, ST_DEADLOCK,
                               ST_DONE, ST_ERROR, TOKEN_NAMES, UNIT_NAMES, US_NTOTAL, US_QOFF)
+from sim.engines import Option
 from sim.errors import ProgramError, RunError, SimError, TokenOverflowError
 from sim.program import Program, load_program
 from sim.result import COUNTER_NAMES, RetireRecord, RunResult
@@ -354,7 +355,18 @@ def cached_program(image) -> Program:
     return prog
 
 
-def run_image(image, trace=None, perfetto=None, progress=None, gemm="auto", **ignored) -> RunResult:
+# The engine contract (sim.engines); trace / perfetto files are written by sim.engines.run_engine.
+TIMED = True
+OPTIONS = (
+    Option("progress", (bool,), "a progress line on stderr: None = for runs over 2 s on a terminal, "
+                                "True = also when stderr is not one, False = never"),
+    Option("gemm", (str,), "GEMM data path (same bytes, records and cycles)", GEMM_PATHS),
+)
+BATCH_OPTIONS = OPTIONS + (Option("workers", (int,), "images run at a time in threads (None = the CPUs)"),)
+
+
+def run_image(image, progress=None, gemm="auto") -> RunResult:
+    """Run one image (:mod:`sim.cycle` says what the result holds)."""
     warm_up(image.cfg)
     prog = cached_program(image)
     t0, c0 = time.perf_counter(), time.process_time()
@@ -365,23 +377,15 @@ def run_image(image, trace=None, perfetto=None, progress=None, gemm="auto", **ig
     finally:
         _memory_pool.give(image.cfg, mem)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    records = m.records()
-    result = RunResult(engine="cycle", dram=m.dram, counters=dict(zip(COUNTER_NAMES, (int(c) for c in m.CNT))),
-                       outputs=image.outputs_from(m.dram),
-                       leftover_tokens={k: v for k, v in m.tokens().items() if v},
-                       cycles=m.cycles, trace=records, breakdown=m.breakdown(), wall_s=wall, cpu_s=cpu,
-                       dispatch_cycle=m.disp,
-                       fetch_chunks=LazyRows(len(m.chunk_req), lambda k: (int(m.chunk_req[k]), int(m.chunk_done[k]))))
-    if trace is not None or perfetto is not None:
-        from sim import trace as trace_io
-        if trace is not None:
-            trace_io.write_csv(trace, records)
-        if perfetto is not None:
-            trace_io.write_perfetto(perfetto, result)
-    return result
+    return RunResult(engine="cycle", dram=m.dram, counters=dict(zip(COUNTER_NAMES, (int(c) for c in m.CNT))),
+                     outputs=image.outputs_from(m.dram),
+                     leftover_tokens={k: v for k, v in m.tokens().items() if v},
+                     cycles=m.cycles, trace=m.records(), breakdown=m.breakdown(), wall_s=wall, cpu_s=cpu,
+                     dispatch_cycle=m.disp,
+                     fetch_chunks=LazyRows(len(m.chunk_req), lambda k: (int(m.chunk_req[k]), int(m.chunk_done[k]))))
 
 
-def run_images(images, workers: int | None = None, **opts) -> list:
+def run_images(images, workers: int | None = None, progress=None, gemm="auto") -> list:
     """:func:`run_image` of each image (same options), ``workers`` runs at a time in threads; the results
     in the order of ``images``.  The compiled core releases the GIL, so on a machine with two cores two
     images run side by side (Python setup and result building still take turns).  ``workers``: None =
@@ -392,12 +396,10 @@ def run_images(images, workers: int | None = None, **opts) -> list:
         raise SimError(f"workers = {workers!r} must be a positive integer")
     n = min(len(images), workers or os.cpu_count() or 1)
     if n <= 1:
-        return [run_image(img, **opts) for img in images]
+        return [run_image(img, progress, gemm) for img in images]
     for img in images:
         warm_up(img.cfg)                      # compile (or load) once, before any thread needs the core
     from concurrent.futures import ThreadPoolExecutor
     with ThreadPoolExecutor(max_workers=n) as pool:
-        futures = [pool.submit(run_image, img, **opts) for img in images]
+        futures = [pool.submit(run_image, img, progress, gemm) for img in images]
         return [f.result() for f in futures]
-
-
