@@ -184,7 +184,7 @@ class FunctionalMachine:
         self.counters["out_store_nbytes"] += x * y * ebytes
 
     # ---- GEMM / ALU --------------------------------------------------------------------------------
-    def _indices(self, f: dict, index: int, names):
+    def uop_indices(self, f: dict, index: int, names):
         """Flattened (iter_out, iter_in, uop) index arrays for each name in ``names``, range-checked."""
         d, s, w = decode_uops(self.cfg, self.uop[f["uop_bgn"]:f["uop_end"]])
         base = {"dst": d, "src": s, "wgt": w}

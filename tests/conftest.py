@@ -1,5 +1,6 @@
 """Fixtures every test directory shares: how two runs of one image are held equal.
 
+``cfg``: the default config (``config/vta_config.json``), one per session, for every test directory.
 ``same_run(image, expected, actual, timing=True)`` (:func:`engine_checks.same_run`) asserts identical
 DRAM, outputs, counters and leftover tokens, the image's numpy reference outputs, and (with
 ``timing``) identical retire records and cycle counts.  Configs by
@@ -11,6 +12,12 @@ from __future__ import annotations
 import pytest
 
 from engine_checks import same_run as _same_run
+from hw.config import load_config
+
+
+@pytest.fixture(scope="session")
+def cfg():
+    return load_config()
 
 
 @pytest.fixture(scope="session")

@@ -2,19 +2,12 @@
 
 import json
 
-import pytest
 
-from hw.config import load_config
 from sim.cycle import run_image
 from sim.engines import run_engine
 from sim.image import MemoryImage, Segment
 from sim.trace import breakdown_table, read_csv
 from sim.programs.unit import build
-
-
-@pytest.fixture(scope="module")
-def cfg():
-    return load_config()
 
 
 def test_csv_and_perfetto_files(cfg, tmp_path):

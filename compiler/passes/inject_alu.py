@@ -22,12 +22,12 @@ from __future__ import annotations
 from compiler import ir
 from compiler.errors import CompileError
 from compiler.passes._util import access_ptr, loop_nest, rewrite_attrs, storage_of
+from hw.fields import ALU_IMM_WIDTH
 from hw.isa import ALU_ADD, ALU_MAX, ALU_MIN, ALU_MUL, ALU_SHR
 
 __all__ = ["inject_alu"]
 
 PASS = "inject_alu"
-IMM_BITS = 16                               # ALU immediate field (spec 1.4)
 _OPS = {"+": ALU_ADD, "*": ALU_MUL, "min": ALU_MIN, "max": ALU_MAX, ">>": ALU_SHR}
 
 
@@ -40,9 +40,9 @@ def _fail(name, msg):
 
 
 def _imm(value, name):
-    lo, hi = -(1 << (IMM_BITS - 1)), (1 << (IMM_BITS - 1)) - 1
+    lo, hi = -(1 << (ALU_IMM_WIDTH - 1)), (1 << (ALU_IMM_WIDTH - 1)) - 1
     if not lo <= value <= hi:
-        raise CompileError(PASS, f"immediate {value} out of the {IMM_BITS}-bit range (`{name}`)")
+        raise CompileError(PASS, f"immediate {value} out of the {ALU_IMM_WIDTH}-bit range (`{name}`)")
     return value
 
 

@@ -134,7 +134,7 @@ class _MemoryPool:
             del self._free[:-self._keep]
 
 
-_memory_pool = _MemoryPool()
+memory_pool = _MemoryPool()
 
 
 class LazyRows(Sequence):
@@ -370,12 +370,12 @@ def run_image(image, progress=None, gemm="auto") -> RunResult:
     warm_up(image.cfg)
     prog = cached_program(image)
     t0, c0 = time.perf_counter(), time.process_time()
-    mem = _memory_pool.take(image.cfg)
+    mem = memory_pool.take(image.cfg)
     try:
         m = CycleMachine(prog, image.dram(), image.insn_addr, gemm, mem)
         m.run(progress)
     finally:
-        _memory_pool.give(image.cfg, mem)
+        memory_pool.give(image.cfg, mem)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     return RunResult(engine="cycle", dram=m.dram, counters=dict(zip(COUNTER_NAMES, (int(c) for c in m.CNT))),
                      outputs=image.outputs_from(m.dram),

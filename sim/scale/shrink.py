@@ -49,7 +49,7 @@ def with_insns(image: MemoryImage, insns: list) -> MemoryImage:
     segs = [Segment(s.addr, raw + bytes(old_n - len(raw)) + s.data[old_n:]) if s.addr == image.insn_addr else s
             for s in image.segments]
     return MemoryImage(image.cfg, image.insn_addr, len(insns), segs, outputs=image.outputs,
-                       dram_size=image._explicit_dram_size)
+                       dram_size=image.explicit_dram_size)
 
 
 def legal_run(image: MemoryImage):
