@@ -38,7 +38,6 @@ __all__ = [
     "PRESETS",
     "load_preset",
     "get_config",
-    "current_configs",
     "enter_config",
     "exit_config",
     "using_config",
@@ -336,11 +335,6 @@ def get_config() -> VTAConfig:
     if stack:
         return stack[-1]
     return load_config()
-
-
-def current_configs() -> tuple:
-    """The configs of the :func:`using_config` blocks entered in this context, innermost last."""
-    return _current.get()
 
 
 def enter_config(cfg: VTAConfig) -> VTAConfig:

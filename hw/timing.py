@@ -55,14 +55,6 @@ class TimingKey:
     unit: int = 1
     log_macro: str = ""
 
-    def check(self, value: int) -> str | None:
-        """None when ``value`` is allowed, else the rule it breaks."""
-        if not self.lo <= value <= self.hi:
-            return f"is out of range [{self.lo}, {self.hi}]"
-        if self.pow2 and value & (value - 1):
-            return "must be a power of two"
-        return None
-
     def hardware_value(self, value: int) -> int:
         """What the hardware is built with: ``2**value`` for a log2 key, else the value."""
         return 1 << value if self.log2 else value
