@@ -16,7 +16,8 @@ from sim.engines import run_engine
 from sim.errors import TokenOverflowError
 from sim.programs.unit import UNIT_PROGRAMS
 
-__all__ = ["MOVED", "PROBES", "GROUPS", "probe_image", "group_config", "moved_config", "outcome"]
+__all__ = ["MOVED", "PROBES", "GROUPS", "probe_image", "group_config", "moved_config", "outcome", "cycle_run",
+           "token_burst"]
 
 
 def token_burst(cfg: VTAConfig):
