@@ -14,7 +14,7 @@ the wrong type, is a :class:`~sim.errors.SimError` naming the engine and the opt
     >>> from sim.engines import run_engine, check_result
     >>> result = run_engine("cycle", image, gemm="int")        # doctest: +SKIP
     >>> run_engine("cycle", image, gem="int")                  # doctest: +SKIP
-    SimError: engine 'cycle' has no option 'gem'; its options: progress, gemm, trace, perfetto
+    SimError: engine 'cycle' has no option 'gem' for run_engine; its options: progress, gemm, trace, perfetto
     >>> check_result(image, result)                            # doctest: +SKIP
     []
 
