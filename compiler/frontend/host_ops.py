@@ -300,11 +300,11 @@ _HOST = {
 
 
 def _cast_type(node):
-    from compiler.frontend.onnx_import import _DTYPES
+    from compiler.frontend.onnx_import import ONNX_DTYPES
     to = node.attrs["to"]
-    if to not in _DTYPES:
+    if to not in ONNX_DTYPES:
         raise FrontendError(f"{node.where}: Cast to ONNX type {to} is not supported")
-    return _DTYPES[to]
+    return ONNX_DTYPES[to]
 
 
 def run_host(node, args) -> list:

@@ -7,10 +7,7 @@ from compiler.frontend.execute import execute
 from compiler.frontend.onnx_import import load_onnx
 from compiler.frontend.partition import graph_pack, partition
 
-__all__ = ["Network", "PIPELINE"]
-
-PIPELINE = ("simplify_inference", "fold_constants", "eliminate_common_subexpr", "fuse_ops",
-            "dead_code_elimination", "legalize", "partition", "graph_pack")
+__all__ = ["Network"]
 
 
 class Network:

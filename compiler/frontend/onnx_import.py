@@ -18,7 +18,7 @@ from compiler.frontend.graph import Graph, Node
 from compiler.frontend.validate import check_model, check_opset
 from hw.files import read_regular
 
-__all__ = ["load_onnx", "from_onnx", "SUPPORTED_OPS", "MAX_ELEMENTS", "MAX_MODEL_BYTES"]
+__all__ = ["load_onnx", "from_onnx", "ONNX_DTYPES", "SUPPORTED_OPS", "MAX_ELEMENTS", "MAX_MODEL_BYTES"]
 
 MAX_MODEL_BYTES = 1 << 30          # 1 GiB of protobuf
 MAX_ELEMENTS = 1 << 28             # per tensor (initializer, input or inferred value)
@@ -35,7 +35,7 @@ SUPPORTED_OPS = frozenset({
     "Erf", "LeakyRelu", "PRelu", "Resize", "ConvTranspose",
 })
 
-_DTYPES = {1: np.float32, 2: np.uint8, 3: np.int8, 4: np.uint16, 5: np.int16, 6: np.int32, 7: np.int64,
+ONNX_DTYPES = {1: np.float32, 2: np.uint8, 3: np.int8, 4: np.uint16, 5: np.int16, 6: np.int32, 7: np.int64,
            10: np.float16, 11: np.float64, 9: np.bool_}
 
 
@@ -71,20 +71,20 @@ def _initializer(t, where: str) -> np.ndarray:
     what = f"{where} initializer {t.name!r}"
     if t.data_location == 1 or t.external_data:
         raise ModelFileError(f"{what}: external data is not read (save the model with its tensors inside)")
-    if t.data_type not in _DTYPES:
+    if t.data_type not in ONNX_DTYPES:
         raise ModelFileError(f"{what}: data type {t.data_type} is not one of the numeric types supported")
     dims = _dims(t, what)
-    n, item = prod(dims), np.dtype(_DTYPES[t.data_type]).itemsize
+    n, item = prod(dims), np.dtype(ONNX_DTYPES[t.data_type]).itemsize
     if t.raw_data:
         if len(t.raw_data) != n * item:
             raise ModelFileError(f"{what}: {len(t.raw_data)} bytes of data for shape {dims} of "
-                                 f"{np.dtype(_DTYPES[t.data_type]).name} ({n * item} bytes needed)")
+                                 f"{np.dtype(ONNX_DTYPES[t.data_type]).name} ({n * item} bytes needed)")
     else:
         have = max(len(t.float_data), len(t.int32_data), len(t.int64_data), len(t.double_data),
                    len(t.uint64_data))
         if have != n:
             raise ModelFileError(f"{what}: {have} values for shape {dims} ({n} needed)")
-    return numpy_helper.to_array(t).astype(_DTYPES[t.data_type], copy=False)
+    return numpy_helper.to_array(t).astype(ONNX_DTYPES[t.data_type], copy=False)
 
 
 def _attrs(node) -> dict:
@@ -99,7 +99,7 @@ def _attrs(node) -> dict:
 def _value_shape(vi, batch: int, what: str):
     t = vi.type.tensor_type
     if not t.HasField("shape"):
-        return None, _DTYPES.get(t.elem_type)
+        return None, ONNX_DTYPES.get(t.elem_type)
     dims = []
     for k, d in enumerate(t.shape.dim):
         if d.HasField("dim_value"):
@@ -111,7 +111,7 @@ def _value_shape(vi, batch: int, what: str):
     if prod(dims) > MAX_ELEMENTS:
         raise ModelFileError(f"{what} {vi.name!r}: declares {prod(dims):,} elements ({tuple(dims)}); "
                              f"the limit is {MAX_ELEMENTS:,}")
-    return tuple(dims), _DTYPES.get(t.elem_type)
+    return tuple(dims), ONNX_DTYPES.get(t.elem_type)
 
 
 def _check_attrs(op: str, attrs: dict, where: str) -> list[str]:

@@ -70,7 +70,7 @@ class VtaRegion:
     def _shift(self, dtype) -> int:
         return 128 if np.dtype(dtype) == np.uint8 else 0
 
-    def _plan(self, x_dtype):
+    def requant_plan(self, x_dtype):
         from compiler.qnn import plan_requant
         a = self.node.attrs
         za = int(a["x_zp"]) - self._shift(x_dtype)
@@ -84,7 +84,7 @@ class VtaRegion:
 
     def check(self, x_dtype=np.int8):
         """Raise the requantisation error (if any) without compiling."""
-        return self._plan(x_dtype)
+        return self.requant_plan(x_dtype)
 
     def compile(self, x_shape, x_dtype):
         from compiler.ops.quantized import build_qconv, build_qdense
@@ -92,7 +92,7 @@ class VtaRegion:
         if self.key == key:
             return self.layer
         a = self.node.attrs
-        za, plan = self._plan(x_dtype)
+        za, plan = self.requant_plan(x_dtype)
         name = self.layer_name
         if self.node.op == "qconv":
             self.layer = build_qconv(self.cfg, tuple(x_shape), a["weight"], a["bias"], a["strides"], a["pads"], za,

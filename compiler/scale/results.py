@@ -17,7 +17,7 @@ import os
 import re
 from pathlib import Path
 
-from hw.config import _ALL_KEYS
+from hw.config import CONFIG_KEYS
 from hw.files import brief, iter_csv, regular_size
 from hw.outfiles import check_out, open_out
 from compiler.scale.spec import KNOB_SOURCES, SpecError
@@ -31,9 +31,9 @@ STATUSES = ("ok", "skipped", "error")
 _INT_COLUMNS = ("cycles", "gemm_uops", "alu_uops", "dram_bytes", "sram_bytes", "macs", "area_proxy", "insns")
 _FLOAT_COLUMNS = ("gemm_util", "macs_per_cycle", "seconds")
 _INT = re.compile(r"-?[0-9]{1,19}$", re.ASCII)
-_STR_KEYS = {k[0] for k in _ALL_KEYS if k[1] is str}
+_STR_KEYS = {k.name for k in CONFIG_KEYS if k.type is str}
 
-CONFIG_COLUMNS = [k[0] for k in _ALL_KEYS]
+CONFIG_COLUMNS = [k.name for k in CONFIG_KEYS]
 COLUMNS = (["key", "status", "reason", "workload", "reduce", "knobs"] + CONFIG_COLUMNS +
            ["bitstream", "cycles", "gemm_uops", "alu_uops", "gemm_util", "dram_bytes", "sram_bytes", "macs",
             "macs_per_cycle", "area_proxy", "insns", "seconds", "knob_detail", "knob_values", "counters"])

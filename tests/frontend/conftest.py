@@ -9,12 +9,6 @@ pytest.importorskip("onnxruntime")
 
 
 @pytest.fixture(scope="session")
-def cfg():
-    from hw.config import load_config
-    return load_config(None)
-
-
-@pytest.fixture(scope="session")
 def resnet_small(tmp_path_factory):
     """A ResNet-18-shaped int8 QDQ model at 32x32 (every conv shape class, residual adds, head)."""
     from compiler.frontend.models.resnet18 import make_resnet18
