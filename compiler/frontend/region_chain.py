@@ -1,0 +1,351 @@
+"""A multi-op VTA region: convolutions and residual adds in one memory image, activations kept in DRAM.
+
+As TVM's graph_pack does for a ResNet body, every member runs on VTA and its activations stay in DRAM
+in the packed layout ``NCHW{b}n{c}c``; only the region's inputs are packed (and padded) by the host and
+only its outputs are read back.  Each member is compiled as today (``build_qconv``, ``build_qadd``), then
+their lowered programs are emitted one after the other on one command queue
+(:mod:`compiler.runtime.chain`): one launch, one image, every DMA counted.
+
+Padding stays on VTA: a tensor a convolution pads with its zero point (``za != 0``, so the DMA's zero
+padding cannot) is kept in DRAM already padded - the border holds the zero point from the start, the
+producer stores into the interior, and a consumer that reads it unpadded (the add, a 1x1 shortcut)
+loads the interior.  The image's expected outputs are the members' tensor expressions evaluated in
+numpy one after the other; :meth:`VtaChainRegion.reference` is the members' numpy execution of the
+same integers (``QLayer.reference``, ``QAddPlan.apply``), the oracle of ``engine="reference"``.
+
+The region interface (shared with :class:`compiler.frontend.region.VtaRegion`): ``name``,
+``layer_name``, ``inputs`` / ``outputs`` (value names at the host edge), ``images(feeds)`` and
+``run(feeds, engine)``; a chain also gives ``nodes`` and ``edge_bytes``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from compiler.frontend.composite import act_limits
+from compiler.frontend.errors import FrontendError
+
+__all__ = ["VtaChainRegion", "chain_member_problem", "CHAIN_OPS"]
+
+CHAIN_OPS = ("qconv", "qadd")
+
+
+def chain_member_problem(node) -> str | None:
+    """Why ``node`` cannot be a member of a multi-op region (None when it can)."""
+    a = node.attrs
+    if node.op not in CHAIN_OPS:
+        return f"{node.op} is not a multi-op region member"
+    if np.dtype(a["y_dtype"]) != np.int8:
+        return "uint8 output (multi-op regions keep int8 activations)"
+    if node.op == "qconv":
+        if np.dtype(a["x_dtype"]) != np.int8:
+            return "uint8 input (multi-op regions keep int8 activations)"
+        if a.get("group", 1) != 1 or list(a.get("dilations", [1, 1])) != [1, 1]:
+            return "grouped or dilated convolutions have their own layout"
+    return None
+
+
+@dataclass
+class _Layout:
+    """Where a value lives in DRAM: packed ``(nb, cb, hp, wp, b, c)``, the logical image at ``(dy, dx)``."""
+
+    n: int
+    c: int
+    h: int
+    w: int
+    nb: int
+    cb: int
+    pads: tuple               # (top, left, bottom, right) of the physical buffer
+    fill: int
+
+    @property
+    def hp(self) -> int:
+        return self.h + self.pads[0] + self.pads[2]
+
+    @property
+    def wp(self) -> int:
+        return self.w + self.pads[1] + self.pads[3]
+
+    def physical_shape(self, cfg) -> tuple:
+        return (self.nb, self.cb, self.hp, self.wp, cfg.batch, cfg.block_in)
+
+    def window(self, buf, pads=(0, 0, 0, 0)):
+        from compiler.runtime.chain import Window
+        t, l, b, r = pads
+        return Window(buf, self.nb * self.cb, self.h + t + b, self.w + l + r, self.hp, self.wp,
+                      self.pads[0] - t, self.pads[1] - l)
+
+    def view(self, phys: np.ndarray, pads=(0, 0, 0, 0)) -> np.ndarray:
+        t, l, b, r = pads
+        y0, x0 = self.pads[0] - t, self.pads[1] - l
+        return np.ascontiguousarray(phys[:, :, y0:y0 + self.h + t + b, x0:x0 + self.w + l + r])
+
+    def place(self, cfg, packed: np.ndarray) -> np.ndarray:
+        phys = np.full(self.physical_shape(cfg), self.fill, np.int8)
+        phys[:, :, self.pads[0]:self.pads[0] + self.h, self.pads[1]:self.pads[1] + self.w] = packed
+        return phys
+
+
+class _Add:
+    """A ``qadd`` member compiled by :func:`compiler.ops.residual.build_qadd`."""
+
+    def __init__(self, node, cfg, shape, name):
+        from compiler.ops.residual import build_qadd
+        from compiler.qnn.qadd import plan_qadd
+        a = node.attrs
+        lo, hi = act_limits(a["act"], a["y_scale"], a["y_zp"], a["y_dtype"])
+        self.plan = plan_qadd(a["a_scale"], a["a_zp"], a["b_scale"], a["b_zp"], a["y_scale"], a["y_zp"], lo, hi)
+        self.layer = build_qadd(cfg, shape, self.plan, name=name)
+        self.data_names = ("A", "B")
+        self.host_pad = None
+
+    def reference(self, args):
+        return self.layer.reference(*args)
+
+    def packed_eval(self, views):
+        return self.layer.packed_reference(*views)
+
+
+class _Conv:
+    """A ``qconv`` member: the single-op region's compiled layer."""
+
+    def __init__(self, node, cfg, shape, name, knobs, path):
+        from compiler.frontend.region import VtaRegion
+        r = VtaRegion(node, cfg, knobs=knobs, path=path)
+        self.layer = r.compile(shape, np.int8)
+        self.plan = r.plan
+        self.data_names = ("data",)
+        g = self.layer.geom
+        self.host_pad = tuple(g.pads) if g.host_pad else None
+
+    def reference(self, args):
+        return self.layer.reference(args[0])
+
+    def packed_eval(self, views):
+        from compiler.reference import evaluate
+        return evaluate(self.layer.output, {**self.layer.consts, "data": views[0]})
+
+
+def check_problem(node) -> str | None:
+    """The problem :func:`plan_qadd` finds with a ``qadd`` (None when its ALU plan exists)."""
+    from compiler.qnn import QnnError
+    from compiler.qnn.qadd import plan_qadd
+    if node.op != "qadd":
+        return None
+    a = node.attrs
+    lo, hi = act_limits(a["act"], a["y_scale"], a["y_zp"], a["y_dtype"])
+    try:
+        plan_qadd(a["a_scale"], a["a_zp"], a["b_scale"], a["b_zp"], a["y_scale"], a["y_zp"], lo, hi)
+    except QnnError as e:
+        return str(e)
+    return None
+
+
+class VtaChainRegion:
+    """The members (graph order), compiled on the first run; see the module docstring."""
+
+    def __init__(self, nodes, g, cfg, knobs=None, path: str = "auto"):
+        self.nodes, self.cfg, self.knobs, self.path = list(nodes), cfg, knobs, path
+        made = {o for n in self.nodes for o in n.outputs}
+        self.inputs = []
+        for n in self.nodes:
+            for v in n.inputs:
+                if v not in made and v not in self.inputs:
+                    self.inputs.append(v)
+        cons = g.consumers()
+        members = {id(n) for n in self.nodes}
+        self.outputs = [o for n in self.nodes for o in n.outputs
+                        if o in g.outputs or any(id(c) not in members for c in cons.get(o, []))]
+        self.shapes = {v: g.shapes.get(v) for v in self.inputs + [o for n in self.nodes for o in n.outputs]}
+        self._built = None
+
+    # ---- names -------------------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.nodes[0].name
+
+    @property
+    def layer_name(self) -> str:
+        base = "".join(c if c.isalnum() else "_" for c in self.nodes[0].name)[:32] or "region"
+        return f"{base}_x{len(self.nodes)}"
+
+    # ---- compilation -------------------------------------------------------------------------------
+    def _members(self, shapes):
+        out = []
+        for k, n in enumerate(self.nodes):
+            name = f"m{k}_" + "".join(c if c.isalnum() else "_" for c in n.name)[:24]
+            shape = shapes[n.inputs[0]]
+            m = _Conv(n, self.cfg, shape, name, self.knobs, self.path) if n.op == "qconv" else \
+                _Add(n, self.cfg, shape, name)
+            out.append(m)
+            y = m.layer.out_shape
+            for o in n.outputs:
+                shapes[o] = tuple(y)
+        return out
+
+    def _layouts(self, shapes, members):
+        cfg, lay = self.cfg, {}
+        need: dict = {}
+        for n, m in zip(self.nodes, members):
+            if m.host_pad is not None:
+                prev = need.setdefault(n.inputs[0], (m.host_pad, m.layer.za))
+                if prev != (m.host_pad, m.layer.za):
+                    raise FrontendError(f"{n.where}: its input is padded {m.host_pad} with {m.layer.za} by this "
+                                        f"convolution and {prev[0]} with {prev[1]} by another (rule: one DRAM "
+                                        f"layout per tensor in a multi-op region)")
+        for v, shape in shapes.items():
+            n, c, h, w = shape
+            pads, fill = need.get(v, ((0, 0, 0, 0), 0))
+            lay[v] = _Layout(n, c, h, w, -(-n // cfg.batch), -(-c // cfg.block_in), tuple(pads), int(fill))
+        return lay
+
+    def compile(self, feeds_shapes: dict):
+        from compiler.runtime import CommandQueue
+        from compiler.codegen import emit
+        from compiler.runtime.chain import KernelProxy
+        key = tuple(tuple(feeds_shapes[v]) for v in self.inputs)
+        if self._built is not None and self._built["key"] == key:
+            return self._built
+        cfg = self.cfg
+        if cfg.block_in != cfg.block_out or cfg.inp_width != 8 or cfg.out_width != 8:
+            raise FrontendError(f"{self.nodes[0].where}: multi-op regions need BLOCK_IN = BLOCK_OUT and 8-bit "
+                                f"activations (config {cfg.block_in}/{cfg.block_out})")
+        shapes = {v: tuple(feeds_shapes[v]) for v in self.inputs}
+        members = self._members(shapes)
+        lay = self._layouts(shapes, members)
+        q = CommandQueue(cfg, name=self.layer_name)
+        bufs = {v: q.alloc_inout(f"t{k}_" + "".join(c if c.isalnum() else "_" for c in v)[:40],
+                                 lay[v].place(cfg, np.zeros((lay[v].nb, lay[v].cb, lay[v].h, lay[v].w, cfg.batch,
+                                                             cfg.block_in), np.int8)))
+                for k, v in enumerate(lay)}
+        bounds = []
+        for k, (n, m) in enumerate(zip(self.nodes, members)):
+            built = m.layer.built
+            mapping = {}
+            for arg in built.func.args:
+                if arg.name in m.data_names:
+                    v = n.inputs[m.data_names.index(arg.name)]
+                    mapping[arg.name] = lay[v].window(bufs[v], m.host_pad or (0, 0, 0, 0))
+                elif arg.name == m.layer.output.name:
+                    mapping[arg.name] = lay[n.outputs[0]].window(bufs[n.outputs[0]])
+                else:
+                    arr = m.layer.consts[arg.name]
+                    mapping[arg.name] = q.alloc_input(f"m{k}_{arg.name}", arr)
+            start = q.insn_count
+            emit(built.func, KernelProxy(q, k), mapping)
+            bounds.append((start, q.insn_count))
+            if k + 1 < len(self.nodes):
+                q.kernel_boundary()
+        q.synchronize()
+        image = q.build()
+        self._built = dict(key=key, members=members, layouts=lay, bufs=bufs, image=image, bounds=bounds,
+                           insns=q.insns)
+        return self._built
+
+    # ---- data --------------------------------------------------------------------------------------
+    def _pack(self, v, x, lay):
+        from compiler.ops.layout import pack_nchw
+        x = np.asarray(x)
+        if x.dtype != np.int8:
+            raise FrontendError(f"{self.nodes[0].where}: multi-op region input {v!r} is {x.dtype.name} "
+                                f"(int8 expected)")
+        L = lay[v]
+        full = np.zeros((L.nb * self.cfg.batch, L.cb * self.cfg.block_in, L.h, L.w), np.int8)
+        full[:L.n, :L.c] = x
+        return L.place(self.cfg, pack_nchw(full, self.cfg.batch, self.cfg.block_in))
+
+    def _expected(self, phys: dict, b) -> dict:
+        """Every value's physical bytes: the members' tensor expressions in numpy, in order."""
+        lay = b["layouts"]
+        for n, m in zip(self.nodes, b["members"]):
+            views = [lay[v].view(phys[v], m.host_pad or (0, 0, 0, 0)) for v in n.inputs]
+            phys[n.outputs[0]] = lay[n.outputs[0]].place(self.cfg, m.packed_eval(views).astype(np.int8))
+        return phys
+
+    def image(self, feeds: dict, expected: bool = True):
+        from sim.image import MemoryImage, Segment
+        b = self.compile({v: np.shape(feeds[v]) for v in self.inputs})
+        lay, bufs = b["layouts"], b["bufs"]
+        phys = {v: self._pack(v, feeds[v], lay) for v in self.inputs}
+        swap = {bufs[v].addr: phys[v].tobytes() for v in self.inputs}
+        base = b["image"]
+        segments = [Segment(s.addr, swap[s.addr]) if s.addr in swap else s for s in base.segments]
+        want = {}
+        if expected:
+            phys = self._expected(phys, b)
+            want = {bufs[v].name: phys[v].tobytes() for v in self.outputs}
+        return MemoryImage(base.cfg, base.insn_addr, base.insn_count, segments, base.outputs, want)
+
+    def images(self, feeds: dict) -> list:
+        """The region's memory images for ``feeds`` (one: the members share one launch)."""
+        return [self.image(feeds)]
+
+    def _unpack(self, v, raw, b):
+        from compiler.ops.layout import unpack_nchw
+        L = b["layouts"][v]
+        phys = np.frombuffer(raw, np.int8).reshape(L.physical_shape(self.cfg))
+        return unpack_nchw(L.view(phys))[:L.n, :L.c]
+
+    def reference(self, feeds: dict) -> dict:
+        """Every member's numpy execution of the same integers, chained: {value: int8 NCHW}."""
+        b = self.compile({v: np.shape(feeds[v]) for v in self.inputs})
+        vals = dict(feeds)
+        for n, m in zip(self.nodes, b["members"]):
+            vals[n.outputs[0]] = m.reference([vals[v] for v in n.inputs]).astype(np.int8)
+        return {v: vals[v] for v in self.outputs}
+
+    def run(self, feeds: dict, engine: str = "cycle"):
+        """``({output value: int8 array}, RunResult or None, [per-member (cycles, dram bytes)])``."""
+        from sim.engines import run_engine
+        if engine == "reference":
+            return self.reference(feeds), None, [(None, None)] * len(self.nodes)
+        img = self.image(feeds, expected=False)
+        res = run_engine(engine, img)
+        b = self._built
+        outs = {v: self._unpack(v, res.outputs[b["bufs"][v].name], b) for v in self.outputs}
+        return outs, res, self.shares(res)
+
+    # ---- accounting ----------------------------------------------------------------------------------
+    def member_dma_bytes(self) -> list:
+        """DRAM bytes each member's instructions move (loads, uop loads and stores), from the program."""
+        from hw.config import MEM_OUT
+        from hw.isa import OP_LOAD, OP_STORE
+        b, cfg = self._built, self.cfg
+        out = []
+        for start, end in b["bounds"]:
+            tot = 0
+            for i in b["insns"][start:end]:
+                if i.opcode == OP_LOAD and i.x_size:
+                    tot += i.x_size * i.y_size * cfg.dram_elem_bytes(i.memory_type)
+                elif i.opcode == OP_STORE and i.x_size:
+                    tot += i.x_size * i.y_size * cfg.dram_elem_bytes(MEM_OUT)
+            out.append(tot)
+        return out
+
+    def shares(self, res) -> list:
+        """``[(cycles, dram bytes)]`` per member: the cycle the member's last instruction retired minus the
+        previous member's (from the retire trace), and its program's DMA bytes."""
+        dma = self.member_dma_bytes()
+        if res is None or res.trace is None or res.cycles is None:
+            return [(None, d) for d in dma]
+        from bisect import bisect_right
+        ends = [0] * len(self.nodes)
+        starts = [s for s, _ in self._built["bounds"]]
+        for r in res.trace:
+            k = bisect_right(starts, r.program_index) - 1
+            if k >= 0:
+                ends[k] = max(ends[k], r.end_cycle)
+        out, prev = [], 0
+        for k, d in enumerate(dma):
+            end = res.cycles if k == len(dma) - 1 else max(ends[k], prev)
+            out.append((end - prev, d))
+            prev = end
+        return out
+
+    def edge_bytes(self, feeds_shapes: dict) -> dict:
+        """Host<->VTA activation bytes per inference: the packed inputs written and the outputs read back."""
+        b = self.compile(feeds_shapes)
+        return {"in": sum(b["bufs"][v].nbytes for v in self.inputs),
+                "out": sum(b["bufs"][v].nbytes for v in self.outputs)}
