@@ -289,12 +289,13 @@ class VtaChainRegion:
         return unpack_nchw(L.view(phys))[:L.n, :L.c]
 
     def reference(self, feeds: dict) -> dict:
-        """Every member's numpy execution of the same integers, chained: {value: int8 NCHW}."""
+        """Every member's numpy execution of the same integers, chained: {value: int8 NCHW} of every value
+        the members compute (the outputs and the values that stay in DRAM)."""
         b = self.compile({v: np.shape(feeds[v]) for v in self.inputs})
         vals = dict(feeds)
         for n, m in zip(self.nodes, b["members"]):
             vals[n.outputs[0]] = m.reference([vals[v] for v in n.inputs]).astype(np.int8)
-        return {v: vals[v] for v in self.outputs}
+        return {n.outputs[0]: vals[n.outputs[0]] for n in self.nodes}
 
     def run(self, feeds: dict, engine: str = "cycle"):
         """``({output value: int8 array}, RunResult or None, [per-member (cycles, dram bytes)])``."""
