@@ -1,0 +1,173 @@
+"""Multi-op VTA regions: residual blocks and a reduced ResNet-18 body as one memory image each.
+
+References: the host's quantised add (``host_ops``, float64 as onnxruntime), each region's numpy
+execution of the same integers (``engine="reference"``), the same network with one region per
+convolution and the adds on the host (``region_mode="single"``, which must give the same bytes: the
+VTA add equals the host's add), onnxruntime, and the image's numpy oracle (``check_result``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from compiler.frontend.compare import OrtReference, agreement, output_lsb
+from compiler.frontend.execute import execute
+from compiler.frontend.network import Network
+from compiler.frontend.region_chain import VtaChainRegion
+from sim.engines import check_result, run_engine
+
+# Worst relative error of the network output against onnxruntime (the documented bound of the existing
+# per-layer path: the layers' 1-LSB requantisation differences compound; the adds add none).
+BLOCK_REL_ERR = 0.02
+RESNET_REL_ERR = 0.1
+
+
+def _chains(net) -> list:
+    return list({id(r): r for r in net.regions.values() if isinstance(r, VtaChainRegion)}.values())
+
+
+def _block(kind, tmp_path, fmt="qdq"):
+    from compiler.frontend.models import blocks
+    if kind == "residual":
+        return blocks.residual_block(tmp_path / "res.onnx", c=32, hw=8, format=fmt)
+    return blocks.downsample_block(tmp_path / "down.onnx", cin=32, cout=64, hw=8, format=fmt)
+
+
+def _input(net, seed=11):
+    return np.random.default_rng(seed).random(net.graph.inputs[net.input_name][0], np.float32)
+
+
+def test_qadd_plan_equals_the_host_add_on_every_pair():
+    """The ALU plan against the host's add (host_ops, the float rule onnxruntime uses) on all 2^16
+    int8 pairs, for random scales and zero points; outputs cover the range (not saturated)."""
+    from compiler.frontend.composite import qadd_node
+    from compiler.frontend.host_ops import run_host
+    from compiler.qnn.qadd import plan_qadd
+    rng = np.random.default_rng(3)
+    grid = np.arange(-128, 128)
+    a, b = (v.astype(np.int8) for v in np.meshgrid(grid, grid, indexing="ij"))
+    for _ in range(6):
+        sa, sb = rng.uniform(0.005, 0.1, 2)
+        sy = (sa + sb) * rng.uniform(0.8, 1.6)         # the sum's range spans most of int8
+        za, zb = (int(v) for v in rng.integers(-128, 128, 2))
+        zy = int(rng.integers(-20, 21))
+        act = "relu" if rng.random() < 0.5 else None
+        node = qadd_node("add", "add", "a", "b", "y", sa, za, sb, zb, sy, zy, np.int8, act)
+        host = run_host(node, [a, b])[0].astype(np.int64)
+        lo = zy if act == "relu" else -128
+        plan = plan_qadd(sa, za, sb, zb, sy, zy, lo, 127)
+        assert np.array_equal(plan.apply(a, b), host)
+        assert len(np.unique(host)) >= 40 and np.mean((host > lo) & (host < 127)) > 0.2
+
+
+@pytest.mark.parametrize("kind", ["residual", "downsample"])
+def test_blocks_run_as_one_region_with_the_add_on_vta(kind, cfg, tmp_path):
+    path = _block(kind, tmp_path)
+    net = Network.from_onnx(path, cfg, skip_first_conv=False)
+    (chain,) = _chains(net)
+    ops = [n.op for n in chain.nodes]
+    assert ops.count("qadd") == 1 and ops.count("qconv") == (2 if kind == "residual" else 3)
+    assert all(n.target == "vta" for n in net.graph.nodes if n.op in ("qconv", "qadd"))
+    assert len(chain.inputs) == 1 and len(chain.outputs) == 1     # one pack in, one unpack out
+    x = _input(net)
+    vals = {}
+    y, records = execute(net.graph, net.regions, {net.input_name: x}, engine="cycle", values_out=vals)
+    y = y[net.graph.outputs[0]]
+    # the region against its numpy execution, on the input it got
+    ref = chain.reference({v: vals[v] for v in chain.inputs})
+    out = chain.outputs[0]
+    assert np.array_equal(vals[out], ref[out])
+    assert len(np.unique(vals[out])) > 16                          # not saturated
+    # the same network with the adds on the host: the same bytes
+    single = Network.from_onnx(path, cfg, skip_first_conv=False, region_mode="single")
+    assert not _chains(single) and any(n.op == "qadd" and n.target == "host" for n in single.graph.nodes)
+    y_single, rec_single = single.run(x, engine="cycle")
+    assert np.array_equal(y, y_single)
+    # per-member shares add up to the launch; the image's oracle holds on both engines
+    vta = [r for r in records if r.target == "vta"]
+    assert len(vta) == len(chain.nodes) and all(r.cycles > 0 and r.dram_bytes > 0 for r in vta)
+    feeds = {v: vals[v] for v in chain.inputs}
+    (image,) = chain.images(feeds)
+    res = run_engine("cycle", image)
+    assert sum(r.cycles for r in vta) == res.cycles
+    assert check_result(image, res) == [] and check_result(image, run_engine("functional", image)) == []
+    m = agreement(y, OrtReference(path).run(x), output_lsb(net.graph))
+    assert m["rel_err"] < BLOCK_REL_ERR, m
+
+
+def test_reduced_resnet_body_is_one_region(resnet_small, cfg):
+    """graph_pack's span: from after the max-pool to the global average pool, one image."""
+    net = Network.from_onnx(resnet_small, cfg)
+    (chain,) = _chains(net)
+    ops = [n.op for n in chain.nodes]
+    assert ops.count("qconv") == 19 and ops.count("qadd") == 8
+    prod = net.graph.producers()
+    assert [prod[v].op for v in chain.inputs] == ["MaxPool"]
+    assert [c.op for v in chain.outputs for c in net.graph.consumers()[v]] == ["qgap"]
+    x = _input(net, 5)
+    vals = {}
+    y, records = execute(net.graph, net.regions, {net.input_name: x}, engine="cycle", values_out=vals)
+    y = y[net.graph.outputs[0]]
+    ref = chain.reference({v: vals[v] for v in chain.inputs})
+    assert np.array_equal(vals[chain.outputs[0]], ref[chain.outputs[0]])
+    y_single, _ = Network.from_onnx(resnet_small, cfg, region_mode="single").run(x, engine="cycle")
+    assert np.array_equal(y, y_single)
+    m = agreement(y, OrtReference(resnet_small).run(x), output_lsb(net.graph))
+    assert m["rel_err"] < RESNET_REL_ERR, m
+    edge = chain.edge_bytes({v: vals[v].shape for v in chain.inputs})
+    assert edge["in"] > 0 and edge["out"] > 0
+
+
+def test_saved_region_images_replay_with_check(cfg, tmp_path):
+    """``--save-images`` writes the region's image; ``vtasim run --check`` replays it."""
+    from cli_checks import vtasim
+    path = _block("residual", tmp_path)
+    net = Network.from_onnx(path, cfg, skip_first_conv=False)
+    out = tmp_path / "imgs"
+    net.run(_input(net), engine="functional", save_images=out)
+    dirs = sorted(p for p in out.iterdir() if p.is_dir())
+    assert len(dirs) == 1
+    proc = vtasim("run", dirs[0], "--engine", "cycle", "--check")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
+def test_a_dropped_requant_shift_is_caught(cfg, tmp_path, monkeypatch):
+    """Mutation: the add's final shift one bit short.  plan_qadd refuses it (its all-pairs proof), and a
+    region built with it anyway differs from the host's add."""
+    from compiler.frontend import region_chain
+    from compiler.qnn import RequantError
+    from compiler.qnn import qadd as qadd_mod
+    real_plan = qadd_mod.plan_qadd
+
+    def short_shift(*args):
+        plan = real_plan(*args)
+        plan.stages = [(o, k, lhs, ("imm", rv - 1)) if o == "hs" else (o, k, lhs, (rk, rv))
+                       for o, k, lhs, (rk, rv) in plan.stages]
+        return plan
+    path = _block("residual", tmp_path)
+    net = Network.from_onnx(path, cfg, skip_first_conv=False)
+    add = next(n for n in net.graph.nodes if n.op == "qadd")
+    a = add.attrs
+    grid = np.arange(-128, 128)
+    pa, pb = (v.astype(np.int8) for v in np.meshgrid(grid, grid, indexing="ij"))
+    mutated = short_shift(a["a_scale"], a["a_zp"], a["b_scale"], a["b_zp"], a["y_scale"], a["y_zp"], -128, 127)
+    want = qadd_mod.qadd_float(pa, pb, a["a_scale"], a["a_zp"], a["b_scale"], a["b_zp"], a["y_scale"], a["y_zp"],
+                               -128, 127)
+    assert not np.array_equal(mutated.apply(pa, pb), want)
+    real_stages = qadd_mod._stages
+
+    def short_stages(*args):
+        st, vec, bound = real_stages(*args)
+        return [(o, k, lhs, ("imm", rv - 1)) if o == "hs" else (o, k, lhs, (rk, rv))
+                for o, k, lhs, (rk, rv) in st], vec, bound
+    monkeypatch.setattr(qadd_mod, "_stages", short_stages)     # the all-pairs proof rejects every s1
+    with pytest.raises(RequantError):
+        real_plan(a["a_scale"], a["a_zp"], a["b_scale"], a["b_zp"], a["y_scale"], a["y_zp"], -128, 127)
+    monkeypatch.undo()
+    monkeypatch.setattr(qadd_mod, "plan_qadd", short_shift)
+    bad = Network.from_onnx(path, cfg, skip_first_conv=False)
+    assert region_chain is not None and _chains(bad)
+    x = _input(net)
+    y_bad, _ = bad.run(x, engine="cycle")
+    y_good, _ = Network.from_onnx(path, cfg, skip_first_conv=False, region_mode="single").run(x, engine="cycle")
+    assert not np.array_equal(y_bad, y_good)
