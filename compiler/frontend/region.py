@@ -126,3 +126,24 @@ class VtaRegion:
 
     def image(self, x):
         return self.compile(x.shape, x.dtype).image(self._to_int8(x))
+
+    @property
+    def inputs(self) -> list:
+        """The value names at the region's host edge (the region interface of ``VtaChainRegion``)."""
+        return [self.node.inputs[0]]
+
+    @property
+    def outputs(self) -> list:
+        return [self.node.outputs[0]]
+
+    def images(self, feeds: dict) -> list:
+        """The region's memory images for ``feeds`` ({input value: array}): one."""
+        return [self.image(feeds[self.node.inputs[0]])]
+
+    def edge_bytes(self) -> dict:
+        """Host<->VTA activation bytes per inference of the compiled layer: the packed (padded) input the
+        host writes and the packed output it reads back."""
+        if self.layer is None:
+            raise FrontendError(f"{self.node.where}: edge_bytes before the region was compiled")
+        b = self.layer.built.buffers
+        return {"in": b["data"].nbytes, "out": b[self.layer.output.name].nbytes}

@@ -345,8 +345,11 @@ class VtaChainRegion:
             prev = end
         return out
 
-    def edge_bytes(self, feeds_shapes: dict) -> dict:
-        """Host<->VTA activation bytes per inference: the packed inputs written and the outputs read back."""
-        b = self.compile(feeds_shapes)
+    def edge_bytes(self, feeds_shapes: dict | None = None) -> dict:
+        """Host<->VTA activation bytes per inference: the packed inputs written and the outputs read back
+        (``feeds_shapes`` compiles first; without it the region must have run)."""
+        if feeds_shapes is None and self._built is None:
+            raise FrontendError(f"{self.nodes[0].where}: edge_bytes before the region was compiled")
+        b = self.compile(feeds_shapes) if feeds_shapes is not None else self._built
         return {"in": sum(b["bufs"][v].nbytes for v in self.inputs),
                 "out": sum(b["bufs"][v].nbytes for v in self.outputs)}

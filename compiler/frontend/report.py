@@ -9,7 +9,7 @@ from hw.outfiles import check_out, open_out
 from hw.outfiles import out_dir as make_dir
 from waveforms.plot import LEGEND_OUTSIDE
 
-__all__ = ["layer_table", "write_report", "totals", "roofline_points", "roofline_figure", "REPORT_FILES",
+__all__ = ["edge_bytes", "layer_table", "write_report", "totals", "roofline_points", "roofline_figure", "REPORT_FILES",
            "check_report_dir"]
 
 REPORT_FILES = ("layers.csv", "cycles.png", "utilisation.png", "roofline.png")
@@ -31,6 +31,19 @@ def totals(records) -> dict:
     return {"vta_layers": len(vta), "host_ops": len(records) - len(vta), "cycles": cyc,
             "gemm_util": gemm / cyc if cyc else None, "dram_bytes": sum(r.dram_bytes or 0 for r in vta),
             "vta_macs": sum(r.macs for r in vta), "host_macs": sum(r.macs for r in records if r.target == "host")}
+
+
+def edge_bytes(regions: dict) -> dict:
+    """Host<->VTA activation bytes per inference over the distinct regions of a network that has run:
+    ``{"in": packed inputs written, "out": outputs read back, "regions": count}`` (weights, uops and
+    instructions are the compiled image's, written once, and not counted)."""
+    tot = {"in": 0, "out": 0, "regions": 0}
+    for r in {id(r): r for r in regions.values()}.values():
+        e = r.edge_bytes()
+        tot["in"] += e["in"]
+        tot["out"] += e["out"]
+        tot["regions"] += 1
+    return tot
 
 
 def layer_table(records, only_compute: bool = True) -> str:
