@@ -21,6 +21,12 @@ they agree on all of them (``plan.verified_pairs``): the ALU add is then the hos
 on every input it can ever see.  When no ``s1`` agrees everywhere it raises :class:`RequantError` (the
 add stays on the host).
 
+Most adds do not need the split: a single multiplier pair ``M ~= m 2^s`` (``s`` up to 24, each ``M``
+tried within +-2 of ``round(m 2^s)``) with the zero points, the rounding and ``z_y`` folded into one
+constant, ``y = (A M_a + B M_b + C) >> s``, often equals the float rule on every pair too; the plan
+takes it where the same exhaustive check passes (five ALU stages and the clip sides some pair reaches,
+against seventeen), else the split form.
+
 The plan is a list of ALU stages (``plan.stages``, one SSA form) that :meth:`QAddPlan.apply` runs in
 numpy with int32 wrapping and :mod:`compiler.ops.residual` turns into tensor expressions, so the
 lowered program and its reference read the same list.
@@ -41,6 +47,7 @@ __all__ = ["plan_qadd", "QAddPlan", "qadd_float"]
 _K = 20                                   # bits of the low multiplier halves
 _IMM_MAX = (1 << (ALU_IMM_WIDTH - 1)) - 1
 _INT32_MAX = (1 << 31) - 1
+_NUMPY = {"add": np.add, "mul": np.multiply, "min": np.minimum, "max": np.maximum, "shr": np.right_shift}
 
 
 def qadd_float(a, b, a_scale, a_zp, b_scale, b_zp, y_scale, y_zp, lo, hi, dtype=np.int64) -> np.ndarray:
@@ -65,8 +72,7 @@ class QAddPlan:
         for out, kind, lhs, (rk, rv) in self.stages:
             x = vals[lhs]
             y = np.int64(rv) if rk == "imm" else (np.int64(self.vectors[rv]) if rk == "vec" else vals[rv])
-            r = {"add": lambda: x + y, "mul": lambda: x * y, "min": lambda: np.minimum(x, y),
-                 "max": lambda: np.maximum(x, y), "shr": lambda: x >> y}[kind]()
+            r = _NUMPY[kind](x, y)             # int64: |x|, |y| < 2^31, so even a product is exact
             vals[out] = ((r + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
         return vals[self.stages[-1][0]]
 
@@ -99,8 +105,44 @@ def _stages(za, zb, zy, lo, hi, ma: Fraction, mb: Fraction, s1: int):
     return st, vec, bound
 
 
-def plan_qadd(a_scale, a_zp, b_scale, b_zp, y_scale, y_zp, lo, hi) -> QAddPlan:
-    """The ALU plan of the int8 add (zero points in int8, output range [lo, hi]), verified on all 2^16 pairs."""
+def _clip(st, last, lo, hi, pre):
+    """The clip stages, each side only where some input pair reaches beyond it (``pre``: the values before)."""
+    if pre.max() > hi:
+        st.append(("ymin", "min", last, ("imm", hi)))
+        last = "ymin"
+    if pre.min() < lo:
+        st.append(("ymax", "max", last, ("imm", lo)))
+    return st
+
+
+def _one_multiplier(za, zb, zy, ma_i, mb_i, s):
+    """``y = (A M_a + B M_b + C) >> s`` with the zero points, the rounding and ``z_y`` folded into ``C``."""
+    vec: dict = {}
+    c = (1 << (s - 1)) - za * ma_i - zb * mb_i + (zy << s)
+    st = [("la", "mul", "A", _operand(ma_i, "m_a", vec)), ("lb", "mul", "B", _operand(mb_i, "m_b", vec)),
+          ("l", "add", "la", ("t", "lb")), ("lc", "add", "l", _operand(c, "c", vec)), ("y", "shr", "lc", ("imm", s))]
+    bound = 128 * (abs(ma_i) + abs(mb_i)) + abs(c)
+    return st, vec, bound
+
+
+def _cheap(a, b, want, za, zb, zy, lo, hi, ma: Fraction, mb: Fraction):
+    """The one-multiplier plan, where some multipliers near ``m 2^s`` equal the host on every pair."""
+    for s in range(24, 8, -1):
+        base_a, base_b = round(ma * (1 << s)), round(mb * (1 << s))
+        for da in (0, -1, 1, -2, 2):
+            for db in (0, -1, 1, -2, 2):
+                st, vec, bound = _one_multiplier(za, zb, zy, base_a + da, base_b + db, s)
+                if bound > _INT32_MAX:
+                    continue
+                pre = QAddPlan(st, vec).apply(a, b)
+                if np.array_equal(np.clip(pre, lo, hi), want):
+                    return QAddPlan(_clip(st, "y", lo, hi, pre), vec, s, a.size)
+    return None
+
+
+def plan_qadd(a_scale, a_zp, b_scale, b_zp, y_scale, y_zp, lo, hi, one_multiplier: bool = True) -> QAddPlan:
+    """The ALU plan of the int8 add (zero points in int8, output range [lo, hi]), verified on all 2^16 pairs:
+    the one-multiplier plan where one exists (``one_multiplier``), else the split plan."""
     for what, v in (("a_zp", a_zp), ("b_zp", b_zp), ("y_zp", y_zp), ("lo", lo), ("hi", hi)):
         if not -128 <= int(v) <= 127:
             raise RequantError(f"qadd: {what} = {v} is outside int8 (rule: the VTA add takes int8 operands)")
@@ -108,6 +150,9 @@ def plan_qadd(a_scale, a_zp, b_scale, b_zp, y_scale, y_zp, lo, hi) -> QAddPlan:
     grid = np.arange(-128, 128, dtype=np.int64)
     a, b = np.meshgrid(grid, grid, indexing="ij")
     want = qadd_float(a, b, float(a_scale), int(a_zp), float(b_scale), int(b_zp), float(y_scale), int(y_zp), lo, hi)
+    cheap = _cheap(a, b, want, int(a_zp), int(b_zp), int(y_zp), int(lo), int(hi), ma, mb) if one_multiplier else None
+    if cheap is not None:
+        return cheap
     tried = []
     for s1 in range(30, -1, -1):
         stages, vec, bound = _stages(int(a_zp), int(b_zp), int(y_zp), int(lo), int(hi), ma, mb, s1)

@@ -55,9 +55,26 @@ def test_qadd_plan_equals_the_host_add_on_every_pair():
         node = qadd_node("add", "add", "a", "b", "y", sa, za, sb, zb, sy, zy, np.int8, act)
         host = run_host(node, [a, b])[0].astype(np.int64)
         lo = zy if act == "relu" else -128
-        plan = plan_qadd(sa, za, sb, zb, sy, zy, lo, 127)
-        assert np.array_equal(plan.apply(a, b), host)
+        for one in (True, False):                     # both plan shapes
+            plan = plan_qadd(sa, za, sb, zb, sy, zy, lo, 127, one_multiplier=one)
+            assert np.array_equal(plan.apply(a, b), host)
         assert len(np.unique(host)) >= 40 and np.mean((host > lo) & (host < 127)) > 0.2
+
+
+def test_split_plan_on_the_alu_equals_the_host(cfg):
+    """The seventeen-stage split plan (each input loaded twice) compiled and run on the cycle engine."""
+    from compiler.ops.residual import build_qadd
+    from compiler.qnn.qadd import plan_qadd, qadd_float
+    args = (0.06724012643098831, -8, 0.014712294563651085, -128, 0.0440719909965992, -128, -128, 127)   # a block's add
+    plan = plan_qadd(*args, one_multiplier=False)
+    assert len(plan.stages) > 10
+    layer = build_qadd(cfg, (1, 32, 8, 8), plan)
+    rng = np.random.default_rng(1)
+    a, b = (rng.integers(-128, 128, (1, 32, 8, 8)).astype(np.int8) for _ in range(2))
+    y, _ = layer.run(a, b, engine="cycle")
+    assert np.array_equal(y, qadd_float(a, b, *args)) and len(np.unique(y)) > 64
+    image = layer.image(a, b)
+    assert check_result(image, run_engine("cycle", image)) == []
 
 
 @pytest.mark.parametrize("kind", ["residual", "downsample"])
@@ -131,42 +148,40 @@ def test_saved_region_images_replay_with_check(cfg, tmp_path):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
 
 
+def _short_shift(stages):
+    """The stages with the add's final requantising shift one bit short."""
+    last = max(k for k, st in enumerate(stages) if st[1] == "shr")
+    return [(o, k, lhs, ("imm", rv - 1)) if j == last else (o, k, lhs, (rk, rv))
+            for j, (o, k, lhs, (rk, rv)) in enumerate(stages)]
+
+
 def test_a_dropped_requant_shift_is_caught(cfg, tmp_path, monkeypatch):
-    """Mutation: the add's final shift one bit short.  plan_qadd refuses it (its all-pairs proof), and a
-    region built with it anyway differs from the host's add."""
-    from compiler.frontend import region_chain
+    """Mutation: the add's final shift one bit short.  plan_qadd's all-pairs proof refuses every such
+    plan, and a region built with one anyway differs from the host's add."""
     from compiler.qnn import RequantError
     from compiler.qnn import qadd as qadd_mod
     real_plan = qadd_mod.plan_qadd
 
-    def short_shift(*args):
+    def short_plan(*args):
         plan = real_plan(*args)
-        plan.stages = [(o, k, lhs, ("imm", rv - 1)) if o == "hs" else (o, k, lhs, (rk, rv))
-                       for o, k, lhs, (rk, rv) in plan.stages]
+        plan.stages = _short_shift(plan.stages)
         return plan
     path = _block("residual", tmp_path)
     net = Network.from_onnx(path, cfg, skip_first_conv=False)
-    add = next(n for n in net.graph.nodes if n.op == "qadd")
-    a = add.attrs
+    a = next(n for n in net.graph.nodes if n.op == "qadd").attrs
+    args = (a["a_scale"], a["a_zp"], a["b_scale"], a["b_zp"], a["y_scale"], a["y_zp"], -128, 127)
     grid = np.arange(-128, 128)
     pa, pb = (v.astype(np.int8) for v in np.meshgrid(grid, grid, indexing="ij"))
-    mutated = short_shift(a["a_scale"], a["a_zp"], a["b_scale"], a["b_zp"], a["y_scale"], a["y_zp"], -128, 127)
-    want = qadd_mod.qadd_float(pa, pb, a["a_scale"], a["a_zp"], a["b_scale"], a["b_zp"], a["y_scale"], a["y_zp"],
-                               -128, 127)
-    assert not np.array_equal(mutated.apply(pa, pb), want)
-    real_stages = qadd_mod._stages
-
-    def short_stages(*args):
-        st, vec, bound = real_stages(*args)
-        return [(o, k, lhs, ("imm", rv - 1)) if o == "hs" else (o, k, lhs, (rk, rv))
-                for o, k, lhs, (rk, rv) in st], vec, bound
-    monkeypatch.setattr(qadd_mod, "_stages", short_stages)     # the all-pairs proof rejects every s1
+    assert not np.array_equal(short_plan(*args).apply(pa, pb), qadd_mod.qadd_float(pa, pb, *args))
+    for maker in ("_one_multiplier", "_stages"):          # both plan shapes, each with its shift short
+        real = getattr(qadd_mod, maker)
+        monkeypatch.setattr(qadd_mod, maker, lambda *x, real=real: (_short_shift(real(*x)[0]),) + real(*x)[1:])
     with pytest.raises(RequantError):
-        real_plan(a["a_scale"], a["a_zp"], a["b_scale"], a["b_zp"], a["y_scale"], a["y_zp"], -128, 127)
+        real_plan(*args)
     monkeypatch.undo()
-    monkeypatch.setattr(qadd_mod, "plan_qadd", short_shift)
+    monkeypatch.setattr(qadd_mod, "plan_qadd", short_plan)
     bad = Network.from_onnx(path, cfg, skip_first_conv=False)
-    assert region_chain is not None and _chains(bad)
+    assert _chains(bad)
     x = _input(net)
     y_bad, _ = bad.run(x, engine="cycle")
     y_good, _ = Network.from_onnx(path, cfg, skip_first_conv=False, region_mode="single").run(x, engine="cycle")
