@@ -133,7 +133,10 @@ def group_chains(g: Graph, cfg, regions: dict, knobs=None, requant: str = "auto"
     from compiler.frontend.region_chain import VtaChainRegion, chain_member_problem, check_problem
     for n in g.nodes:
         if n.op == "qadd" and n.target == "host":
-            why = chain_member_problem(n) or check_problem(n)
+            shape = g.shapes.get(n.inputs[0])
+            why = chain_member_problem(n) or (None if shape is not None and len(shape) == 4 else
+                                             f"operand shape {shape} (the VTA add takes NCHW tensors)") or \
+                check_problem(n)
             if why:
                 g.notes.append(f"partition: {n.where}: add on the host: {why}")
             else:
