@@ -216,10 +216,12 @@ class VtaChainRegion:
         members = self._members(shapes)
         lay = self._layouts(shapes, members)
         q = CommandQueue(cfg, name=self.layer_name)
-        bufs = {v: q.alloc_inout(f"t{k}_" + "".join(c if c.isalnum() else "_" for c in v)[:40],
-                                 lay[v].place(cfg, np.zeros((lay[v].nb, lay[v].cb, lay[v].h, lay[v].w, cfg.batch,
-                                                             cfg.block_in), np.int8)))
-                for k, v in enumerate(lay)}
+        bufs = {}
+        for k, v in enumerate(lay):             # the border (zero point) is the initial content
+            alloc = q.alloc_inout if v in self.outputs else q.alloc_input
+            L = lay[v]
+            bufs[v] = alloc(f"t{k}_" + "".join(c if c.isalnum() else "_" for c in v)[:40],
+                            L.place(cfg, np.zeros((L.nb, L.cb, L.h, L.w, cfg.batch, cfg.block_in), np.int8)))
         bounds = []
         for k, (n, m) in enumerate(zip(self.nodes, members)):
             built = m.layer.built

@@ -65,9 +65,10 @@ def layer_table(records, only_compute: bool = True) -> str:
 
 def roofline_points(vta) -> list[tuple[float, float, list[str]]]:
     """``(MACs per DRAM byte, MACs per cycle, layer names)`` per point of the roofline: layers of the
-    same shape land on one point, which is named once with all of them."""
+    same shape land on one point, which is named once with all of them.  Layers without MACs (a
+    residual add on the ALU) have no point."""
     pts: dict[tuple, list[str]] = {}
-    for r in vta:
+    for r in (r for r in vta if r.macs):
         pts.setdefault((r.macs / max(r.dram_bytes or 1, 1), r.macs / r.cycles), []).append(r.name)
     return [(x, y, names) for (x, y), names in pts.items()]
 

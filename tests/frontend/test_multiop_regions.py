@@ -135,6 +135,22 @@ def test_reduced_resnet_body_is_one_region(resnet_small, cfg):
     assert edge["in"] > 0 and edge["out"] > 0
 
 
+def test_report_of_a_region_run(cfg, tmp_path):
+    """The per-layer CSV lists every member; the plots (the roofline skips the MAC-less add) are written."""
+    pytest.importorskip("matplotlib")
+    import csv
+
+    from compiler.frontend.report import write_report
+    path = _block("residual", tmp_path)
+    net = Network.from_onnx(path, cfg, skip_first_conv=False)
+    _, records = net.run(_input(net), engine="cycle")
+    paths = write_report(records, tmp_path / "rep", cfg)
+    assert [p.name for p in paths] == ["layers.csv", "cycles.png", "utilisation.png", "roofline.png"]
+    with open(paths[0], newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["placement"] == "vta"]
+    assert [r["op"] for r in rows] == ["qconv", "qconv", "qadd"] and all(int(r["cycles"]) > 0 for r in rows)
+
+
 def test_saved_region_images_replay_with_check(cfg, tmp_path):
     """``--save-images`` writes the region's image; ``vtasim run --check`` replays it."""
     from cli_checks import vtasim
