@@ -54,13 +54,14 @@ def _estimate_cycles(region: VtaRegion, shape, dtype) -> int:
 
 def partition(g: Graph, cfg, mode: str = "pattern", skip_first_conv: bool = True, threshold: float = 1.0,
               vta_mhz: float = 100.0, host_gmacs: float = 1.0, requant: str = "auto", knobs=None,
-              strict: bool = False, region_mode: str = "multi") -> dict:
+              strict: bool = False, region_mode: str = "multi", fuse_adds: bool = True) -> dict:
     """Set ``node.target`` and return {node name: region} of the offloaded nodes.
 
     ``strict``: every ``qconv``/``qdense`` (but a skipped first conv) must go to VTA; one error lists
     each that cannot and why.  ``region_mode="multi"`` (the default) then groups the VTA convolutions and
     the residual adds between them into multi-op regions (:func:`group_chains`); ``"single"`` keeps one
-    region per convolution and the adds on the host."""
+    region per convolution and the adds on the host; ``fuse_adds`` fuses an add into the epilogue of
+    the convolution whose output it reads (else every add is a kernel of its own)."""
     from compiler.frontend.errors import FrontendError
     refused = []
     from compiler.errors import CompileError
@@ -118,13 +119,13 @@ def partition(g: Graph, cfg, mode: str = "pattern", skip_first_conv: bool = True
     if strict and refused:
         raise FrontendError(f"--strict: {len(refused)} layer(s) cannot run on VTA: " + "; ".join(refused))
     if region_mode == "multi" and mode != "host":
-        regions = group_chains(g, cfg, regions, knobs, requant)
+        regions = group_chains(g, cfg, regions, knobs, requant, fuse_adds)
     g.notes.append(f"partition ({mode}): {len({id(r) for r in regions.values()})} region(s) on VTA, "
                    f"{sum(1 for n in g.nodes if n.target == 'host')} op(s) on the host")
     return regions
 
 
-def group_chains(g: Graph, cfg, regions: dict, knobs=None, requant: str = "auto") -> dict:
+def group_chains(g: Graph, cfg, regions: dict, knobs=None, requant: str = "auto", fuse_adds: bool = True) -> dict:
     """Multi-op regions: the residual adds whose ALU plan equals the host's add join VTA, then every
     connected set of VTA convolutions and adds becomes one :class:`VtaChainRegion` (graph_pack's
     ResNet body: from the first block to the last add).  A set is kept whole only when each of its
@@ -174,7 +175,7 @@ def group_chains(g: Graph, cfg, regions: dict, knobs=None, requant: str = "auto"
                 if n.op == "qadd":
                     n.target = "host"
             continue
-        chain = VtaChainRegion(nodes, g, cfg, knobs=knobs, path=requant)
+        chain = VtaChainRegion(nodes, g, cfg, knobs=knobs, path=requant, fuse=fuse_adds)
         for n in nodes:
             out[n.name] = chain
         g.notes.append(f"partition: multi-op region {chain.layer_name}: {len(nodes)} op(s) "

@@ -86,18 +86,20 @@ class VtaRegion:
         """Raise the requantisation error (if any) without compiling."""
         return self._plan(x_dtype)
 
-    def compile(self, x_shape, x_dtype):
+    def compile(self, x_shape, x_dtype, residual=None, name: str | None = None):
+        """The compiled layer for this input; ``residual`` (a QAddPlan) fuses an add into the epilogue
+        (multi-op regions), ``name`` overrides the layer name."""
         from compiler.ops.quantized import build_qconv, build_qdense
-        key = (tuple(x_shape), np.dtype(x_dtype).str)
+        key = (tuple(x_shape), np.dtype(x_dtype).str, id(residual), name)
         if self.key == key:
             return self.layer
         a = self.node.attrs
         za, plan = self._plan(x_dtype)
-        name = self.layer_name
+        name = name or self.layer_name
         if self.node.op == "qconv":
             self.layer = build_qconv(self.cfg, tuple(x_shape), a["weight"], a["bias"], a["strides"], a["pads"], za,
                                      plan, knobs=self.knobs, name=name, groups=int(a.get("group", 1)),
-                                     dilations=tuple(a.get("dilations", (1, 1))))
+                                     dilations=tuple(a.get("dilations", (1, 1))), residual=residual)
         else:
             self.layer = build_qdense(self.cfg, tuple(x_shape), a["weight"], a["bias"], za, plan,
                                       knobs=self.knobs, name=name)

@@ -92,40 +92,66 @@ class _Add:
     """A ``qadd`` member compiled by :func:`compiler.ops.residual.build_qadd`."""
 
     def __init__(self, node, cfg, shape, name):
+        self.nodes, self.ins, self.out = [node], list(node.inputs), node.outputs[0]
         from compiler.ops.residual import build_qadd
-        from compiler.qnn.qadd import plan_qadd
-        a = node.attrs
-        lo, hi = act_limits(a["act"], a["y_scale"], a["y_zp"], a["y_dtype"])
-        self.plan = plan_qadd(a["a_scale"], a["a_zp"], a["b_scale"], a["b_zp"], a["y_scale"], a["y_zp"], lo, hi)
+        self.plan = _add_plan(node)
         self.layer = build_qadd(cfg, shape, self.plan, name=name)
         self.data_names = ("A", "B")
         self.host_pad = None
 
+    def pads(self, k: int):
+        return (0, 0, 0, 0)
+
     def reference(self, args):
-        return self.layer.reference(*args)
+        return {self.out: self.layer.reference(*args)}
 
     def packed_eval(self, views):
         return self.layer.packed_reference(*views)
 
 
 class _Conv:
-    """A ``qconv`` member: the single-op region's compiled layer."""
+    """A ``qconv`` member: the single-op region's compiled layer; with ``add`` (a ``qadd`` reading this
+    convolution's output and ``other``), the add fused into its epilogue (TVM's ResNet form: the
+    shortcut loaded into the accumulator per tile, no store and reload of the convolution's output)."""
 
-    def __init__(self, node, cfg, shape, name, knobs, path):
+    def __init__(self, node, cfg, shape, name, knobs, path, add=None, other=None):
         from compiler.frontend.region import VtaRegion
         r = VtaRegion(node, cfg, knobs=knobs, path=path)
-        self.layer = r.compile(shape, np.int8)
+        self.nodes, self.ins, self.out = [node], [node.inputs[0]], node.outputs[0]
+        self.residual = None
+        if add is not None:
+            self.residual = _add_plan(add, swap=add.inputs[1] == node.outputs[0])
+            self.nodes, self.ins, self.out = [node, add], [node.inputs[0], other], add.outputs[0]
+        self.layer = r.compile(shape, np.int8, residual=self.residual, name=name)
         self.plan = r.plan
-        self.data_names = ("data",)
+        self.data_names = ("data", "res")[:len(self.ins)]
         g = self.layer.geom
         self.host_pad = tuple(g.pads) if g.host_pad else None
 
+    def pads(self, k: int):
+        return (self.host_pad or (0, 0, 0, 0)) if k == 0 else (0, 0, 0, 0)
+
     def reference(self, args):
-        return self.layer.reference(args[0])
+        y = self.layer.reference(args[0])
+        if self.residual is None:
+            return {self.out: y}
+        return {self.nodes[0].outputs[0]: y, self.out: self.residual.apply(y, args[1]).astype(np.int8)}
 
     def packed_eval(self, views):
         from compiler.reference import evaluate
-        return evaluate(self.layer.output, {**self.layer.consts, "data": views[0]})
+        feed = dict(zip(self.data_names, views))
+        return evaluate(self.layer.output, {**self.layer.consts, **feed})
+
+
+def _add_plan(node, swap: bool = False):
+    """The ALU plan of ``qadd`` ``node`` (operands swapped: the plan's ``A`` is the node's second input)."""
+    from compiler.qnn.qadd import plan_qadd
+    a = node.attrs
+    lo, hi = act_limits(a["act"], a["y_scale"], a["y_zp"], a["y_dtype"])
+    first, second = (a["a_scale"], a["a_zp"]), (a["b_scale"], a["b_zp"])
+    if swap:
+        first, second = second, first
+    return plan_qadd(*first, *second, a["y_scale"], a["y_zp"], lo, hi)
 
 
 def check_problem(node) -> str | None:
@@ -146,8 +172,8 @@ def check_problem(node) -> str | None:
 class VtaChainRegion:
     """The members (graph order), compiled on the first run; see the module docstring."""
 
-    def __init__(self, nodes, g, cfg, knobs=None, path: str = "auto"):
-        self.nodes, self.cfg, self.knobs, self.path = list(nodes), cfg, knobs, path
+    def __init__(self, nodes, g, cfg, knobs=None, path: str = "auto", fuse: bool = True):
+        self.nodes, self.cfg, self.knobs, self.path, self.fuse = list(nodes), cfg, knobs, path, fuse
         made = {o for n in self.nodes for o in n.outputs}
         self.inputs = []
         for n in self.nodes:
@@ -172,30 +198,63 @@ class VtaChainRegion:
         return f"{base}_x{len(self.nodes)}"
 
     # ---- compilation -------------------------------------------------------------------------------
+    def _fusable(self, k: int, made_before: set):
+        """The ``qadd`` member that reads only member ``k``'s (a convolution's) output, with the add's other
+        operand, when that operand exists before member ``k`` runs; else (None, None)."""
+        n = self.nodes[k]
+        users = [m for m in self.nodes if n.outputs[0] in m.inputs]
+        if n.op != "qconv" or len(users) != 1 or users[0].op != "qadd" or n.outputs[0] in self.outputs \
+                or not self.fuse:
+            return None, None
+        add = users[0]
+        other = [v for v in add.inputs if v != n.outputs[0]]
+        if len(other) != 1 or other[0] not in made_before:
+            return None, None
+        return add, other[0]
+
     def _members(self, shapes):
-        out = []
+        from compiler.errors import CompileError
+        from compiler.qnn import QnnError
+        from sim.errors import SimError
+        out, made, fused = [], set(self.inputs), set()
         for k, n in enumerate(self.nodes):
-            name = f"m{k}_" + "".join(c if c.isalnum() else "_" for c in n.name)[:24]
+            if id(n) in fused:
+                continue
+            name = f"m{len(out)}_" + "".join(c if c.isalnum() else "_" for c in n.name)[:24]
             shape = shapes[n.inputs[0]]
-            m = _Conv(n, self.cfg, shape, name, self.knobs, self.path) if n.op == "qconv" else \
-                _Add(n, self.cfg, shape, name)
+            if n.op == "qconv":
+                add, other = self._fusable(k, made)
+                m = None
+                if add is not None:
+                    try:
+                        m = _Conv(n, self.cfg, shape, name, self.knobs, self.path, add, other)
+                        fused.add(id(add))
+                    except (CompileError, QnnError, SimError):   # no fused plan or tiles: kept apart
+                        m = None
+                m = m or _Conv(n, self.cfg, shape, name, self.knobs, self.path)
+            else:
+                m = _Add(n, self.cfg, shape, name)
             out.append(m)
-            y = m.layer.out_shape
-            for o in n.outputs:
-                shapes[o] = tuple(y)
+            y = tuple(m.layer.out_shape)
+            for node in m.nodes:
+                shapes[node.outputs[0]] = y
+                made.add(node.outputs[0])
         return out
 
     def _layouts(self, shapes, members):
         cfg, lay = self.cfg, {}
         need: dict = {}
-        for n, m in zip(self.nodes, members):
+        for m in members:
             if m.host_pad is not None:
-                prev = need.setdefault(n.inputs[0], (m.host_pad, m.layer.za))
+                prev = need.setdefault(m.ins[0], (m.host_pad, m.layer.za))
                 if prev != (m.host_pad, m.layer.za):
-                    raise FrontendError(f"{n.where}: its input is padded {m.host_pad} with {m.layer.za} by this "
+                    raise FrontendError(f"{m.nodes[0].where}: its input is padded {m.host_pad} with {m.layer.za} by this "
                                         f"convolution and {prev[0]} with {prev[1]} by another (rule: one DRAM "
                                         f"layout per tensor in a multi-op region)")
+        live = set(self.inputs) | {m.out for m in members} | {v for m in members for v in m.ins}
         for v, shape in shapes.items():
+            if v not in live:                   # an output fused away: never in DRAM
+                continue
             n, c, h, w = shape
             pads, fill = need.get(v, ((0, 0, 0, 0), 0))
             lay[v] = _Layout(n, c, h, w, -(-n // cfg.batch), -(-c // cfg.block_in), tuple(pads), int(fill))
@@ -223,22 +282,21 @@ class VtaChainRegion:
             bufs[v] = alloc(f"t{k}_" + "".join(c if c.isalnum() else "_" for c in v)[:40],
                             L.place(cfg, np.zeros((L.nb, L.cb, L.h, L.w, cfg.batch, cfg.block_in), np.int8)))
         bounds = []
-        for k, (n, m) in enumerate(zip(self.nodes, members)):
+        for k, m in enumerate(members):
             built = m.layer.built
             mapping = {}
             for arg in built.func.args:
                 if arg.name in m.data_names:
-                    v = n.inputs[m.data_names.index(arg.name)]
-                    mapping[arg.name] = lay[v].window(bufs[v], m.host_pad or (0, 0, 0, 0))
+                    i = m.data_names.index(arg.name)
+                    mapping[arg.name] = lay[m.ins[i]].window(bufs[m.ins[i]], m.pads(i))
                 elif arg.name == m.layer.output.name:
-                    mapping[arg.name] = lay[n.outputs[0]].window(bufs[n.outputs[0]])
+                    mapping[arg.name] = lay[m.out].window(bufs[m.out])
                 else:
-                    arr = m.layer.consts[arg.name]
-                    mapping[arg.name] = q.alloc_input(f"m{k}_{arg.name}", arr)
+                    mapping[arg.name] = q.alloc_input(f"m{k}_{arg.name}", m.layer.consts[arg.name])
             start = q.insn_count
             emit(built.func, KernelProxy(q, k), mapping)
             bounds.append((start, q.insn_count))
-            if k + 1 < len(self.nodes):
+            if k + 1 < len(members):
                 q.kernel_boundary()
         q.synchronize()
         image = q.build()
@@ -261,9 +319,9 @@ class VtaChainRegion:
     def _expected(self, phys: dict, b) -> dict:
         """Every value's physical bytes: the members' tensor expressions in numpy, in order."""
         lay = b["layouts"]
-        for n, m in zip(self.nodes, b["members"]):
-            views = [lay[v].view(phys[v], m.host_pad or (0, 0, 0, 0)) for v in n.inputs]
-            phys[n.outputs[0]] = lay[n.outputs[0]].place(self.cfg, m.packed_eval(views).astype(np.int8))
+        for m in b["members"]:
+            views = [lay[v].view(phys[v], m.pads(i)) for i, v in enumerate(m.ins)]
+            phys[m.out] = lay[m.out].place(self.cfg, m.packed_eval(views).astype(np.int8))
         return phys
 
     def image(self, feeds: dict, expected: bool = True):
@@ -295,8 +353,8 @@ class VtaChainRegion:
         the members compute (the outputs and the values that stay in DRAM)."""
         b = self.compile({v: np.shape(feeds[v]) for v in self.inputs})
         vals = dict(feeds)
-        for n, m in zip(self.nodes, b["members"]):
-            vals[n.outputs[0]] = m.reference([vals[v] for v in n.inputs]).astype(np.int8)
+        for m in b["members"]:
+            vals.update({k: v.astype(np.int8) for k, v in m.reference([vals[v] for v in m.ins]).items()})
         return {n.outputs[0]: vals[n.outputs[0]] for n in self.nodes}
 
     def run(self, feeds: dict, engine: str = "cycle"):
@@ -328,24 +386,32 @@ class VtaChainRegion:
         return out
 
     def shares(self, res) -> list:
-        """``[(cycles, dram bytes)]`` per member: the cycle the member's last instruction retired minus the
-        previous member's (from the retire trace), and its program's DMA bytes."""
-        dma = self.member_dma_bytes()
-        if res is None or res.trace is None or res.cycles is None:
-            return [(None, d) for d in dma]
+        """``[(cycles, dram bytes)]`` per node: for each member, the cycle its last instruction retired minus
+        the previous member's (from the retire trace), and its program's DMA bytes; an add fused into a
+        convolution's epilogue has (0, 0), its work counted in the convolution's row."""
         from bisect import bisect_right
-        ends = [0] * len(self.nodes)
-        starts = [s for s, _ in self._built["bounds"]]
-        for r in res.trace:
-            k = bisect_right(starts, r.program_index) - 1
-            if k >= 0:
-                ends[k] = max(ends[k], r.end_cycle)
-        out, prev = [], 0
-        for k, d in enumerate(dma):
-            end = res.cycles if k == len(dma) - 1 else max(ends[k], prev)
-            out.append((end - prev, d))
-            prev = end
-        return out
+        dma = self.member_dma_bytes()
+        members = self._built["members"]
+        if res is None or res.trace is None or res.cycles is None:
+            per = [(None, d) for d in dma]
+        else:
+            ends = [0] * len(members)
+            starts = [s for s, _ in self._built["bounds"]]
+            for r in res.trace:
+                k = bisect_right(starts, r.program_index) - 1
+                if k >= 0:
+                    ends[k] = max(ends[k], r.end_cycle)
+            per, prev = [], 0
+            for k, d in enumerate(dma):
+                end = res.cycles if k == len(dma) - 1 else max(ends[k], prev)
+                per.append((end - prev, d))
+                prev = end
+        by_node = {}
+        for m, share in zip(members, per):
+            by_node[m.nodes[0].name] = share
+            for n in m.nodes[1:]:
+                by_node[n.name] = (0 if share[0] is not None else None, 0)
+        return [by_node[n.name] for n in self.nodes]
 
     def edge_bytes(self, feeds_shapes: dict | None = None) -> dict:
         """Host<->VTA activation bytes per inference: the packed inputs written and the outputs read back

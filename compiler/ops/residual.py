@@ -24,13 +24,14 @@ from compiler import te
 from compiler.build import build
 from compiler.environment import Environment
 from compiler.errors import CompileError
+from compiler.ops._packed import DMA_LOAD_TAG
 from compiler.ops.layout import pack_channel_const, pack_nchw, unpack_nchw
 from compiler.reference import evaluate
 from compiler.schedule import create_schedule
 from sim.engines import run_engine
 from sim.image import MemoryImage, Segment
 
-__all__ = ["build_qadd", "QAddLayer"]
+__all__ = ["build_qadd", "QAddLayer", "qadd_stages"]
 
 _BINARY = {"add": lambda a, b: a + b, "mul": lambda a, b: a * b, "min": te.min_, "max": te.max_,
            "shr": lambda a, b: a >> b}
@@ -105,25 +106,33 @@ def _stage_fn(op, x, rk, rv, vecs, vals):
     return lambda *i: op(x(*i), other(*i))
 
 
+def qadd_stages(env, shape, plan, sources: dict, vecs: dict, prefix: str = "qa"):
+    """``(loads, stages)``: the plan's stages over ``shape``.  ``sources`` maps ``"A"``/``"B"`` to an int8
+    placeholder (each use loaded into the accumulator by its own LOAD ACC_8BIT, since the ALU updates
+    its operand in place) or to an int32 accumulator tensor (used as it is: once)."""
+    vals, loads, stages = {}, [], []
+    for out, kind, lhs, (rk, rv) in plan.stages:
+        if lhs in sources and sources[lhs].dtype == env.acc_dtype:
+            x = sources[lhs]
+        elif lhs in sources:
+            x = te.compute(shape, _load_fn(sources[lhs], env.acc_dtype), name=f"{lhs}_buf{len(loads)}",
+                           tag=DMA_LOAD_TAG)
+            loads.append(x)
+        else:
+            x = vals[lhs]
+        t = te.compute(shape, _stage_fn(_BINARY[kind], x, rk, rv, vecs, vals), name=f"{prefix}_{out}")
+        vals[out] = t
+        stages.append(t)
+    return loads, stages
+
+
 def qadd_program(env, packed_shape, plan):
     """``(placeholders, output, copies, stages, vectors)``: the plan's stages over ``packed_shape``."""
     a = te.placeholder(packed_shape, env.inp_dtype, "A")
     b = te.placeholder(packed_shape, env.inp_dtype, "B")
     cshape = (1, packed_shape[1], 1, 1, packed_shape[4], packed_shape[5])
     vecs = {v: te.placeholder(cshape, env.acc_dtype, f"vec_{v}") for v in plan.vectors}
-    sources = {"A": a, "B": b}
-    vals, copies, stages = {}, [], []
-    for out, kind, lhs, (rk, rv) in plan.stages:
-        if lhs in sources:        # the ALU updates its operand in place: each use of an input is its own load
-            src = sources[lhs]
-            x = te.compute(packed_shape, _load_fn(src, env.acc_dtype),
-                           name=f"{lhs}_buf{len(copies)}")
-            copies.append(x)
-        else:
-            x = vals[lhs]
-        t = te.compute(packed_shape, _stage_fn(_BINARY[kind], x, rk, rv, vecs, vals), name=f"qa_{out}")
-        vals[out] = t
-        stages.append(t)
+    copies, stages = qadd_stages(env, packed_shape, plan, {"A": a, "B": b}, vecs)
     last = stages[-1]
     result = te.compute(packed_shape, lambda *i: last(*i).astype(env.out_dtype), name="qa_out")
     return [a, b], result, copies, stages, vecs

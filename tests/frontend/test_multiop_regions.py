@@ -77,10 +77,12 @@ def test_split_plan_on_the_alu_equals_the_host(cfg):
     assert check_result(image, run_engine("cycle", image)) == []
 
 
+@pytest.mark.parametrize("fuse", [True, False], ids=["add-fused", "add-kernel"])
 @pytest.mark.parametrize("kind", ["residual", "downsample"])
-def test_blocks_run_as_one_region_with_the_add_on_vta(kind, cfg, tmp_path):
+def test_blocks_run_as_one_region_with_the_add_on_vta(kind, fuse, cfg, tmp_path):
+    """The add fused into the second convolution's epilogue, or a kernel of its own."""
     path = _block(kind, tmp_path)
-    net = Network.from_onnx(path, cfg, skip_first_conv=False)
+    net = Network.from_onnx(path, cfg, skip_first_conv=False, fuse_adds=fuse)
     (chain,) = _chains(net)
     ops = [n.op for n in chain.nodes]
     assert ops.count("qadd") == 1 and ops.count("qconv") == (2 if kind == "residual" else 3)
@@ -102,7 +104,12 @@ def test_blocks_run_as_one_region_with_the_add_on_vta(kind, cfg, tmp_path):
     assert np.array_equal(y, y_single)
     # per-member shares add up to the launch; the image's oracle holds on both engines
     vta = [r for r in records if r.target == "vta"]
-    assert len(vta) == len(chain.nodes) and all(r.cycles > 0 and r.dram_bytes > 0 for r in vta)
+    assert len(vta) == len(chain.nodes)
+    assert all(r.cycles > 0 and r.dram_bytes > 0 for r in vta if r.op == "qconv")
+    add = next(r for r in vta if r.op == "qadd")             # a fused add's work is in its convolution's row
+    assert (add.cycles, add.dram_bytes) == (0, 0) if fuse else add.cycles > 0 and add.dram_bytes > 0
+    kernels = chain.compile({v: vals[v].shape for v in chain.inputs})["members"]
+    assert len(kernels) == len(chain.nodes) - (1 if fuse else 0)
     feeds = {v: vals[v] for v in chain.inputs}
     (image,) = chain.images(feeds)
     res = run_engine("cycle", image)
@@ -148,7 +155,7 @@ def test_report_of_a_region_run(cfg, tmp_path):
     assert [p.name for p in paths] == ["layers.csv", "cycles.png", "utilisation.png", "roofline.png"]
     with open(paths[0], newline="") as f:
         rows = [r for r in csv.DictReader(f) if r["placement"] == "vta"]
-    assert [r["op"] for r in rows] == ["qconv", "qconv", "qadd"] and all(int(r["cycles"]) > 0 for r in rows)
+    assert [r["op"] for r in rows] == ["qconv", "qconv", "qadd"] and all(int(r["cycles"]) > 0 for r in rows[:2])
 
 
 def test_saved_region_images_replay_with_check(cfg, tmp_path):
