@@ -11,9 +11,11 @@ pytest.importorskip("onnxruntime")
 pytestmark = pytest.mark.rtl
 
 
-def test_region_image_identical_on_the_rtl(cfg, tmp_path, verilator_build, same_run):
-    """The residual block's one image on Verilator: the same bytes, retire records and cycles as the
-    cycle engine, and the image's numpy oracle."""
+@pytest.mark.parametrize("fuse", [True, False], ids=["add-fused", "add-kernel"])
+def test_region_image_identical_on_the_rtl(fuse, cfg, tmp_path, verilator_build, same_run):
+    """The residual block's one image on Verilator (the add fused into the second convolution, or a
+    kernel of its own): the same bytes, retire records and cycles as the cycle engine, and the image's
+    numpy oracle."""
     from compiler.frontend.execute import execute
     from compiler.frontend.models import blocks
     from compiler.frontend.network import Network
@@ -21,7 +23,7 @@ def test_region_image_identical_on_the_rtl(cfg, tmp_path, verilator_build, same_
     from sim.cycle import run_image
     from sim.rtl import run_images
     path = blocks.residual_block(tmp_path / "res.onnx", c=16, hw=8)
-    net = Network.from_onnx(path, cfg, skip_first_conv=False)
+    net = Network.from_onnx(path, cfg, skip_first_conv=False, fuse_adds=fuse)
     (chain,) = {id(r): r for r in net.regions.values() if isinstance(r, VtaChainRegion)}.values()
     x = np.random.default_rng(11).random(net.graph.inputs[net.input_name][0], np.float32)
     vals = {}
