@@ -209,3 +209,29 @@ def test_a_dropped_requant_shift_is_caught(cfg, tmp_path, monkeypatch):
     y_bad, _ = bad.run(x, engine="cycle")
     y_good, _ = Network.from_onnx(path, cfg, skip_first_conv=False, region_mode="single").run(x, engine="cycle")
     assert not np.array_equal(y_bad, y_good)
+
+
+def test_a_chain_of_adds_in_one_launch(cfg):
+    """Three adds, each reading the one before (and the region input), as three kernels of one image: each
+    value equals the host's add of the host's values, on both engines."""
+    from compiler.frontend.composite import qadd_node
+    from compiler.frontend.graph import Graph
+    from compiler.frontend.host_ops import run_host
+    shape = (1, 32, 6, 6)
+    nodes = [qadd_node("a0", "a0", "x", "x", "y0", 0.0213, 3, 0.0197, -5, 0.0311, 2, np.int8),
+             qadd_node("a1", "a1", "y0", "x", "y1", 0.0311, 2, 0.0213, 3, 0.0517, -1, np.int8, "relu"),
+             qadd_node("a2", "a2", "y1", "y0", "y2", 0.0517, -1, 0.0311, 2, 0.0613, 0, np.int8)]
+    g = Graph(nodes, {"x": (shape, np.int8)}, ["y2"], {}, shapes={v: shape for v in ("x", "y0", "y1", "y2")})
+    chain = VtaChainRegion(nodes, g, cfg)
+    assert chain.inputs == ["x"] and chain.outputs == ["y2"]
+    x = np.random.default_rng(2).integers(-128, 128, shape).astype(np.int8)
+    host = {"x": x}
+    for n in nodes:
+        host[n.outputs[0]] = run_host(n, [host[v] for v in n.inputs])[0]
+    assert len(np.unique(host["y2"])) > 32
+    for engine in ("functional", "cycle"):
+        outs, res, shares = chain.run({"x": x}, engine=engine)
+        assert np.array_equal(outs["y2"], host["y2"]), engine
+    assert sum(c for c, _ in shares) == res.cycles and all(c > 0 for c, _ in shares)
+    (image,) = chain.images({"x": x})
+    assert check_result(image, run_engine("cycle", image)) == []
