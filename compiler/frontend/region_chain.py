@@ -15,7 +15,8 @@ same integers (``QLayer.reference``, ``QAddPlan.apply``), the oracle of ``engine
 
 The region interface (shared with :class:`compiler.frontend.region.VtaRegion`): ``name``,
 ``layer_name``, ``inputs`` / ``outputs`` (value names at the host edge), ``images(feeds)`` and
-``run(feeds, engine)``; a chain also gives ``nodes`` and ``edge_bytes``.
+``run(feeds, engine)``, ``edge_bytes``; a chain also gives ``nodes`` and ``edge_info`` (the buffer, address,
+packed shape, padding and fill of each edge value: enough to run its image without the compiler).
 """
 
 from __future__ import annotations
@@ -412,6 +413,23 @@ class VtaChainRegion:
             for n in m.nodes[1:]:
                 by_node[n.name] = (0 if share[0] is not None else None, 0)
         return [by_node[n.name] for n in self.nodes]
+
+    def edge_info(self, feeds_shapes: dict | None = None) -> dict:
+        """What a runner needs at the host edge, without the compiler: per input and output value its
+        image buffer (name, byte address, bytes), the logical NCHW shape, the packed physical shape
+        ``(N/b, C/c, H+pads, W+pads, b, c)``, the padding ``(top, left, bottom, right)`` and its fill (the
+        zero point in the border).  Inputs are packed, padded and written at ``addr``; outputs are read
+        there and unpacked (the interior)."""
+        if feeds_shapes is None and self._built is None:
+            raise FrontendError(f"{self.nodes[0].where}: edge_info before the region was compiled")
+        b = self.compile(feeds_shapes) if feeds_shapes is not None else self._built
+        info = {}
+        for role, values in (("input", self.inputs), ("output", self.outputs)):
+            for v in values:
+                L, buf = b["layouts"][v], b["bufs"][v]
+                info[v] = dict(role=role, buffer=buf.name, addr=buf.addr, nbytes=buf.nbytes, shape=(L.n, L.c, L.h, L.w),
+                               packed=L.physical_shape(self.cfg), pads=L.pads, fill=L.fill)
+        return info
 
     def edge_bytes(self, feeds_shapes: dict | None = None) -> dict:
         """Host<->VTA activation bytes per inference: the packed inputs written and the outputs read back

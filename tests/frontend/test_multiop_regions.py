@@ -139,7 +139,25 @@ def test_reduced_resnet_body_is_one_region(resnet_small, cfg):
     m = agreement(y, OrtReference(resnet_small).run(x), output_lsb(net.graph))
     assert m["rel_err"] < RESNET_REL_ERR, m
     edge = chain.edge_bytes({v: vals[v].shape for v in chain.inputs})
-    assert edge["in"] > 0 and edge["out"] > 0
+    info = chain.edge_info()
+    assert edge["in"] == sum(e["nbytes"] for e in info.values() if e["role"] == "input") > 0
+    assert edge["out"] == sum(e["nbytes"] for e in info.values() if e["role"] == "output") > 0
+    # the edge info alone packs the input into the image and reads the output back
+    from compiler.ops.layout import pack_nchw, unpack_nchw
+    from sim.image import MemoryImage, Segment
+    (image,) = chain.images({v: vals[v] for v in chain.inputs})
+    (e_in,) = (e for e in info.values() if e["role"] == "input")
+    (out_v, e_out), = ((v, e) for v, e in info.items() if e["role"] == "output")
+    t, left, _, _ = e_in["pads"]
+    phys = np.full(e_in["packed"], e_in["fill"], np.int8)
+    xv = vals[chain.inputs[0]]
+    phys[:, :, t:t + xv.shape[2], left:left + xv.shape[3]] = pack_nchw(xv, cfg.batch, cfg.block_in)
+    segs = [Segment(s.addr, phys.tobytes()) if s.addr == e_in["addr"] else s for s in image.segments]
+    res = run_engine("cycle", MemoryImage(image.cfg, image.insn_addr, image.insn_count, segs, image.outputs, {}))
+    raw = np.frombuffer(res.outputs[e_out["buffer"]], np.int8).reshape(e_out["packed"])
+    t, left, _, _ = e_out["pads"]
+    got = unpack_nchw(raw[:, :, t:t + e_out["shape"][2], left:left + e_out["shape"][3]])
+    assert np.array_equal(got, vals[out_v])
 
 
 def test_report_of_a_region_run(cfg, tmp_path):
