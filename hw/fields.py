@@ -9,7 +9,7 @@ packed LSB-first and a field that would straddle bit 64 starts at bit 64 (the C 
 from __future__ import annotations
 
 __all__ = ["LOOP_ITER_WIDTH", "MEMOP_SRAM_ADDR_WIDTH", "ALU_IMM_WIDTH", "UOP_BITS", "INSN_BYTES", "HEADER",
-           "pack", "field_specs", "check_isa_fit"]
+           "id_bits", "pack", "field_specs", "check_isa_fit"]
 
 # ISA field widths that do not depend on the config (hardware spec 2.2).
 LOOP_ITER_WIDTH = 14
@@ -19,6 +19,11 @@ UOP_BITS = 32
 INSN_BYTES = 16
 
 HEADER = (("opcode", 3), ("pop_prev", 1), ("pop_next", 1), ("push_prev", 1), ("push_next", 1))
+
+
+def id_bits(legacy: bool) -> int:
+    """Width of the memory_type and alu_opcode fields: 2 in HW_VER 0.0.1 (hardware spec 2.9), else 3."""
+    return 2 if legacy else 3
 
 
 def pack(spec, total=128):
@@ -38,8 +43,8 @@ def pack(spec, total=128):
 def field_specs(cfg):
     """``({kind: ((field, width), ...)}, uop spec)`` in packing order for a config."""
     U, A, I, W = cfg.log_uop_depth, cfg.log_acc_depth, cfg.log_inp_depth, cfg.log_wgt_depth
-    id_bits = 2 if cfg.legacy_isa else 3
-    mem = HEADER + (("memory_type", id_bits), ("sram_base", MEMOP_SRAM_ADDR_WIDTH), ("dram_base", 32),
+    ids = id_bits(cfg.legacy_isa)
+    mem = HEADER + (("memory_type", ids), ("sram_base", MEMOP_SRAM_ADDR_WIDTH), ("dram_base", 32),
                     ("y_size", 16), ("x_size", 16), ("x_stride", 16),
                     ("y_pad_0", 4), ("y_pad_1", 4), ("x_pad_0", 4), ("x_pad_1", 4))
     loop = (("reset_reg", 1), ("uop_bgn", U), ("uop_end", U + 1),
@@ -47,7 +52,7 @@ def field_specs(cfg):
     gemm = HEADER + loop + (("dst_factor_out", A), ("dst_factor_in", A), ("src_factor_out", I),
                             ("src_factor_in", I), ("wgt_factor_out", W), ("wgt_factor_in", W))
     alu = HEADER + loop + (("dst_factor_out", A), ("dst_factor_in", A), ("src_factor_out", A),
-                           ("src_factor_in", A), ("alu_opcode", id_bits), ("use_imm", 1),
+                           ("src_factor_in", A), ("alu_opcode", ids), ("use_imm", 1),
                            ("imm", ALU_IMM_WIDTH))
     uop = (("dst_idx", A), ("src_idx", max(A, I)), ("wgt_idx", W))
     return {"mem": mem, "gemm": gemm, "alu": alu, "finish": HEADER}, uop

@@ -22,6 +22,7 @@ from dataclasses import dataclass, fields, asdict
 
 import numpy as np
 
+from hw.alu import ALU_ADD, ALU_MAX, ALU_MIN, ALU_MUL, ALU_NAMES, ALU_SHR
 from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_OUT, MEM_UOP, MEM_WGT, VTAConfig
 from hw.fields import INSN_BYTES, check_isa_fit, field_specs, pack
 
@@ -37,8 +38,7 @@ __all__ = [
 
 OP_LOAD, OP_STORE, OP_GEMM, OP_FINISH, OP_ALU = 0, 1, 2, 3, 4
 OPCODE_NAMES = {OP_LOAD: "LOAD", OP_STORE: "STORE", OP_GEMM: "GEMM", OP_FINISH: "FINISH", OP_ALU: "ALU"}
-ALU_MIN, ALU_MAX, ALU_ADD, ALU_SHR, ALU_MUL = 0, 1, 2, 3, 4
-ALU_NAMES = {ALU_MIN: "min", ALU_MAX: "max", ALU_ADD: "add", ALU_SHR: "shr", ALU_MUL: "mul"}
+# the ALU opcodes and names are rows of the table in hw.alu (re-exported here for the ISA's users)
 MODULE_LOAD, MODULE_COMPUTE, MODULE_STORE = 0, 1, 2
 MODULE_NAMES = ("load", "compute", "store")
 # Dependency token queues and which flag of which module pops / pushes each (hardware spec 4.2):

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from hw.config import (ConfigError, MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_UOP, MEM_WGT,
                        VTAConfig)
-from hw.isa import (ALU_ADD, ALU_MAX, ALU_MIN, ALU_MUL, ALU_SHR, OP_ALU, OP_FINISH, OP_GEMM,
-                    OP_LOAD, OP_STORE, layout, store_mem_type)
+from hw.alu import ops_for
+from hw.isa import OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, layout, store_mem_type
 
 __all__ = ["HEADER_NAME", "DEFAULT_TB_DRAM_BYTES", "header_defines", "header_text", "write_header",
            "check_rtl_supported"]
@@ -78,8 +78,10 @@ def header_defines(cfg: VTAConfig, tb_dram_bytes: int = DEFAULT_TB_DRAM_BYTES) -
         "MEM_UOP": MEM_UOP, "MEM_WGT": MEM_WGT, "MEM_INP": MEM_INP, "MEM_ACC": MEM_ACC,
         # the code a STORE's memory_type field holds: OUT (4) cut to the field's width (0 in HW_VER 0.0.1)
         "MEM_OUT": store_mem_type(cfg), "MEM_ACC_8BIT": MEM_ACC_8BIT,
-        "ALU_MIN": ALU_MIN, "ALU_MAX": ALU_MAX, "ALU_ADD": ALU_ADD, "ALU_SHR": ALU_SHR,
-        "ALU_MUL": ALU_MUL,
+        # one define per row of hw.alu this HW_VER has, and the set of them as a bit mask (bit c set
+        # for opcode c): vta_fetch rejects any other opcode as an undecodable instruction
+        **{f"ALU_{op.name}": op.opcode for op in ops_for(cfg.HW_VER)},
+        "ALU_LEGAL_MASK": sum(1 << op.opcode for op in ops_for(cfg.HW_VER)),
         "LEGACY_ISA": int(cfg.legacy_isa),
         "INSN_BITS": 128, "LOG_INSN_BYTES": 4,
         "HDR_BITS": sum(w for _, w in layout(cfg).finish.values()),

@@ -11,9 +11,10 @@ whose uops read rows earlier uops wrote runs uop by uop in a small compiled loop
 
 Rules for the cases fsim leaves undefined (README "Semantics and timing", identical in every engine):
 
-* SHR by a signed 32-bit amount y: ``0 <= y < 32`` arithmetic right shift; ``y >= 32`` gives
-  ``x >> 31``; ``-32 < y < 0`` left shift by ``-y`` keeping the low 32 bits; ``y <= -32`` gives 0.
-* MUL keeps the low 32 bits; ADD wraps; MIN/MAX are signed.
+* ALU operations are the rows of :mod:`hw.alu` (their numpy rules, and the closed forms of repeated
+  immediates).  SHR by a signed 32-bit amount y: ``0 <= y < 32`` arithmetic right shift; ``y >= 32``
+  gives ``x >> 31``; ``-32 < y < 0`` left shift by ``-y`` keeping the low 32 bits; ``y <= -32`` gives 0.
+  MUL keeps the low 32 bits; ADD wraps; MIN/MAX are signed.
 * ``iter_out == 0``, ``iter_in == 0`` or an empty uop range: no-op, counters add 0.
 * A GEMM/ALU index (uop index + loop offsets) at or beyond its buffer depth: ProgramError naming
   the instruction, the index (dst/src/wgt), its value and the depth.  Nothing wraps.
@@ -38,8 +39,11 @@ import time
 import numpy as np
 from numba import njit
 
+from sim.cycle import jitcache  # noqa: F401  (the cache stamp of _alu_sequential covers hw/alu.py)
+
 from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_UOP, MEM_WGT
-from hw.isa import (ALU_ADD, ALU_MAX, ALU_MIN, ALU_MUL, ALU_SHR, MODULE_COMPUTE, MODULE_LOAD, MODULE_NAMES,
+from hw.alu import ALU_ADD, ALU_MAX, ALU_MIN, ALU_MUL, ALU_SHR, by_opcode
+from hw.isa import (MODULE_COMPUTE, MODULE_LOAD, MODULE_NAMES,
                     MODULE_STORE, OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, TOKEN_POPS, TOKEN_PUSHES,
                     TOKEN_QUEUES, decode_uops)
 from sim.errors import DeadlockError, ProgramError, RunError, TokenOverflowError
@@ -52,41 +56,13 @@ _CHUNK = 1 << 14          # uops per vectorised loop-nest step: bounds temporary
 
 
 def alu_apply(op: int, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """One ALU operation on int32 lanes (the documented rules above); returns int32."""
-    x = x.astype(np.int64)
-    y = y.astype(np.int64)
-    if op == ALU_MIN:
-        r = np.minimum(x, y)
-    elif op == ALU_MAX:
-        r = np.maximum(x, y)
-    elif op == ALU_ADD:
-        r = x + y
-    elif op == ALU_MUL:
-        r = x * y
-    elif op == ALU_SHR:
-        right = x >> np.clip(y, 0, 31)
-        left = x << np.clip(-y, 0, 31)
-        r = np.where(y >= 0, right, np.where(y > -32, left, 0))
-    else:
-        raise ValueError(f"alu opcode {op}")
-    return (r & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
+    """One ALU operation on int32 lanes: the vector rule of ``op``'s row in :mod:`hw.alu`; returns int32."""
+    return by_opcode(op).apply(x, y)
 
 
 def alu_imm_repeated(op: int, x: np.ndarray, imm: int, k: int) -> np.ndarray:
-    """``alu_apply(op, ., imm)`` applied ``k >= 1`` times, computed in one step (same rules)."""
-    if op in (ALU_MIN, ALU_MAX) or k == 1:             # MIN/MAX with a constant are idempotent
-        y = imm
-    elif op == ALU_ADD:
-        y = k * imm                                    # wraps mod 2^32 as k single additions do
-    elif op == ALU_MUL:
-        y = pow(imm, k, 1 << 32)                       # low 32 bits of imm^k
-    elif imm >= 32 or imm == 0:                        # SHR: x >> 31 and x >> 0 are fixed points
-        y = imm
-    elif imm > 0:
-        y = min(k * imm, 31)                           # arithmetic shifts add up, saturating at 31
-    else:
-        y = -min(-k * imm, 32)                         # left shifts add up; 32 or more leaves 0
-    return alu_apply(op, x, np.int64(y))
+    """``alu_apply(op, ., imm)`` applied ``k >= 1`` times, in one step by the row's closed form."""
+    return by_opcode(op).apply_imm_repeated(x, imm, k)
 
 
 @njit(cache=True)
@@ -102,18 +78,26 @@ def _alu_sequential(acc, op, dst, src, iter_out, iter_in, dfo, dfi, sfo, sfi):
                 for ln in range(lanes):
                     x = np.int64(acc[d, ln])
                     y = np.int64(acc[s, ln])
-                    if op == ALU_ADD or op == ALU_MUL:
-                        r = x + y if op == ALU_ADD else x * y
-                    elif op == ALU_MIN or op == ALU_MAX:
-                        r = x if (x < y) == (op == ALU_MIN) else y
-                    elif y >= 32:
-                        r = x >> 31
-                    elif y >= 0:
-                        r = x >> y
-                    elif y > -32:
-                        r = x << (-y)
+                    # one branch per row of hw.alu (test_alu_conformance checks that each has one)
+                    if op == ALU_ADD:
+                        r = x + y
+                    elif op == ALU_MUL:
+                        r = x * y
+                    elif op == ALU_MIN:
+                        r = min(x, y)
+                    elif op == ALU_MAX:
+                        r = max(x, y)
+                    elif op == ALU_SHR:
+                        if y >= 32:
+                            r = x >> 31
+                        elif y >= 0:
+                            r = x >> y
+                        elif y > -32:
+                            r = x << (-y)
+                        else:
+                            r = 0
                     else:
-                        r = 0
+                        raise ValueError("ALU opcode outside hw.alu (sim.program rejects it at decode)")
                     r &= 0xFFFFFFFF
                     acc[d, ln] = r - (1 << 32) if r >= (1 << 31) else r
 

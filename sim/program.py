@@ -10,7 +10,8 @@ value and the rule.  The rules:
 * memory type valid for the opcode: LOAD takes UOP, WGT, INP, ACC, ACC_8BIT; STORE takes OUT (a
   STORE with ``x_size == 0`` is a NOP and may carry any type - the runtime's NOP-STORE uses UOP;
   under HW_VER 0.0.1 OUT reads as 0, see :func:`hw.isa.store_mem_type`);
-* ALU opcode is MIN, MAX, ADD, SHR or MUL;
+* ALU opcode is a row of :data:`hw.alu.ALU_OPS` that the config's HW_VER has, and an immediate lies in
+  that row's ``imm_range`` (message :func:`hw.alu.unknown_opcode_message`, the same on every engine);
 * STORE pads are 0;
 * a load-module instruction (LOAD INP/WGT) has no prev flags, a STORE has no next flags;
 * FINISH appears exactly once, as the last instruction;
@@ -29,9 +30,10 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from hw.alu import ops_for, unknown_opcode_message
 from hw.config import MEM_NAMES, VTAConfig
 from hw.isa import module_array  # noqa: F401  (re-exported: part of this module's API)
-from hw.isa import (ALU_NAMES, INSN_BYTES, INSN_FIELDS, LOAD_MEM_TYPES, MODULE_LOAD, OP_ALU, OP_FINISH, OP_GEMM,
+from hw.isa import (INSN_BYTES, INSN_FIELDS, LOAD_MEM_TYPES, MODULE_LOAD, OP_ALU, OP_FINISH, OP_GEMM,
                     OP_LOAD, OP_STORE, OPCODE_NAMES, SIGNED_FIELDS, Insn, IsaError, decode_fields, layout,
                     store_mem_type)
 from sim.errors import ProgramError
@@ -232,9 +234,15 @@ def _block_problems(cfg: VTAConfig, f: dict, dram_size: int, offset: int) -> lis
     out_type = store_mem_type(cfg)
     rule(is_store & (x > 0) & (mt != out_type), "memory_type",
          lambda i: f"STORE field memory_type = {mt[i]} must be {out_type} OUT")
-    rule((op == OP_ALU) & ~np.isin(f["alu_opcode"], list(ALU_NAMES)), "alu_opcode",
-         lambda i: f"field alu_opcode = {f['alu_opcode'][i]} is not an ALU opcode "
-                   f"({', '.join(f'{k} {v}' for k, v in ALU_NAMES.items())})")
+    is_alu, aop = op == OP_ALU, f["alu_opcode"]
+    alu_ops = ops_for(cfg.HW_VER)
+    rule(is_alu & ~np.isin(aop, [a.opcode for a in alu_ops]), "alu_opcode",
+         lambda i: unknown_opcode_message(int(aop[i]), cfg.HW_VER))
+    for a in alu_ops:
+        lo, hi = a.imm_range
+        rule(is_alu & (aop == a.opcode) & (f["use_imm"] != 0) & ((f["imm"] < lo) | (f["imm"] > hi)), "imm",
+             lambda i, a=a, lo=lo, hi=hi: f"ALU {a.name} field imm = {f['imm'][i]} is outside its range "
+                                          f"[{lo}, {hi}]")
     for pad in ("y_pad_0", "y_pad_1", "x_pad_0", "x_pad_1"):
         rule(is_store & (x > 0) & (f[pad] != 0), pad,
              lambda i, pad=pad: f"STORE field {pad} = {f[pad][i]} must be 0 (stores cannot pad)")

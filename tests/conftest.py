@@ -1,5 +1,8 @@
 """Fixtures every test directory shares: how two runs of one image are held equal.
 
+``verilator_build``: the Verilator build of the default config, once per session (the build cache of
+:mod:`sim.rtl.runner` shares it with later sessions and pytest-xdist workers).
+
 ``same_run(image, expected, actual, timing=True)`` (:func:`engine_checks.same_run`) asserts identical
 DRAM, outputs, counters and leftover tokens, the image's numpy reference outputs, and (with
 ``timing``) identical retire records and cycle counts.  Configs by
@@ -16,3 +19,10 @@ from engine_checks import same_run as _same_run
 @pytest.fixture(scope="session")
 def same_run():
     return _same_run
+
+
+@pytest.fixture(scope="session")
+def verilator_build():
+    from hw.config import load_config
+    from sim.rtl.runner import get_build
+    return get_build(load_config(), "verilator")

@@ -11,44 +11,48 @@ step               meaning                                      ALU
 ``("mul", c)``     ``x * c`` / ``x * B``                        MUL
 ``("min", c)``     ``min(x, c)`` / ``min(x, B)``                MIN
 ``("max", c)``     ``max(x, c)`` / ``max(x, B)``                MAX
-``("shr", c)``     ``x >> c``                                   SHR
+``("shr", c)``     ``x >> c`` / ``x >> B``                      SHR
 ``("shl", c)``     ``x << c``: SHR by ``-c``                    SHR
 ``("relu",)``      ``max(x, 0)``                                MAX
 ``("clip", lo, hi)`` ``max(min(x, hi), lo)``: two stages          MIN, MAX
 =================  ===========================================  ======================
 
-The vector operand ``B`` is a second int32 input of the same shape.  ``vector_add`` is the
+The steps that name an ALU operation are the rows of :mod:`hw.alu` (its mnemonic; the stage is the
+row's IR operator, which ``inject_alu`` maps back to the row's opcode); ``sub``, ``shl``, ``relu`` and
+``clip`` are derived.  The vector operand ``B`` is a second int32 input of the same shape.  ``vector_add`` is the
 tutorial of spec 3.2 (``C = int8(A + B)``).  The schedule tiles the vector by ``tile`` elements
 (default: the largest divisor of ``m`` whose buffers fit the accumulator).
 """
 
 from __future__ import annotations
 
-from compiler import te
+from compiler import ir, te
 from compiler.errors import CompileError
 from compiler.schedule import create_schedule
+from hw.alu import ALU_OPS
 
-__all__ = ["alu_chain", "vector_add", "ALU_STEPS"]
+__all__ = ["alu_chain", "vector_add", "alu_expr", "ALU_STEPS"]
 
-ALU_STEPS = ("add", "sub", "mul", "min", "max", "shr", "shl", "relu", "clip")
+# one step per row of hw.alu (its mnemonic; the stage is the row's IR operator), then the derived ones
+_TABLE_STEPS = {op.mnemonic: op for op in ALU_OPS}
+ALU_STEPS = tuple(_TABLE_STEPS) + ("sub", "shl", "relu", "clip")
+
+
+def alu_expr(kind: str, a, b):
+    """The DSL expression of one ALU step on two operands: ``kind`` a row's mnemonic (its IR operator)
+    or ``"shl"`` (``a << b``, which inject_alu lowers to SHR by ``-b``)."""
+    if kind in _TABLE_STEPS:
+        return ir.BinOp(_TABLE_STEPS[kind].symbol, te.const(a), te.const(b))
+    if kind == "shl":
+        return te.const(a) << b
+    raise CompileError(f"alu step {kind!r} is not one of {', '.join(ALU_STEPS)}")
 
 
 def _apply(env, kind, x, operand, shape, name):
     imm = not isinstance(operand, te.Tensor)
     rhs = (lambda *i: operand) if imm else (lambda *i: operand(*i))
-    if kind == "add":
-        return te.compute(shape, lambda *i: x(*i) + rhs(*i), name=name)
-    if kind == "mul":
-        return te.compute(shape, lambda *i: x(*i) * rhs(*i), name=name)
-    if kind == "min":
-        return te.compute(shape, lambda *i: te.min_(x(*i), rhs(*i)), name=name)
-    if kind == "max":
-        return te.compute(shape, lambda *i: te.max_(x(*i), rhs(*i)), name=name)
-    if kind == "shr":
-        return te.compute(shape, lambda *i: x(*i) >> operand, name=name)
-    if kind == "shl":
-        return te.compute(shape, lambda *i: x(*i) << operand, name=name)
-    raise CompileError(f"alu step {kind!r} is not one of {', '.join(ALU_STEPS)}")
+    alu_expr(kind, 0, 0)                    # an unknown kind fails here, before any stage is made
+    return te.compute(shape, lambda *i: alu_expr(kind, x(*i), rhs(*i)), name=name)
 
 
 def alu_chain(env, m: int, steps):

@@ -32,6 +32,7 @@ What the compiled program computes, per output channel ``o`` (weights symmetric,
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -41,6 +42,7 @@ from compiler.build import build
 from compiler.environment import Environment
 from compiler.errors import CompileError
 from compiler.knobs import check_knobs, fallback_knobs, fitting_knobs, tophub_knobs
+from compiler.ops.alu import alu_expr
 from compiler.ops.conv2d import conv2d_packed, schedule_conv2d_packed
 from compiler.ops.conv_family import bias_shape
 from compiler.ops.group_conv2d import ROLES as GROUP_ROLES
@@ -246,14 +248,10 @@ def _knob_workload(name, g: _Geometry, hw=None, vta_pad=(0, 0)):
 
 _PLAIN_ROLES = "bcyxBC"          # conv2d_packed's output axes (compiler.ops.conv_family names)
 
-_BINARY = {"add": lambda a, b: a + b, "mul": lambda a, b: a * b, "min": te.min_, "max": te.max_,
-           "shr": lambda a, b: a >> b, "shl": lambda a, b: a << b}
-
-
 def _stage(prev, kind, operand, vecs, n, roles):
     """One elementwise stage ``prev <kind> operand`` (an immediate, or a per-channel vector, read at
     the output's channel axes ``g c B C`` of ``roles`` and index 0 elsewhere)."""
-    op = _BINARY[kind]
+    op = functools.partial(alu_expr, kind)
     if isinstance(operand, str):
         v = vecs[operand]
         keep = [r in "gcBC" for r in roles]

@@ -2,11 +2,12 @@
 
 The perfect nest under the pragma ends in one ``Store(D, idx, value)``:
 
-* opcode from ``value``: ``+`` ADD, ``*`` MUL, ``min`` MIN, ``max`` MAX, ``>>`` SHR,
+* opcode from ``value``: the row of :mod:`hw.alu` whose ``symbol`` is the operator (``+`` ADD, ``*``
+  MUL, ``min`` MIN, ``max`` MAX, ``>>`` SHR), among the rows the config's HW_VER has; derived forms:
   ``<< c`` SHR by ``-c``, ``x - c`` ADD of ``-c`` (there is no SUB), a bare load or cast SHR by 0
   (a copy);
-* immediate mode when one operand is an integer (16-bit signed): the other operand must be ``D``
-  itself at the same position (in place, storage_rewrite arranged it);
+* immediate mode when one operand is an integer (inside the row's ``imm_range``): the other operand
+  must be ``D`` itself at the same position (in place, storage_rewrite arranged it);
 * vector mode when both are loads from the accumulator: one of them must be in place, the other
   is the source (a broadcast source simply has coefficient 0 on the loops it ignores);
 * coefficients by ``linear``: the innermost loop is the BLOCK_OUT lanes (coefficient 1), with
@@ -22,13 +23,13 @@ from __future__ import annotations
 from compiler import ir
 from compiler.errors import CompileError
 from compiler.passes._util import access_ptr, loop_nest, rewrite_attrs, storage_of
-from hw.isa import ALU_ADD, ALU_MAX, ALU_MIN, ALU_MUL, ALU_SHR
+from hw.alu import ALU_ADD, ALU_OPS, ALU_SHR, IMM_MAX, IMM_MIN, by_opcode, ops_for
+from hw.fields import ALU_IMM_WIDTH
 
 __all__ = ["inject_alu"]
 
 PASS = "inject_alu"
-IMM_BITS = 16                               # ALU immediate field (spec 1.4)
-_OPS = {"+": ALU_ADD, "*": ALU_MUL, "min": ALU_MIN, "max": ALU_MAX, ">>": ALU_SHR}
+_OPS = {op.symbol: op.opcode for op in ALU_OPS}        # IR operator -> ALU opcode (hw.alu)
 
 
 def inject_alu(body, cfg):
@@ -39,10 +40,12 @@ def _fail(name, msg):
     raise CompileError(PASS, f"`{name}`: {msg}")
 
 
-def _imm(value, name):
-    lo, hi = -(1 << (IMM_BITS - 1)), (1 << (IMM_BITS - 1)) - 1
+def _imm(value, opcode, name):
+    row = by_opcode(opcode)
+    lo, hi = row.imm_range
     if not lo <= value <= hi:
-        raise CompileError(PASS, f"immediate {value} out of the {IMM_BITS}-bit range (`{name}`)")
+        what = (f"{ALU_IMM_WIDTH}-bit range" if (lo, hi) == (IMM_MIN, IMM_MAX) else f"{row.name} range [{lo}, {hi}]")
+        raise CompileError(PASS, f"immediate {value} out of the {what} (`{name}`)")
     return value
 
 
@@ -70,8 +73,8 @@ def _decode(value, name):
         _fail(name, "a left shift by a tensor has no ALU opcode")
     if v.op not in _OPS:
         _fail(name, f"operator {v.op!r} has no ALU opcode")
-    if isinstance(a, ir.IntImm) and v.op != ">>":
-        a, b = b, a                         # commutative: the immediate goes right
+    if isinstance(a, ir.IntImm) and by_opcode(_OPS[v.op]).commutes:
+        a, b = b, a                         # the immediate goes right
     return _OPS[v.op], a, (b.value if isinstance(b, ir.IntImm) else b)
 
 
@@ -90,6 +93,8 @@ def _lower_alu(stmt, cfg):
     vars_ = [v for v, _ in loops]
     extents = [e for _, e in loops]
     opcode, lhs, rhs = _decode(store.value, name)
+    if opcode not in [op.opcode for op in ops_for(cfg.HW_VER)]:
+        _fail(name, f"ALU {by_opcode(opcode).name} does not exist in HW_VER {cfg.HW_VER}")
     operands = [lhs] + ([rhs] if isinstance(rhs, ir.Expr) else [])
     for op in operands:
         if not isinstance(op, ir.Load):
@@ -109,7 +114,7 @@ def _lower_alu(stmt, cfg):
         return co == d_co and isinstance(diff, ir.IntImm) and diff.value == 0
 
     if isinstance(rhs, int):
-        use_imm, imm = 1, _imm(rhs, name)
+        use_imm, imm = 1, _imm(rhs, opcode, name)
         if not in_place(lhs):
             _fail(name, f"immediate op on `{lhs.buffer.name}` is not in place (the ALU writes its "
                         f"operand: storage_rewrite could not put `{name}` over it)")

@@ -58,6 +58,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from hw.alu import ALU_OPS
 from hw.fields import ALU_IMM_WIDTH
 from compiler.qnn.errors import RequantError, check_zero_point, is_power_of_two
 from compiler.qnn.fixed_point import fixed_point_multiplier, multiply_shift
@@ -67,6 +68,7 @@ __all__ = ["plan_requant", "RequantPlan", "alu_steps_int32", "REQUANT_PATHS"]
 REQUANT_PATHS = ("auto", "shift", "fixed")
 MUL_VECTOR = "requant_mul"
 _MAX_SHIFT = 31                     # one SHR immediate; longer shifts are chained
+_ALU_STEPS = {op.mnemonic: op for op in ALU_OPS}     # step kind -> its row of hw.alu
 ENUMERATE_LIMIT = 1 << 21           # accumulators x channels evaluated to make max_error_lsb exact
 
 
@@ -123,20 +125,12 @@ def alu_steps_int32(steps, acc, vectors=None, axis: int = 1, wrap: bool = True) 
     x = np.asarray(acc).astype(np.int64)
     for kind, operand in steps:
         y = _vec(vectors[operand], x.ndim, axis) if isinstance(operand, str) else np.int64(operand)
-        if kind == "add":
-            x = x + y
-        elif kind == "mul":
-            x = x * y
-        elif kind == "min":
-            x = np.minimum(x, y)
-        elif kind == "max":
-            x = np.maximum(x, y)
-        elif kind == "shr":
-            x = x >> y
-        elif kind == "shl":
-            x = x << y
-        else:
-            raise RequantError(f"requant step {kind!r} is not one of add, mul, min, max, shr, shl")
+        if kind == "shl":                     # the ALU's left shift is SHR by the negated amount
+            kind, y = "shr", -y
+        row = _ALU_STEPS.get(kind)
+        if row is None:
+            raise RequantError(f"requant step {kind!r} is not one of {', '.join([*_ALU_STEPS, 'shl'])}")
+        x = row.rule(x, y)                    # exact in int64 (shifts here stay within +-31)
         if wrap:
             x = _wrap32(x)
     return x

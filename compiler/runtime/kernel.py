@@ -30,8 +30,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hw.config import ALU_IMM_WIDTH, LOOP_ITER_WIDTH, VTAConfig
-from hw.isa import ALU_NAMES, layout
+from hw.config import LOOP_ITER_WIDTH, VTAConfig
+from hw.alu import ALU_NAMES, IMM_MAX, IMM_MIN, by_opcode
+from hw.isa import layout
 
 from .errors import RuntimeContractError
 
@@ -195,12 +196,12 @@ class KernelRecorder:
             src = check_int(where, "src", src, 0, cfg.acc_depth - 1)
             wgt = check_int(where, "wgt", wgt, 0, 0)
             opcode = check_int(where, "opcode", opcode, 0, None)
-            if opcode not in ALU_NAMES:
+            if opcode not in ALU_NAMES:         # a row of hw.alu; one its HW_VER lacks fails at encoding
                 self._fail(f"uop {n} opcode = {opcode} is not an ALU opcode "
                            f"({', '.join(f'{k} {v}' for k, v in ALU_NAMES.items())})")
             use_imm = check_int(where, "use_imm", use_imm, 0, 1)
-            half = 1 << (ALU_IMM_WIDTH - 1)
-            imm = check_int(where, "imm", imm, -half, half - 1)
+            lo, hi = by_opcode(opcode).imm_range if use_imm else (IMM_MIN, IMM_MAX)
+            imm = check_int(where, "imm", imm, lo, hi)
             shared = {"mode": mode, "reset": reset, "opcode": opcode, "use_imm": use_imm, "imm": imm}
         if self.shared is None:
             self.shared = shared

@@ -1,7 +1,9 @@
 `include "vta_params.vh"
 // One ALU micro-op on every accumulator lane (hardware spec 3.5, fsim semantics).  The shift
 // amount y is a signed 32-bit value: y >= 32 gives x >>> 31, y <= -32 gives 0, and -31..31 shift
-// right (y >= 0, arithmetic) or left (y < 0) as fsim does.
+// right (y >= 0, arithmetic) or left (y < 0) as fsim does.  One case arm per row of hw/alu.py, each
+// on the opcode define the header generator emits for it (rows the config's HW_VER lacks have no
+// define and no arm); vta_fetch rejects every other opcode (VTA_ALU_LEGAL_MASK), so none reaches here.
 module vta_alu_core (
   input  wire                             en,       // an ALU uop issues: otherwise skip the lanes
   input  wire [`VTA_ALU_ALU_OPCODE_W-1:0] op,
@@ -26,6 +28,7 @@ module vta_alu_core (
     sh = {LW{1'b0}};
     if (en) for (l = 0; l < LANES; l = l + 1) begin
       x = dst_in[l*W +: W];
+      r = x;                              // no arm for a code outside the table: vta_fetch stops first
       y = use_imm ? {{(W-`VTA_ALU_IMM_W){imm[`VTA_ALU_IMM_W-1]}}, imm} : src_in[l*W +: W];
       sh = {LW{1'b0}} - y[LW-1:0];        // -y for -(W-1) <= y < 0
       case (op)
@@ -38,7 +41,9 @@ module vta_alu_core (
           else if (y >= 0) r = x >>> y[LW-1:0];
           else r = x <<< sh;
         end
-        default: r = x * y;    // MUL (the only opcode left after dispatch checks)
+`ifdef VTA_ALU_MUL
+        `VTA_ALU_MUL: r = x * y;
+`endif
       endcase
       out[l*W +: W] = r;
     end

@@ -76,7 +76,9 @@ module vta_fetch (
   wire [`VTA_HDR_OPCODE_W-1:0] op = insn[`VTA_HDR_OPCODE_LSB +: `VTA_HDR_OPCODE_W];
   // 8 bits wide so that the legacy 2-bit layout (HW_VER 0.0.1) compares cleanly with every constant
   wire [7:0]  mt  = {{(8-`VTA_MEM_MEMORY_TYPE_W){1'b0}}, insn[`VTA_MEM_MEMORY_TYPE_LSB +: `VTA_MEM_MEMORY_TYPE_W]};
-  wire [7:0]  aop = {{(8-`VTA_ALU_ALU_OPCODE_W){1'b0}}, insn[`VTA_ALU_ALU_OPCODE_LSB +: `VTA_ALU_ALU_OPCODE_W]};
+  // the ALU opcodes of hw/alu.py this HW_VER has: bit c of the mask set for opcode c
+  localparam [(1<<`VTA_ALU_ALU_OPCODE_W)-1:0] ALU_LEGAL = `VTA_ALU_LEGAL_MASK;
+  wire        aop_ok = ALU_LEGAL[insn[`VTA_ALU_ALU_OPCODE_LSB +: `VTA_ALU_ALU_OPCODE_W]];
   wire        xs_nz = insn[`VTA_MEM_X_SIZE_LSB +: `VTA_MEM_X_SIZE_W] != {`VTA_MEM_X_SIZE_W{1'b0}};
   wire        prev_flags = insn[`VTA_HDR_POP_PREV_LSB] || insn[`VTA_HDR_PUSH_PREV_LSB];
   wire        next_flags = insn[`VTA_HDR_POP_NEXT_LSB] || insn[`VTA_HDR_PUSH_NEXT_LSB];
@@ -89,7 +91,7 @@ module vta_fetch (
                  || (is_load && !(mt == `VTA_MEM_UOP || mt == `VTA_MEM_WGT || mt == `VTA_MEM_INP
                                   || mt == `VTA_MEM_ACC || mt == `VTA_MEM_ACC_8BIT))
                  || (is_store && xs_nz && mt != `VTA_MEM_OUT)
-                 || (op == `VTA_OP_ALU && aop > `VTA_ALU_MUL)
+                 || (op == `VTA_OP_ALU && !aop_ok)
                  || (is_fin != is_last)
                  || (to_load && prev_flags) || (is_store && next_flags);
   wire [1:0]  dest = to_load ? 2'd0 : (is_store ? 2'd2 : 2'd1);

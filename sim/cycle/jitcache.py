@@ -2,10 +2,12 @@
 
 numba stamps a cached function with the hash of the one file that defines it.  The event loop in
 :mod:`sim.cycle.core` compiles the kernels of :mod:`sim.cycle.kernels` and the constants of
-:mod:`sim.cycle.layout`, :mod:`hw.isa`, :mod:`hw.fields` and :mod:`hw.config` into its own machine code, so an edit to
-any of those would leave a stale ``core`` entry in the cache that numba keeps loading (old
-semantics with new Python around it).  Importing this module (before any ``@njit(cache=True)`` of
-the package runs) makes the stamp of every function defined in ``sim/cycle`` cover all of them.
+:mod:`sim.cycle.layout`, :mod:`hw.isa`, :mod:`hw.alu` (the ALU opcodes), :mod:`hw.fields` and :mod:`hw.config` into its
+own machine code, so an edit to any of those would leave a stale ``core`` entry in the cache that numba keeps loading
+(old semantics with new Python around it).  Importing this module (before any ``@njit(cache=True)`` of
+the package runs) makes the stamp of every function defined in ``sim/cycle`` cover all of them, and so
+does that of the functional engine's compiled ALU loop (``sim/functional.py``, which compiles in the
+opcodes of :mod:`hw.alu` too).
 
 :func:`compile_notice` tells the user when that cache misses: numba broadcasts its public
 ``"numba:compile"`` event only when a function is compiled, not when its machine code is loaded from
@@ -26,7 +28,8 @@ from numba.core import caching, event
 _HERE = Path(__file__).resolve().parent
 _DEPS = (_HERE / "core.py", _HERE / "kernels.py", _HERE / "gemm_fast.py", _HERE / "gemm_simd.py", _HERE / "simd.py", _HERE / "layout.py",
          _HERE.parent.parent / "hw" / "isa.py", _HERE.parent.parent / "hw" / "config.py",
-         _HERE.parent.parent / "hw" / "fields.py")
+         _HERE.parent.parent / "hw" / "fields.py", _HERE.parent.parent / "hw" / "alu.py")
+_ALSO = (_HERE.parent / "functional.py",)     # outside sim/cycle, compiled with the ALU opcodes
 
 
 def _deps_stamp() -> str:
@@ -50,11 +53,12 @@ class _Stamped:
 
 
 class DependencyStampLocator:
-    """First in numba's locator list; only claims functions defined in ``sim/cycle``."""
+    """First in numba's locator list; only claims functions defined in ``sim/cycle`` (and :data:`_ALSO`)."""
 
     @classmethod
     def from_function(cls, py_func, py_file):
-        if Path(py_file).resolve().parent != _HERE:
+        path = Path(py_file).resolve()
+        if path.parent != _HERE and path not in _ALSO:
             return None
         for other in _LOCATORS:
             if other is not cls:

@@ -5,6 +5,8 @@ a DMA) and returns the write digest of ``docs/timing.md`` section 9, so the even
 :mod:`sim.cycle.core` calls at most one kernel per instruction.  Semantics are fsim's (hardware spec
 3.2-3.5) with the project's rules for undefined cases (the functional model's docstring): SHR by
 ``y >= 32`` is ``x >> 31``, by ``y <= -32`` gives 0; empty loops are no-ops; MUL keeps the low 32 bits.
+The ALU opcodes are the rows of :mod:`hw.alu`, compiled in as constants (:func:`alu_op` has one branch
+per row and no default: an opcode outside the table never reaches a kernel, sim.program rejects it).
 
 Errors are returned, not raised: a kernel writes ``(code, field, value, limit)`` into ``err`` and
 returns; the Python wrapper turns that into a :mod:`sim.errors` exception naming the instruction.
@@ -15,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from hw.alu import ALU_ADD, ALU_CODES, ALU_MAX, ALU_MIN, ALU_MUL, ALU_SHR
 from sim.cycle import jitcache  # noqa: F401  (cache stamp covers every source compiled in)
 from sim.cycle.simd import alu_tile8, alu_tile16
 
@@ -268,13 +271,14 @@ def gemm_kernel(F, j, uops, P, inp, wgt_pairs, acc, err):
 
 @njit(cache=True, inline="always")
 def alu_op(op, x, y):
-    if op == 0:
+    """One lane of ALU ``op``: one branch per row of :mod:`hw.alu`, opcodes compiled in as constants."""
+    if op == ALU_MIN:
         return min(x, y)
-    if op == 1:
+    if op == ALU_MAX:
         return max(x, y)
-    if op == 2:
+    if op == ALU_ADD:
         return np.int32(np.int64(x) + np.int64(y))
-    if op == 3:
+    if op == ALU_SHR:
         if y >= 32:
             return np.int32(x >> 31)
         if y >= 0:
@@ -282,7 +286,18 @@ def alu_op(op, x, y):
         if y <= -32:
             return np.int32(0)
         return np.int32((np.int64(x) << (-y)) & 0xFFFFFFFF)
-    return np.int32((np.int64(x) * np.int64(y)) & 0xFFFFFFFF)
+    if op == ALU_MUL:
+        return np.int32((np.int64(x) * np.int64(y)) & 0xFFFFFFFF)
+    raise ValueError("ALU opcode outside hw.alu (sim.program rejects it at decode)")
+
+
+@njit(cache=True)
+def alu_known(op):
+    """Whether ``op`` is a row of :mod:`hw.alu` (the kernel's own guard; decode rejects others first)."""
+    for code in ALU_CODES:
+        if op == code:
+            return True
+    return False
 
 
 @njit(cache=True)
@@ -334,6 +349,8 @@ def alu_kernel(F, j, uops, P, acc, err):
     bgn, end = F[j, F_UOP_BGN], F[j, F_UOP_END]
     nu = max(0, end - bgn)
     op, use_imm, imm = F[j, F_ALU_OPCODE], F[j, F_USE_IMM] != 0, np.int32(F[j, F_IMM])
+    if not alu_known(op):
+        raise ValueError("ALU opcode outside hw.alu (sim.program rejects it at decode)")
     lanes = acc.shape[1]
     ul = np.uint64(lanes)
     udst, usrc, _ = uop_arrays(uops, bgn, nu, P)

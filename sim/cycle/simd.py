@@ -12,8 +12,8 @@ plain loop otherwise.
   ``acc`` int32 and ``prod`` float32 1-D arrays, ``a`` and ``p`` uint64 element offsets, ``hb`` uint32.
 * ``copy_f{W}(dst, d, src, s)``: ``dst[d:d+W] = src[s:s+W]`` for float32 1-D arrays.
 * ``alu_tile{W}(acc, a, s, op, use_imm, imm, hb)``: one ALU uop on ``acc[a:a+W]`` with ``acc[s:s+W]`` (or the
-  immediate ``imm`` when ``use_imm``) as the second operand, op = the ALU opcode (MIN, MAX, ADD, SHR, MUL
-  with the rules of :func:`sim.cycle.kernels.alu_op`), written back in place; returns the digest terms
+  immediate ``imm`` when ``use_imm``) as the second operand, op = the ALU opcode (a row of :mod:`hw.alu`,
+  its vector rule in :data:`_ALU_RULES`, the rules of :func:`sim.cycle.kernels.alu_op`), written back in place; returns the digest terms
   like ``add_tile``.  Both operands are read before the write, so ``s == a`` reads the old values, as the
   lane-by-lane loop does.
 
@@ -26,6 +26,8 @@ from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.core.extending import intrinsic
+
+from hw.alu import ALU_ADD, ALU_MAX, ALU_MIN, ALU_MUL, ALU_OPS, ALU_SHR
 
 MIX_X, MIX_V = 0x9E3779B1, 0x85EBCA77
 WIDTHS = (8, 16)
@@ -94,6 +96,32 @@ def _digest_terms(builder, v, hb_v, width):
     return builder.call(reduce_add, [mixed])
 
 
+def _vconst(value, width):
+    return ir.Constant(ir.VectorType(ir.IntType(32), width), [value] * width)
+
+
+def _shr_ir(builder, x, y, width):
+    zero, c31 = _vconst(0, width), _vconst(31, width)
+    sh_r = builder.select(builder.icmp_signed(">", y, c31), c31,
+                          builder.select(builder.icmp_signed("<", y, zero), zero, y))
+    neg = builder.sub(zero, y)
+    sh_l = builder.select(builder.icmp_signed(">", neg, c31), c31,
+                          builder.select(builder.icmp_signed("<", neg, zero), zero, neg))
+    left = builder.select(builder.icmp_signed(">", y, _vconst(-32, width)), builder.shl(x, sh_l), zero)
+    return builder.select(builder.icmp_signed(">=", y, zero), builder.ashr(x, sh_r), left)
+
+
+# The vector rule of each row of hw.alu on int32 lanes x, y (wrapping): a row without one is a KeyError
+# when the tile compiles (and a failure of tests/test_alu_conformance.py naming this table).
+_ALU_RULES = {
+    ALU_MIN: lambda b, x, y, w: b.select(b.icmp_signed("<", x, y), x, y),
+    ALU_MAX: lambda b, x, y, w: b.select(b.icmp_signed(">", x, y), x, y),
+    ALU_ADD: lambda b, x, y, w: b.add(x, y),
+    ALU_SHR: _shr_ir,
+    ALU_MUL: lambda b, x, y, w: b.mul(x, y),
+}
+
+
 def _alu_tile(width):
     i32 = ir.IntType(32)
     vi = ir.VectorType(i32, width)
@@ -119,26 +147,14 @@ def _alu_tile(width):
             y = builder.phi(vi)
             y.add_incoming(y_imm, bb_imm)
             y.add_incoming(y_vec, bb_vec)
-            zero = ir.Constant(vi, [0] * width)
-            c31 = ir.Constant(vi, [31] * width)
             opc = builder.trunc(op_v, i32) if op_v.type.width > 32 else op_v
-            # every opcode's result, then the one the opcode names (the caller's loop is per instruction, so
-            # the selects are the same for every uop; the values are cheap next to the memory traffic)
-            r_min = builder.select(builder.icmp_signed("<", x, y), x, y)
-            r_max = builder.select(builder.icmp_signed(">", x, y), x, y)
-            r_add = builder.add(x, y)
-            sh_r = builder.select(builder.icmp_signed(">", y, c31), c31,
-                                  builder.select(builder.icmp_signed("<", y, zero), zero, y))
-            neg = builder.sub(zero, y)
-            sh_l = builder.select(builder.icmp_signed(">", neg, c31), c31,
-                                  builder.select(builder.icmp_signed("<", neg, zero), zero, neg))
-            left = builder.select(builder.icmp_signed(">", y, ir.Constant(vi, [-32] * width)), builder.shl(x, sh_l),
-                                  zero)
-            r_shr = builder.select(builder.icmp_signed(">=", y, zero), builder.ashr(x, sh_r), left)
-            r_mul = builder.mul(x, y)
-            r = r_mul
-            for code, val in ((3, r_shr), (2, r_add), (1, r_max), (0, r_min)):
-                r = builder.select(builder.icmp_unsigned("==", opc, ir.Constant(i32, code)), val, r)
+            # every row's result, then the one the opcode names (the caller's loop is per instruction, so
+            # the selects are the same for every uop; the values are cheap next to the memory traffic).
+            # The chain starts from x: no code outside the table reaches here (alu_kernel and decode check).
+            r = x
+            for op in ALU_OPS:
+                val = _ALU_RULES[op.opcode](builder, x, y, width)
+                r = builder.select(builder.icmp_unsigned("==", opc, ir.Constant(i32, op.opcode)), val, r)
             builder.store(r, aptr, align=4)
             return _digest_terms(builder, r, hb_v, width)
         return sig, codegen

@@ -31,7 +31,8 @@ from __future__ import annotations
 import numpy as np
 
 from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_NAMES, MEM_OUT, MEM_UOP, MEM_WGT, VTAConfig
-from hw.isa import (ALU_MUL, ALU_NAMES, ALU_SHR, MODULE_NAMES, OP_ALU, OP_GEMM, OP_LOAD,
+from hw.alu import ALU_OPS, ALU_SHR, by_opcode, ops_for
+from hw.isa import (MODULE_NAMES, OP_ALU, OP_GEMM, OP_LOAD,
                     OP_STORE, OPCODE_NAMES, decode_fields, layout)
 from sim.builder import ProgramBuilder
 from sim.errors import SimError
@@ -48,7 +49,7 @@ ALL_BINS = tuple(
     [f"op:{n}" for n in OPCODE_NAMES.values()]
     + [f"load:{MEM_NAMES[t]}" for t in (MEM_UOP, MEM_WGT, MEM_INP, MEM_ACC, MEM_ACC_8BIT)]
     + [f"nop:{m}" for m in MODULE_NAMES]
-    + [f"alu:{n}:{k}" for n in ALU_NAMES.values() for k in ("imm", "vec")]
+    + [f"alu:{op.mnemonic}:{k}" for op in ALU_OPS for k in ("imm", "vec")]
     + ["alu:shr:negative", "alu:shr:beyond31"]
     + [f"pad:{p}" for p in ("y_pad_0", "y_pad_1", "x_pad_0", "x_pad_1")]
     + ["dma:multi_row", "dma:strided", "gemm:reset", "loop:empty", "loop:2d", "loop:multi_uop"]
@@ -63,7 +64,7 @@ class _Gen:
         # HW_VER 0.0.1 has 2-bit memory_type and alu_opcode fields: ACC_8BIT (5) and MUL (4) do not exist
         lay = layout(cfg)
         self.acc8 = MEM_ACC_8BIT < 1 << lay.mem["memory_type"][1]
-        self.alu_ops = [op for op in ALU_NAMES if op < 1 << lay.alu["alu_opcode"][1]]
+        self.alu_ops = ops_for(cfg.HW_VER)         # the rows of hw.alu this ISA version has
         self.nbuf = int(rng.integers(knobs["nbuf"][0], knobs["nbuf"][1] + 1))
         r = knobs["region"]
         # each half: `r` elements, capped by the buffer depth
@@ -216,14 +217,10 @@ class _Gen:
                         wgt_factor_out=fac["wgt"][0], wgt_factor_in=fac["wgt"][1], **pushes)
             return
         io, ii, fac, uops = self._nest({"dst": acc_r, "src": acc_r, "wgt": None})
-        alu_op = int(rng.choice(list(ALU_NAMES) if len(self.alu_ops) == len(ALU_NAMES) else self.alu_ops))
+        row = by_opcode(int(rng.choice([op.opcode for op in self.alu_ops])))
+        alu_op = row.opcode
         use_imm = int(rng.random() < 0.6)
-        if alu_op == ALU_SHR:
-            imm = int(rng.integers(-40, 41)) if rng.random() < 0.3 else int(rng.integers(-8, 12))
-        elif alu_op == ALU_MUL:
-            imm = int(rng.integers(-300, 300))
-        else:
-            imm = int(rng.integers(-(1 << 15), 1 << 15))
+        imm = row.draw_imm(rng)
         if use_imm and not self.k["imm_src_ne_dst"]:
             # An immediate op reads its accumulator operand at src in the Chisel VTA and at dst in fsim
             # (and here); TVM always emits src = dst for them, so by default the generator does too.
@@ -270,8 +267,8 @@ def generate(cfg: VTAConfig, seed: int, **knobs):
     ``leftover`` (None = random), ``imm_src_ne_dst`` (False: every immediate ALU op has src = dst, as
     TVM emits them; True: also src != dst, where the Chisel VTA and fsim disagree - README semantics).
 
-    Every config the validator accepts is covered: HW_VER 0.0.1 programs leave out ACC_8BIT loads and
-    MUL (their codes do not fit its 2-bit fields), and buffers of 2 elements get 1-element halves."""
+    Every config the validator accepts is covered: HW_VER 0.0.1 programs leave out ACC_8BIT loads (its
+    code does not fit the 2-bit field) and the ALU rows of :mod:`hw.alu` it lacks (MUL), and buffers of 2 elements get 1-element halves."""
     seed = check_seed(seed)
     unknown = set(knobs) - set(DEFAULT_KNOBS)
     if unknown:
@@ -309,9 +306,9 @@ def coverage_bins(image) -> dict:
     for m, name in enumerate(MODULE_NAMES):
         hit(f"nop:{name}", nop & (mod == m))
     alu = op == OP_ALU
-    for code, name in ALU_NAMES.items():
-        hit(f"alu:{name}:imm", alu & (f["alu_opcode"] == code) & (f["use_imm"] == 1))
-        hit(f"alu:{name}:vec", alu & (f["alu_opcode"] == code) & (f["use_imm"] == 0))
+    for row in ALU_OPS:
+        hit(f"alu:{row.mnemonic}:imm", alu & (f["alu_opcode"] == row.opcode) & (f["use_imm"] == 1))
+        hit(f"alu:{row.mnemonic}:vec", alu & (f["alu_opcode"] == row.opcode) & (f["use_imm"] == 0))
     shr_imm = alu & (f["alu_opcode"] == ALU_SHR) & (f["use_imm"] == 1)
     hit("alu:shr:negative", shr_imm & (f["imm"] < 0))
     hit("alu:shr:beyond31", shr_imm & (np.abs(f["imm"]) >= 32))

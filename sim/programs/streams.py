@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from hw.config import MEM_ACC, MEM_INP, MEM_UOP, MEM_WGT, VTAConfig
-from hw.isa import ALU_ADD, ALU_MAX, ALU_MIN, ALU_MUL, ALU_SHR
+from hw.alu import ALU_ADD, ALU_MAX, ALU_MIN, ALU_MUL, ALU_SHR
 from sim.builder import ProgramBuilder
 
 __all__ = ["irregular_gemm_image", "alu_bound_image"]

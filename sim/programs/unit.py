@@ -21,7 +21,7 @@ import zlib
 import numpy as np
 
 from hw.config import MEM_ACC, MEM_INP, MEM_OUT, MEM_UOP, MEM_WGT, VTAConfig
-from hw.isa import ALU_ADD, ALU_MAX, ALU_MIN, ALU_MUL, ALU_SHR
+from hw.alu import ALU_ADD, ALU_MAX, ALU_MIN, ALU_MUL, ALU_SHR, by_opcode
 from sim.builder import ProgramBuilder
 from sim.result import COUNTER_NAMES
 
@@ -39,13 +39,6 @@ def counters(**kw) -> dict:
 def _rng(name: str):
     # Seeded by the whole name (crc32), so two programs never share their data by accident.
     return np.random.default_rng([SEED, zlib.crc32(name.encode())])
-
-
-def _shr_ref(x: np.ndarray, y) -> np.ndarray:
-    """fsim's SHR on int64 values: y >= 0 arithmetic right shift, y < 0 left shift (small |y|)."""
-    x = np.asarray(x, np.int64)
-    y = np.broadcast_to(np.asarray(y, np.int64), x.shape)
-    return np.where(y >= 0, x >> np.maximum(y, 0), x << np.maximum(-y, 0))
 
 
 def _wrap8(x) -> np.ndarray:
@@ -113,13 +106,9 @@ def _acc_alu_program(cfg: VTAConfig, name: str, shape, lo, hi, ops, vector=False
                                out_store_nbytes=n * cfg.out_elem_bytes))
 
 
-_NUMPY_OPS = {ALU_MIN: np.minimum, ALU_MAX: np.maximum, ALU_ADD: np.add, ALU_MUL: np.multiply}
-
-
 def _alu_ref(op, x, y):
-    """Whole-tensor numpy reference of one ALU op, wrapped to int32."""
-    r = _NUMPY_OPS.get(op, _shr_ref)(np.asarray(x, np.int64), y)
-    return ((r + (1 << 31)) % (1 << 32)) - (1 << 31)
+    """Whole-tensor numpy reference of one ALU op: its row's rule in hw.alu (int32 wrap), as int64."""
+    return by_opcode(op).apply(x, y).astype(np.int64)
 
 
 def _imm(name, lo, hi):
@@ -316,7 +305,7 @@ def gemm_smt(cfg):
 # ---- spec 7.2: hardware test streams ------------------------------------------------------------
 def hw_alu(cfg, op, use_imm, compress, rows=16, vector_size=128):
     """test_lib.cc alu_test: per row LOAD ACC, ALU, STORE, with WAR tokens between rows."""
-    name = f"hw_alu_{('min', 'max', 'add', 'shr')[op]}_{'imm' if use_imm else 'vec'}_{'c' if compress else 'u'}"
+    name = f"hw_alu_{by_opcode(op).mnemonic}_{'imm' if use_imm else 'vec'}_{'c' if compress else 'u'}"
     rng = _rng(name)
     lanes = cfg.batch * cfg.block_out
     ne = max(1, vector_size // cfg.block_out)           # elements per row
@@ -372,7 +361,7 @@ UNIT_PROGRAMS = {
     **{n: _make_alu_unit(n) for n in _ALU_UNIT},
     "relu": relu,
     "shift_and_scale": shift_and_scale,
-    **{f"hw_alu_{('min', 'max', 'add', 'shr')[op]}_{'imm' if imm else 'vec'}_{'c' if c else 'u'}":
+    **{f"hw_alu_{by_opcode(op).mnemonic}_{'imm' if imm else 'vec'}_{'c' if c else 'u'}":
        (lambda cfg, op=op, imm=imm, c=c: hw_alu(cfg, op, imm, c))
        for op in (ALU_MIN, ALU_MAX, ALU_ADD, ALU_SHR) for imm in (True, False) for c in (True, False)},
     "hw_gemm_c": lambda cfg: hw_gemm(cfg, True),

@@ -17,9 +17,10 @@ from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_UOP, MEM_WGT
 from hw.disasm import one_line
 from hw.isa import (MODULE_NAMES, OP_ALU, OP_GEMM, OP_LOAD, OP_STORE, TOKEN_POPS, TOKEN_PUSHES, TOKEN_QUEUES,
                     decode, decode_fields)
-from sim.errors import (DeadlockError, RtlIllegalInstruction, RtlRunError, RtlStopped, RtlTokenOverflow,
+from sim.errors import (DeadlockError, ProgramError, RtlIllegalInstruction, RtlRunError, RtlStopped, RtlTokenOverflow,
                         RtlWatchdog, SimError)
 from hw.isa import module_array
+from sim.program import check_program
 from sim.result import COUNTER_NAMES, RetireRecord, RunResult
 
 __all__ = ["ERROR_CODES", "MAX_RTL_CYCLES", "RtlDeadlock", "RtlTrace", "parse_trace", "stream_counters",
@@ -199,11 +200,26 @@ def _error(status: dict, trace: RtlTrace, max_cycles: int, insn_count: int, imag
             why = "a livelock, or a run longer than the budget: raise --max-cycles"
         cls, msg = RtlWatchdog, f"RTL watchdog: no FINISH within max_cycles={max_cycles} ({why}){where}"
     elif code == 3:
-        cls, msg = RtlIllegalInstruction, f"RTL stopped at cycle {cycle}: {what}{where}"
+        cls, msg = RtlIllegalInstruction, f"RTL stopped at cycle {cycle}: {what}{_decode_reason(image, trace)}{where}"
     else:
         cls, msg = RtlRunError, f"RTL stopped at cycle {cycle}: {what}{where}"
     # What the RTL did before it stopped, so `vtasim diff` can still point at the first divergence.
     return cls(msg, trace.records, _dispatch_array(trace.dispatch, insn_count), cycle)
+
+
+def _decode_reason(image, trace: RtlTrace) -> str:
+    """``: <the static check's message>`` for the instruction the fetch unit refused (the first one not
+    dispatched; fetch dispatches in program order), so the RTL names a bad opcode in the very words of
+    the other engines (sim.program's decode rules); empty when the static checks find nothing there."""
+    if image is None:
+        return ""
+    nxt = next((i for i in range(image.insn_count) if i not in trace.dispatch), None)
+    try:
+        check_program(image.cfg, decode_fields(image.cfg, image.insn_bytes()), image.dram_size)
+    except ProgramError as exc:
+        if exc.index == nxt:
+            return f": {exc}"
+    return ""
 
 
 def to_run_result(image, outcome, max_cycles: int) -> RunResult:

@@ -1,5 +1,5 @@
-"""Fixtures of the simulator tests: one build per (config, simulator) per session (``same_run`` is
-in the root ``tests/conftest.py``).
+"""Fixtures of the simulator tests: one build per (config, simulator) per session (``same_run`` and
+``verilator_build`` are in the root ``tests/conftest.py``).
 
 Builds live in the cache of :mod:`sim.rtl.runner` (``$VTASIM_BUILD_DIR``), so a second session, or
 the second pytest-xdist worker, reuses the first one's build (a file lock serialises the compile).
@@ -15,12 +15,6 @@ from hw.config import load_config
 @pytest.fixture(scope="session")
 def cfg():
     return load_config()
-
-
-@pytest.fixture(scope="session")
-def verilator_build(cfg):
-    from sim.rtl.runner import get_build
-    return get_build(cfg, "verilator")
 
 
 @pytest.fixture(scope="session")

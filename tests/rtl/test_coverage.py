@@ -15,13 +15,15 @@ import re
 
 import pytest
 
+from hw.alu import ops_for
+from hw.config import load_config
 from sim.cli import main
 from sim.rtl.coverage import Coverage, point
 from sim.rtl.runner import default_rtl_dir
 
 pytestmark = pytest.mark.rtl
 
-ALU_ARMS = ("MIN", "MAX", "ADD", "SHR")       # MUL is the case's default arm
+ALU_ARMS = tuple(op.name for op in ops_for(load_config().HW_VER))    # one case arm per row of hw.alu
 
 
 def alu_arm_counts(cov: Coverage) -> dict:

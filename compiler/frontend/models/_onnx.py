@@ -7,7 +7,9 @@ per-tensor scales and MinMax calibration, so the files look like what a user bri
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +20,7 @@ from compiler.errors import CompileError
 
 OPSET = 17
 FORMATS = ("qdq", "qop")
+_CWD_LOCK = threading.Lock()       # the working directory is process-wide
 
 
 class GraphBuilder:
@@ -106,12 +109,16 @@ def quantize(float_model: onnx.ModelProto, out: Path, calibration: np.ndarray, f
 
     if fmt not in FORMATS:
         raise CompileError("quantize", f"format {fmt!r} is not one of {FORMATS}")
-    out = Path(out)
+    out = Path(out).resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         raw, pre = Path(tmp) / "float.onnx", Path(tmp) / "pre.onnx"
         onnx.save(float_model, raw)
-        quant_pre_process(str(raw), str(pre), skip_symbolic_shape=not symbolic_shapes)
+        # onnxruntime's symbolic shape inference, when it gives up, saves its partial model to the
+        # current directory before raising: run it from the temporary directory so nothing lands
+        # in the user's working directory.
+        with _CWD_LOCK, contextlib.chdir(tmp):
+            quant_pre_process(str(raw), str(pre), skip_symbolic_shape=not symbolic_shapes)
         quantize_static(str(pre), str(out), _reader(float_model.graph.input[0].name, calibration, batch),
                         quant_format=QuantFormat.QDQ if fmt == "qdq" else QuantFormat.QOperator,
                         per_channel=False, activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
