@@ -39,6 +39,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from hw.alu import ALU_OPS
 from hw.fields import ALU_IMM_WIDTH
 from compiler.qnn.errors import RequantError
 
@@ -47,7 +48,7 @@ __all__ = ["plan_qadd", "QAddPlan", "qadd_float"]
 _K = 20                                   # bits of the low multiplier halves
 _IMM_MAX = (1 << (ALU_IMM_WIDTH - 1)) - 1
 _INT32_MAX = (1 << 31) - 1
-_NUMPY = {"add": np.add, "mul": np.multiply, "min": np.minimum, "max": np.maximum, "shr": np.right_shift}
+_ALU = {op.mnemonic: op for op in ALU_OPS}          # stage kind -> its row of hw.alu (the one ALU rule)
 
 
 def qadd_float(a, b, a_scale, a_zp, b_scale, b_zp, y_scale, y_zp, lo, hi, dtype=np.int64) -> np.ndarray:
@@ -72,7 +73,7 @@ class QAddPlan:
         for out, kind, lhs, (rk, rv) in self.stages:
             x = vals[lhs]
             y = np.int64(rv) if rk == "imm" else (np.int64(self.vectors[rv]) if rk == "vec" else vals[rv])
-            r = _NUMPY[kind](x, y)             # int64: |x|, |y| < 2^31, so even a product is exact
+            r = _ALU[kind].rule(x, y)          # exact in int64: |x|, |y| < 2^31, shifts within [0, 31]
             vals[out] = ((r + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
         return vals[self.stages[-1][0]]
 
