@@ -63,14 +63,15 @@ def cmd_onnx(args) -> int:
     if args.report is not None:
         check_report_dir(args.report)           # output rules before any work (hw.outfiles)
     net = Network.from_onnx(args.model, cfg, mode=args.partition, skip_first_conv=not args.all_convs,
-                            threshold=args.threshold, requant=args.requant, strict=args.strict)
+                            threshold=args.threshold, requant=args.requant, strict=args.strict,
+                            region_mode=args.regions)
     from compiler.frontend.inputs import load_feeds
     xs, labels, source = load_feeds(net.graph, args.input, args.dataset, args.seed)
     if args.limit is not None:
         xs = xs[:args.limit]
         labels = labels[:args.limit] if labels is not None else None
     print(f"model {args.model}: {len(net.graph.nodes)} ops after the passes, "
-          f"{len(net.regions)} VTA region(s); config {cfg.batch}x{cfg.block_in}x{cfg.block_out}; "
+          f"{len({id(r) for r in net.regions.values()})} VTA region(s) ({args.regions}-op); config {cfg.batch}x{cfg.block_in}x{cfg.block_out}; "
           f"engine {args.engine}; {len(xs)} input(s) from {source}")
     for note in net.notes:
         print(f"  {note}")
@@ -131,7 +132,7 @@ def add_commands(sub) -> None:
     from compiler.frontend.execute import ENGINES
     from compiler.frontend.inputs import DATASETS
     from sim.cli.options import add_config
-    from compiler.frontend.partition import PARTITION_MODES
+    from compiler.frontend.partition import PARTITION_MODES, REGION_MODES
     p = sub.add_parser("onnx", help="run an int8 ONNX model: VTA regions on an engine, the rest on the host; "
                                     "compare with onnxruntime")
     p.add_argument("model", type=Path, help="ONNX model (QDQ or QOperator int8)")
@@ -147,6 +148,9 @@ def add_commands(sub) -> None:
     add_config(p)
     p.add_argument("--partition", choices=PARTITION_MODES, default="pattern",
                    help="pattern: every convertible layer; cost: only where VTA beats the host estimate")
+    p.add_argument("--regions", choices=REGION_MODES, default="multi",
+                   help="multi: convolutions and residual adds in multi-op regions, activations kept in DRAM; "
+                        "single: one region per convolution, adds on the host")
     p.add_argument("--threshold", type=float, default=1.0, help="cost partitioning: offload when host/VTA time >= this")
     p.add_argument("--requant", choices=("auto", "shift", "fixed"), default="auto",
                    help="requantisation on VTA: power-of-two shift or fixed-point multiply")

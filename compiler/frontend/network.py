@@ -20,7 +20,7 @@ class Network:
         g = passes.dead_code_elimination(g)
         g = passes.legalize(g)
         self.regions = partition(g, cfg, **partition_opts)
-        self.graph = graph_pack(g, cfg)
+        self.graph = graph_pack(g, cfg, self.regions)
 
     @classmethod
     def from_onnx(cls, path, cfg, **partition_opts) -> "Network":

@@ -86,18 +86,20 @@ class VtaRegion:
         """Raise the requantisation error (if any) without compiling."""
         return self.requant_plan(x_dtype)
 
-    def compile(self, x_shape, x_dtype):
+    def compile(self, x_shape, x_dtype, residual=None, name: str | None = None):
+        """The compiled layer for this input; ``residual`` (a QAddPlan) fuses an add into the epilogue
+        (multi-op regions), ``name`` overrides the layer name."""
         from compiler.ops.quantized import build_qconv, build_qdense
-        key = (tuple(x_shape), np.dtype(x_dtype).str)
+        key = (tuple(x_shape), np.dtype(x_dtype).str, id(residual), name)
         if self.key == key:
             return self.layer
         a = self.node.attrs
         za, plan = self.requant_plan(x_dtype)
-        name = self.layer_name
+        name = name or self.layer_name
         if self.node.op == "qconv":
             self.layer = build_qconv(self.cfg, tuple(x_shape), a["weight"], a["bias"], a["strides"], a["pads"], za,
                                      plan, knobs=self.knobs, name=name, groups=int(a.get("group", 1)),
-                                     dilations=tuple(a.get("dilations", (1, 1))))
+                                     dilations=tuple(a.get("dilations", (1, 1))), residual=residual)
         else:
             self.layer = build_qdense(self.cfg, tuple(x_shape), a["weight"], a["bias"], za, plan,
                                       knobs=self.knobs, name=name)
@@ -126,3 +128,24 @@ class VtaRegion:
 
     def image(self, x):
         return self.compile(x.shape, x.dtype).image(self._to_int8(x))
+
+    @property
+    def inputs(self) -> list:
+        """The value names at the region's host edge (the region interface of ``VtaChainRegion``)."""
+        return [self.node.inputs[0]]
+
+    @property
+    def outputs(self) -> list:
+        return [self.node.outputs[0]]
+
+    def images(self, feeds: dict) -> list:
+        """The region's memory images for ``feeds`` ({input value: array}): one."""
+        return [self.image(feeds[self.node.inputs[0]])]
+
+    def edge_bytes(self) -> dict:
+        """Host<->VTA activation bytes per inference of the compiled layer: the packed (padded) input the
+        host writes and the packed output it reads back."""
+        if self.layer is None:
+            raise FrontendError(f"{self.node.where}: edge_bytes before the region was compiled")
+        b = self.layer.built.buffers
+        return {"in": b["data"].nbytes, "out": b[self.layer.output.name].nbytes}
