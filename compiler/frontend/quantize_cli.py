@@ -26,7 +26,7 @@ MAX_CALIB_FILES = 10_000
 
 
 def _calib_dir(path: Path, graph_inputs) -> list:
-    from compiler.frontend.inputs import _as_stack, _read_npy
+    from compiler.frontend.inputs import as_stack, _read_npy
     if not path.is_dir() or path.is_symlink():
         raise FrontendError(f"--calib {path}: not a directory of .npy files")
     files = sorted(p for p in path.iterdir() if p.suffix == ".npy")
@@ -37,7 +37,7 @@ def _calib_dir(path: Path, graph_inputs) -> list:
     (shape, dtype), = graph_inputs.values()
     out = []
     for f in files:
-        out += list(_as_stack(_read_npy(f), shape, f"--calib {f}").astype(dtype))
+        out += list(as_stack(_read_npy(f), shape, f"--calib {f}").astype(dtype))
     return out
 
 
