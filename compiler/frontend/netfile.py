@@ -201,7 +201,7 @@ def _child(base: Path, rel: str, shown: str) -> Path:
     try:
         return safe_child(base, rel, shown)
     except ImageError as e:
-        raise FrontendError(str(e)) from None
+        raise FrontendError(str(e).replace("the image directory", "the network directory")) from None
 
 
 def _keys(d, want, shown, what) -> dict:

@@ -164,9 +164,12 @@ class VtaRegion:
         if dtype not in (np.dtype(np.int8), np.dtype(np.uint8)) or not isinstance(shape, tuple):
             raise FrontendError(f"{where}: edge = {edge!r:.100} (rule: in_shape and an int8/uint8 in_dtype)")
         region.key = (shape, dtype.str)
-        if edge != region.edge():
-            raise FrontendError(f"{where}: edge {edge!r:.200} does not match the node's quantisation "
-                                f"{region.edge()!r:.200}")
+        want = region.edge()
+        if edge != want:
+            diff = sorted(set(edge) ^ set(want)) or [k for k in want if edge[k] != want[k]]
+            k = diff[0]
+            raise FrontendError(f"{where}: edge {k} = {edge.get(k)!r:.60} does not match the node's {want.get(k)!r:.60} "
+                                f"(rule: the edge is the node's input shape, types and uint8 shifts)")
         step = record["images"][0]
         layer = restore_layer(cfg, step["state"], step["image"], where)
         if layer.in_shape != shape:

@@ -147,8 +147,8 @@ def restore_layer(cfg, state, image, where: str = "layer") -> QLayer:
     wp = g.w + (g.pads[1] + g.pads[3] if g.host_pad else 0)
     want = g.n_pad * g.c_pad * hp * wp
     if nbytes != want or not any(s.addr == addr and len(s.data) == nbytes for s in image.segments):
-        raise CompileError(f"{where}: input segment {nbytes} bytes at {addr:#x} (rule: a segment of the image of the "
-                           f"{want} bytes the geometry packs)")
+        raise CompileError(f"{where}: input = {nbytes} bytes at {addr:#x}, but the image has no such segment or the "
+                           f"geometry packs {want} bytes (rule: the input is a segment of the image, of the packed size)")
     out = _keys(state["output"], ("name", "shape"), where, "output")
     shape = out["shape"]
     if not isinstance(shape, tuple) or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in shape):
