@@ -102,6 +102,14 @@ def _first_weight_key(net: str) -> str:
     return node["attrs"]["weight"]["$array"]
 
 
+def _change_weight(d, change):
+    key = _first_weight_key(d)
+
+    def edit(arrays):
+        arrays[key] = change(arrays[key])
+    _rewrite_npz(d / "params.npz", edit)
+
+
 def _edit_json(path, change):
     doc = json.loads(path.read_text())
     change(doc)
@@ -110,10 +118,8 @@ def _edit_json(path, change):
 
 TAMPER = {
     "bad JSON": (lambda d: (d / "network.json").write_text((d / "network.json").read_text()[:500]), "not valid JSON"),
-    "wrong shape": (lambda d: _rewrite_npz(d / "params.npz", lambda a, k=_first_weight_key(d): a.__setitem__(
-        k, a[k].reshape(-1))), "the graph declares"),
-    "wrong dtype": (lambda d: _rewrite_npz(d / "params.npz", lambda a, k=_first_weight_key(d): a.__setitem__(
-        k, a[k].astype(np.int16))), "the graph declares"),
+    "wrong shape": (lambda d: _change_weight(d, lambda w: w.reshape(-1)), "the graph declares"),
+    "wrong dtype": (lambda d: _change_weight(d, lambda w: w.astype(np.int16)), "the graph declares"),
     "extra array": (lambda d: _rewrite_npz(d / "params.npz", lambda a: a.__setitem__("zz", np.zeros(3))),
                     "does not name"),
     "pickled array": (lambda d: _rewrite_npz(d / "params.npz", lambda a: a.__setitem__(
