@@ -229,3 +229,22 @@ def test_load_npz_bounds(tmp_path):
     assert load_npz(p, "t", 2 << 20)["small"].tolist() == [0, 1, 2]
     with pytest.raises(ValueError, match="more than"):
         load_npz(p, "t", 1 << 19)          # the compressed file is small; its declared content is not
+
+
+def test_images_of_one_layer_share_the_decoded_program(net_dir):
+    """Only the input segment changes per input: the cycle engine decodes a layer's program once."""
+    from compiler.frontend.netfile import load_network
+    from sim.cycle.engine import cached_program
+    net, _ = load_network(net_dir)
+    layer = net.regions["conv1"].layer
+    rng = np.random.default_rng(0)
+    a, b = (layer.image(rng.integers(-128, 128, layer.in_shape).astype(np.int8), expected=False) for _ in range(2))
+    assert a is not b and a.segments != b.segments
+    assert cached_program(a) is cached_program(b)
+    c = layer.image(np.zeros(layer.in_shape, np.int8), expected=False)
+    k = next(i for i, s in enumerate(c.segments) if s.addr == c.insn_addr)
+    seg = c.segments[k]
+    data = seg.data[16:32] + seg.data[:16] + seg.data[32:]           # the first two instructions swapped
+    c.segments[k] = type(seg)(seg.addr, data)
+    assert c.insn_bytes() != a.insn_bytes()
+    assert cached_program(c) is not cached_program(a)
