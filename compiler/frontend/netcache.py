@@ -76,16 +76,17 @@ def compile_key(model_bytes: bytes, cfg, options: dict) -> tuple[str, dict]:
     return hashlib.sha256(blob).hexdigest()[:32], meta
 
 
-def compile_network(model_path, model_bytes: bytes, cfg, options: dict, meta: dict, out, log=print):
-    """Import, partition and compile ``model_path`` and save it into ``out``; the Network."""
+def compile_network(model_path, model_bytes: bytes, cfg, options: dict, meta: dict, out=None):
+    """Import, partition and compile ``model_path`` and (``out`` given) save it there; the Network."""
     from compiler.frontend.inputs import load_feeds
     from compiler.frontend.netfile import save_network
     from compiler.frontend.network import Network
     net = Network.from_onnx(model_path, cfg, **options)
     feeds, _, _ = load_feeds(net.graph, None, None, seed=0)
     net.compile_regions(feeds[0])
-    meta = {**meta, "model": {**meta["model"], "source": str(model_path), "file": "model.onnx"}}
-    save_network(net, out, meta, model_bytes)
+    if out is not None:
+        meta = {**meta, "model": {**meta["model"], "source": str(model_path), "file": "model.onnx"}}
+        save_network(net, out, meta, model_bytes)
     return net
 
 
@@ -100,10 +101,7 @@ def compiled_network(model_path, cfg, options: dict, cache_dir=None, use_cache: 
     data = read_regular(model_path, "ONNX model", MAX_MODEL_BYTES, error=ModelFileError)
     key, meta = compile_key(data, cfg, options)
     if not use_cache:
-        tmp = tempfile.TemporaryDirectory(prefix="vtasim-net-")
-        net = compile_network(model_path, data, cfg, options, meta, tmp.name, log)
-        tmp.cleanup()
-        return net, "compiled (cache off)"
+        return compile_network(model_path, data, cfg, options, meta), "compiled (cache off)"
     root = out_dir(cache_root(cache_dir), "network cache directory")
     entry = root / key
     if (entry / "network.json").exists():
@@ -114,7 +112,7 @@ def compiled_network(model_path, cfg, options: dict, cache_dir=None, use_cache: 
             log(f"network cache: entry {entry} does not load ({e}); compiling again")
     tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
     try:
-        net = compile_network(model_path, data, cfg, options, meta, tmp, log)
+        net = compile_network(model_path, data, cfg, options, meta, tmp)
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry, ignore_errors=True)     # a damaged entry (it did not load above)
         try:

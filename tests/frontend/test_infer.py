@@ -168,6 +168,13 @@ def test_compile_cache_is_hit_on_the_second_run(inputs, tmp_path):
     # the environment variable names the cache when no option does
     env_out = _ok(*args[:-2], env={"VTASIM_NETWORK_CACHE": str(cache)})
     assert f"network: cache hit {cache}" in env_out
+    # a damaged entry is compiled again and replaced, with the same results
+    entry = next(p for p in cache.iterdir() if (p / "params.npz").exists() and f"{p.name}" in second)
+    (entry / "params.npz").write_bytes(b"PK garbage")
+    again = _ok(*args)
+    assert "does not load" in again and "network: compiled, stored in" in again
+    assert strip == [ln for ln in again.splitlines() if not ln.startswith("network") and "wall" not in ln]
+    assert f"network: cache hit {entry}" in _ok(*args)
 
 
 def _records(path):
