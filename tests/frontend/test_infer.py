@@ -255,3 +255,24 @@ def test_images_of_one_layer_share_the_decoded_program(net_dir):
     c.segments[k] = type(seg)(seg.addr, data)
     assert c.insn_bytes() != a.insn_bytes()
     assert cached_program(c) is not cached_program(a)
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (("--limit", "0"), "--limit 0"),
+    (("--scale", "2"), "preprocess a --dataset"),
+    (("--dataset", "digits", "--mean", "a,b"), "--mean 'a,b'"),
+    (("--dataset", "digits", "--std", "0"), "std non-zero"),
+    (("--dataset", "digits", "--mean", "1,2"), "one per channel"),
+    (("--dataset", "nosuch"), "not one of digits"),
+    (("--outputs", "y.npy", "--workers", "2"), "--outputs"),
+])
+def test_bad_infer_options_are_one_line(net_dir, inputs, tmp_path, args, fragment):
+    extra = () if "--dataset" in args else ("--input", inputs[1])
+    _one_line_error(*_vtasim("infer", net_dir, *extra, *args, "--engine", "reference")[::2], fragment)
+
+
+def test_compile_only_refuses_run_options(tmp_path, inputs):
+    _one_line_error(*_vtasim("onnx", DIGITS_QDQ, "--compile-only")[::2], "--out NET")
+    _one_line_error(*_vtasim("onnx", DIGITS_QDQ, "--compile-only", "--out", tmp_path / "n", "--input",
+                             inputs[1])[::2], "--input")
+    _one_line_error(*_vtasim("onnx", DIGITS_QDQ, "--out", tmp_path / "n")[::2], "--compile-only")
