@@ -7,6 +7,10 @@ regions' memory images.
     vtasim onnx compiler/frontend/models/digits_int8_qdq.onnx --dataset digits --limit 100
     vtasim onnx model.onnx --input x.npy --engine cycle --report runs/net --save-images runs/net/images
     vtasim onnx model.onnx --engine rtl --limit 2        # every VTA region on the RTL
+    vtasim onnx model.onnx --compile-only --out runs/net # compile once; run with vtasim infer runs/net
+
+A second run of the same model, config and options loads the compiled network from the cache
+(:mod:`compiler.frontend.netcache`) instead of compiling it again.
 """
 
 from __future__ import annotations
