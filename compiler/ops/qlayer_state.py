@@ -153,6 +153,9 @@ def restore_layer(cfg, state, image, where: str = "layer") -> QLayer:
     shape = out["shape"]
     if not isinstance(shape, tuple) or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in shape):
         raise _bad(where, "output.shape", shape, "rule: positive integers")
+    if not g.grouped and int(np.prod(shape)) != g.n_pad * g.o_pad * g.oh * g.ow:
+        raise CompileError(f"{where}: output.shape = {shape} does not hold the geometry's {g.n_pad} x {g.o_pad} x "
+                           f"{g.oh} x {g.ow} outputs (rule: the packed output of the layer)")
     region = next((o for o in image.outputs if o.name == out["name"]), None)
     if region is None or region.nbytes != int(np.prod(shape)):
         raise CompileError(f"{where}: output {brief(out['name'])} of shape {shape} (rule: an output region of the "
