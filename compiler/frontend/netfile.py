@@ -321,6 +321,12 @@ def load_network(path, cfg=None):
     if set(vta) != set(doc["regions"]):
         raise FrontendError(f"{shown}: regions {brief(sorted(doc['regions']))} for VTA nodes {brief(sorted(vta))} "
                             f"(rule: one region per VTA node)")
+    from compiler.qnn.vta_requant import REQUANT_PATHS
+    options = doc["options"] if isinstance(doc["options"], dict) else None
+    requant = options.get("requant", "auto") if options is not None else None
+    if requant not in REQUANT_PATHS:
+        raise FrontendError(f"{shown}: options = {brief(doc['options'])} (rule: an object whose requant is one of "
+                            f"{', '.join(REQUANT_PATHS)})")
     regions = {}
     for name, rec in doc["regions"].items():
         where = f"{shown}: region {name}"
@@ -338,7 +344,7 @@ def load_network(path, cfg=None):
             steps.append({"image": image, "state": dec(step["state"], f"region {name} images[{i}].state")})
         record = {"kind": rec["kind"], "edge": dec(rec["edge"], f"region {name}.edge"), "images": steps}
         try:
-            regions[name] = VtaRegion.restore(vta[name][1], net_cfg, record, where)
+            regions[name] = VtaRegion.restore(vta[name][1], net_cfg, record, where, path=requant)
         except FrontendError:
             raise
         except SimError as e:           # CompileError / QnnError of the layer state

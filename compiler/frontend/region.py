@@ -147,11 +147,12 @@ class VtaRegion:
         return {"kind": REGION_KIND, "edge": self.edge(), "images": [{"image": image, "state": state}]}
 
     @classmethod
-    def restore(cls, node, cfg, record: dict, where: str) -> "VtaRegion":
-        """The region of ``node`` compiled as ``record`` (what :meth:`export` gave), every field checked
-        against the node and the image; it runs without compiling."""
+    def restore(cls, node, cfg, record: dict, where: str, path: str = "auto") -> "VtaRegion":
+        """The region of ``node`` compiled as ``record`` (what :meth:`export` gave) with the requantisation
+        ``path`` it was partitioned with, every field checked against the node and the image; it runs
+        without compiling."""
         from compiler.ops.qlayer_state import restore_layer
-        region = cls(node, cfg)
+        region = cls(node, cfg, path=path)
         if record.get("kind") != REGION_KIND or len(record.get("images", ())) != 1:
             raise FrontendError(f"{where}: kind {record.get('kind')!r} with {len(record.get('images', ()))} image(s) "
                                 f"(rule: kind {REGION_KIND!r}, one image)")

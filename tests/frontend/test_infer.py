@@ -278,7 +278,7 @@ def test_compile_only_refuses_run_options(tmp_path, inputs):
     _one_line_error(*_vtasim("onnx", DIGITS_QDQ, "--out", tmp_path / "n")[::2], "--compile-only")
 
 
-@pytest.mark.parametrize("model", ["digits_qop", "edge16", "resnet_small"])
+@pytest.mark.parametrize("model", ["digits_qop", "digits_fixed", "edge16", "resnet_small"])
 def test_round_trip_of_every_region_kind(model, cfg, tmp_path, request):
     """Depthwise and grouped convs (the edge net at c=16), QOperator files, a ResNet with residual adds on
     the host: saved and reloaded, the network gives the fresh one's bytes and cycles."""
@@ -288,13 +288,17 @@ def test_round_trip_of_every_region_kind(model, cfg, tmp_path, request):
     from compiler.frontend.netcache import compile_key, compile_network
     from compiler.frontend.netfile import load_network
     from compiler.frontend.network import Network
-    path = {"digits_qop": lambda: DIGITS_QOP, "edge16": lambda: make_edge_net(tmp_path / "e.onnx", c=16),
+    path = {"digits_qop": lambda: DIGITS_QOP, "digits_fixed": lambda: DIGITS_QOP,
+            "edge16": lambda: make_edge_net(tmp_path / "e.onnx", c=16),
             "resnet_small": lambda: request.getfixturevalue("resnet_small")}[model]()
+    options = {"requant": "fixed", "skip_first_conv": False} if model == "digits_fixed" else {}
     data = path.read_bytes()
-    _, meta = compile_key(data, cfg, {})
-    compile_network(path, data, cfg, {}, meta, tmp_path / "net")
+    _, meta = compile_key(data, cfg, options)
+    compile_network(path, data, cfg, options, meta, tmp_path / "net")
     loaded, _ = load_network(tmp_path / "net", cfg)
-    fresh = Network.from_onnx(path, cfg)
+    fresh = Network.from_onnx(path, cfg, **options)
+    if model == "digits_fixed":
+        assert all(r.plan.path == "fixed" for r in loaded.regions.values())
     assert len(loaded.regions) == len(fresh.regions) >= 2
     if model == "edge16":
         assert any(n.attrs.get("group", 1) > 1 for n in loaded.graph.nodes if n.target == "vta")
