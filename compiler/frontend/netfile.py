@@ -314,7 +314,10 @@ def load_network(path, cfg=None):
     arrays = load_npz(params, "network parameters", MAX_PARAMS_BYTES, limit="MAX_PARAMS_BYTES",
                       error=FrontendError, follow_symlinks=False)
     dec = _Decoder(arrays, shown)
-    g = _graph(doc["graph"], dec, shown)
+    try:
+        g = _graph(doc["graph"], dec, shown)
+    except RecursionError:
+        raise FrontendError(f"{shown}: graph nested too deeply (rule: the few levels vtasim writes)") from None
     if not isinstance(doc["regions"], dict):
         raise FrontendError(f"{shown}: regions (rule: an object of regions by node name)")
     vta = {n.name: (k, n) for k, n in enumerate(g.nodes) if n.target == "vta"}
@@ -341,8 +344,12 @@ def load_network(path, cfg=None):
                 image = MemoryImage.load(d)
             except (SimError, OSError) as e:
                 raise FrontendError(f"{where}: image {step['dir']}: {e}") from None
-            steps.append({"image": image, "state": dec(step["state"], f"region {name} images[{i}].state")})
-        record = {"kind": rec["kind"], "edge": dec(rec["edge"], f"region {name}.edge"), "images": steps}
+            try:
+                steps.append({"image": image, "state": dec(step["state"], f"region {name} images[{i}].state")})
+                edge = dec(rec["edge"], f"region {name}.edge")
+            except RecursionError:
+                raise FrontendError(f"{where}: nested too deeply (rule: the few levels vtasim writes)") from None
+        record = {"kind": rec["kind"], "edge": edge, "images": steps}
         try:
             regions[name] = VtaRegion.restore(vta[name][1], net_cfg, record, where, path=requant)
         except FrontendError:
