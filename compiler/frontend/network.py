@@ -23,8 +23,20 @@ class Network:
         self.graph = graph_pack(g, cfg, self.regions)
 
     @classmethod
+    def from_parts(cls, graph, cfg, regions: dict, source: str = "model") -> "Network":
+        """A network whose passes and partitioning are done (a compiled network loaded from disk)."""
+        net = cls.__new__(cls)
+        net.source, net.cfg, net.graph, net.regions = source, cfg, graph, regions
+        return net
+
+    @classmethod
     def from_onnx(cls, path, cfg, **partition_opts) -> "Network":
         return cls(load_onnx(path), cfg, source=str(path), **partition_opts)
+
+    def compile_regions(self, feeds: dict) -> None:
+        """Compile every VTA region for the shapes ``feeds`` (one input) gives: a run of the numpy
+        reference, whose regions compile on their first input."""
+        execute(self.graph, self.regions, feeds, engine="reference")
 
     @property
     def input_name(self) -> str:

@@ -105,7 +105,7 @@ class QLayer:
     knob_source: str
     built: object = field(repr=False)
     output: object = field(repr=False)        # the output te.Tensor
-    consts: dict = field(repr=False)          # packed constant inputs (kernel, bias, vectors)
+    consts: dict | None = field(repr=False)   # packed constant inputs (kernel, bias, vectors); None: restored
     _counters: dict | None = field(default=None, repr=False)
     residual: object = None                   # a QAddPlan fused into the epilogue (operand "res"), or None
 
@@ -154,7 +154,8 @@ class QLayer:
 
     def image(self, x, expected: bool = True) -> MemoryImage:
         """The compiled program with input ``x`` and (``expected``) its expected output: the tensor
-        expressions evaluated in numpy, an oracle independent of the lowering."""
+        expressions evaluated in numpy, an oracle independent of the lowering (a layer restored from a
+        saved network, :mod:`compiler.ops.qlayer_state`, has none: its images carry no expected output)."""
         packed = self.pack_input(x)
         base = self.built.image
         buf = self.built.buffers["data"]
@@ -162,7 +163,7 @@ class QLayer:
         if len(raw) != buf.nbytes:            # cannot happen: same placeholder shape
             raise CompileError(f"{self.name}: input is {len(raw)} bytes, the segment {buf.nbytes}")
         segments = [Segment(s.addr, raw) if s.addr == buf.addr else s for s in base.segments]
-        want = {self.output.name: evaluate(self.output, {**self.consts, "data": packed}).tobytes()} if expected else {}
+        want = {self.output.name: evaluate(self.output, {**self.consts, "data": packed}).tobytes()} if expected and self.consts is not None else {}
         return MemoryImage(base.cfg, base.insn_addr, base.insn_count, segments, base.outputs,
                            want, expected_counters=base.expected_counters)
 

@@ -23,7 +23,7 @@ from hw.outfiles import check_out, open_out
 from compiler.scale.spec import KNOB_SOURCES, SpecError
 
 __all__ = ["COLUMNS", "CONFIG_COLUMNS", "STATUSES", "MAX_RESULTS_BYTES", "MAX_FIELD", "read_rows", "check_row",
-           "finished_keys", "ResultsWriter"]
+           "finished_keys", "ResultsWriter", "cut_torn_tail"]
 
 MAX_RESULTS_BYTES = 64 << 20    # ~30k rows of ~2 kB: three times MAX_POINTS
 MAX_FIELD = 1 << 16             # the longest field (the counters' JSON) is about 1 kB
@@ -39,7 +39,7 @@ COLUMNS = (["key", "status", "reason", "workload", "reduce", "knobs"] + CONFIG_C
             "macs_per_cycle", "area_proxy", "insns", "seconds", "knob_detail", "knob_values", "counters"])
 
 
-def _cut_torn_tail(path: Path) -> None:
+def cut_torn_tail(path: Path) -> None:
     """Drop a last line without its newline (the row being written when the process died); the file is
     searched backwards from its end, never read whole."""
     with open_out(path, "r+b", "results file") as f:
@@ -132,7 +132,7 @@ class ResultsWriter:
         if os.path.lexists(self.path):          # never a FIFO, a device or a directory
             regular_size(self.path, "results file", MAX_RESULTS_BYTES, limit="MAX_RESULTS_BYTES", error=SpecError)
         if self.path.exists() and self.path.stat().st_size:
-            _cut_torn_tail(self.path)
+            cut_torn_tail(self.path)
             read_rows(self.path)                    # header and rows checked
         new = not self.path.exists() or self.path.stat().st_size == 0     # (a torn header leaves it empty)
         self._f = open_out(self.path, "a", "results file", newline="")

@@ -12,7 +12,7 @@ import os
 import sys
 import threading
 import time
-import weakref
+from collections import OrderedDict
 from collections.abc import Sequence
 
 import numpy as np
@@ -339,19 +339,27 @@ def warm_up(cfg: VTAConfig | None = None) -> None:
     _warmed.append(True)
 
 
-_programs = weakref.WeakKeyDictionary()     # image -> (what it was checked for, Program)
+_programs: "OrderedDict[tuple, Program]" = OrderedDict()     # what a program was checked for -> Program
+_PROGRAMS_KEPT = 256                # compiled layers of a few networks
+_programs_lock = threading.Lock()
 
 
 def cached_program(image) -> Program:
-    """:func:`sim.program.load_program` of ``image``, kept with the image object and reused while its
-    config, DRAM size and instruction bytes are the same (the bytes are hashed on every call: a few
-    microseconds for a layer, where decoding and checking again costs ~0.4 ms)."""
+    """:func:`sim.program.load_program` of ``image``, reused for every image of the same config, DRAM size
+    and instruction bytes (the bytes are hashed on every call: a few microseconds for a layer, where
+    decoding and checking again costs ~0.4 ms).  Keyed by content, not by image object, so a compiled
+    layer whose images differ only in their input segment (one new image per input) decodes once."""
     key = (image.cfg, image.dram_size, image.insn_addr, hashlib.blake2b(image.insn_bytes(), digest_size=16).digest())
-    hit = _programs.get(image)
-    if hit is not None and hit[0] == key:
-        return hit[1]
+    with _programs_lock:
+        prog = _programs.get(key)
+        if prog is not None:
+            _programs.move_to_end(key)
+            return prog
     prog = load_program(image)
-    _programs[image] = (key, prog)
+    with _programs_lock:
+        _programs[key] = prog
+        while len(_programs) > _PROGRAMS_KEPT:
+            _programs.popitem(last=False)
     return prog
 
 

@@ -8,6 +8,20 @@ pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def network_cache(tmp_path_factory):
+    """``vtasim onnx`` caches compiled networks; the tests' go to a private directory, not ~/.cache."""
+    import os
+    d = tmp_path_factory.mktemp("network-cache")
+    old = os.environ.get("VTASIM_NETWORK_CACHE")
+    os.environ["VTASIM_NETWORK_CACHE"] = str(d)
+    yield d
+    if old is None:
+        os.environ.pop("VTASIM_NETWORK_CACHE", None)
+    else:
+        os.environ["VTASIM_NETWORK_CACHE"] = old
+
+
 @pytest.fixture(scope="session")
 def resnet_small(tmp_path_factory):
     """A ResNet-18-shaped int8 QDQ model at 32x32 (every conv shape class, residual adds, head)."""
