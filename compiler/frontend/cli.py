@@ -63,7 +63,8 @@ def cmd_onnx(args) -> int:
     if args.report is not None:
         check_report_dir(args.report)           # output rules before any work (hw.outfiles)
     net = Network.from_onnx(args.model, cfg, mode=args.partition, skip_first_conv=not args.all_convs,
-                            threshold=args.threshold, requant=args.requant, strict=args.strict)
+                            threshold=args.threshold, requant=args.requant, strict=args.strict,
+                            combine_parallel=not args.no_combine_parallel, fast_math=args.fast_math)
     from compiler.frontend.inputs import load_feeds
     xs, labels, source = load_feeds(net.graph, args.input, args.dataset, args.seed)
     if args.limit is not None:
@@ -153,6 +154,10 @@ def add_commands(sub) -> None:
     p.add_argument("--all-convs", action="store_true", help="offload the first convolution too")
     p.add_argument("--strict", action="store_true",
                    help="fail (one error listing each) if any conv/dense layer cannot run on VTA")
+    p.add_argument("--fast-math", action="store_true",
+                   help="approximate the host's float Exp/Tanh/Erf/Softmax (FastMath; bounds in docs/compiler.md)")
+    p.add_argument("--no-combine-parallel", action="store_true",
+                   help="keep sibling conv/dense layers over one input as separate VTA regions")
     p.add_argument("--report", type=Path, default=None, help="write layers.csv and PNG plots here")
     p.add_argument("--save-images", type=Path, default=None, help="write each VTA region's memory image here")
     p.set_defaults(func=cmd_onnx)

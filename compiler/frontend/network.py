@@ -2,32 +2,44 @@
 
 from __future__ import annotations
 
-from compiler.frontend import fuse, passes
+from compiler.frontend import combine, dyn_static, fastmath, fuse, passes
 from compiler.frontend.execute import execute
 from compiler.frontend.onnx_import import load_onnx
 from compiler.frontend.partition import graph_pack, partition
 
 __all__ = ["Network", "PIPELINE"]
 
-PIPELINE = ("simplify_inference", "fold_constants", "eliminate_common_subexpr", "fuse_ops",
-            "dead_code_elimination", "legalize", "partition", "graph_pack")
+PIPELINE = ("dynamic_to_static", "simplify_inference", "fold_constants", "eliminate_common_subexpr", "fuse_ops",
+            "combine_parallel_conv2d", "combine_parallel_dense", "dead_code_elimination", "legalize",
+            "fast_math", "partition", "graph_pack")
 
 
 class Network:
-    def __init__(self, graph, cfg, source: str = "model", **partition_opts):
+    """``combine_parallel``: CombineParallelConv2D/Dense (on, except with ``mode="host"``);
+    ``fast_math``: FastMath (off); the rest goes to :func:`~compiler.frontend.partition.partition`."""
+
+    def __init__(self, graph, cfg, source: str = "model", combine_parallel: bool = True, fast_math: bool = False,
+                 **partition_opts):
         self.source, self.cfg = source, cfg
-        g = passes.simplify_inference(graph)
+        g = dyn_static.dynamic_to_static(graph)
+        g = passes.simplify_inference(g)
         g = passes.fold_constants(g)
         g = passes.eliminate_common_subexpr(g)
         g = fuse.fuse_ops(g)
+        if combine_parallel and partition_opts.get("mode", "pattern") != "host":
+            requant = partition_opts.get("requant", "auto")
+            g = combine.combine_parallel_conv2d(g, cfg, requant, partition_opts.get("skip_first_conv", True))
+            g = combine.combine_parallel_dense(g, cfg, requant)
         g = passes.dead_code_elimination(g)
         g = passes.legalize(g)
+        if fast_math:
+            g = fastmath.fast_math(g)
         self.regions = partition(g, cfg, **partition_opts)
         self.graph = graph_pack(g, cfg)
 
     @classmethod
-    def from_onnx(cls, path, cfg, **partition_opts) -> "Network":
-        return cls(load_onnx(path), cfg, source=str(path), **partition_opts)
+    def from_onnx(cls, path, cfg, **opts) -> "Network":
+        return cls(load_onnx(path), cfg, source=str(path), **opts)
 
     @property
     def input_name(self) -> str:

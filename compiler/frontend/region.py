@@ -78,6 +78,8 @@ class VtaRegion:
         lo, hi = act_limits(a["act"], a["y_scale"], a["y_zp"], a["y_dtype"])
         mult = np.asarray(a["x_scale"], np.float64) * np.asarray(a["w_scale"], np.float64) / a["y_scale"]
         mult = mult if mult.ndim and mult.size > 1 else float(mult)
+        if a.get("requant_plan") is not None and np.dtype(x_dtype) == a["x_dtype"]:
+            return za, a["requant_plan"]      # parallel layers combined: their plans, merged per channel
         plan = plan_requant(mult, acc_bound(a["weight"], a["bias"], za), int(a["y_zp"]) - ys, lo - ys, hi - ys,
                             self.cfg, path=self.path)
         return za, plan
