@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.frontend.composite import act_limits
+from compiler.frontend.composite import out_limits
 from compiler.frontend.graph import Graph, Node
 from compiler.frontend.region import VtaRegion, region_problem
 
@@ -53,13 +53,11 @@ def _scalar_key(v):
 
 def _key(g: Graph, prod: dict, n: Node):
     a = n.attrs
-    limits = act_limits(a["act"], a["y_scale"], a["y_zp"], a["y_dtype"])
-    clip = (a["act"], _scalar_key(a["y_scale"])) if isinstance(a["act"], tuple) else None  # bounds in y_scale units
     geometry = (a["weight"].shape[1:],)
     if n.op == "qconv":
         geometry += (tuple(a["strides"]), tuple(a["pads"]), tuple(a["dilations"]), int(a["group"]))
     return (n.op, _source(g, prod, n.inputs[0]), geometry, _scalar_key(a["x_scale"]), int(a["x_zp"]),
-            np.dtype(a["x_dtype"]).str, np.dtype(a["y_dtype"]).str, int(a["y_zp"]), limits, clip)
+            np.dtype(a["x_dtype"]).str, np.dtype(a["y_dtype"]).str)
 
 
 def _eligible(n: Node) -> bool:
@@ -79,15 +77,18 @@ def _combined(branches: list, name: str) -> Node:
     sizes = [w.shape[0] for w in ws]
     biases = [b.attrs["bias"] if b.attrs["bias"] is not None else np.zeros(o, np.int32)
               for b, o in zip(branches, sizes)]
-    y_scales = [float(b.attrs["y_scale"]) for b in branches]
     attrs = dict(first)
     attrs.update(weight=np.ascontiguousarray(np.concatenate(ws, axis=0)),
                  bias=None if all(b.attrs["bias"] is None for b in branches) else np.concatenate(biases).astype(np.int32),
                  w_scale=np.concatenate([_per_channel(b.attrs["w_scale"], o) for b, o in zip(branches, sizes)]),
-                 w_zp=0,
-                 y_scale=y_scales[0] if len(set(y_scales)) == 1 else
-                 np.concatenate([np.full(o, s, np.float64) for s, o in zip(y_scales, sizes)]),
-                 combined=[b.name for b in branches])
+                 w_zp=0, combined=[b.name for b in branches])
+    for what, values in (("y_scale", [float(b.attrs["y_scale"]) for b in branches]),
+                         ("y_zp", [int(b.attrs["y_zp"]) for b in branches])):
+        attrs[what] = values[0] if len(set(values)) == 1 else \
+            np.concatenate([np.full(o, v) for v, o in zip(values, sizes)])
+    limits = [out_limits(b.attrs) for b in branches]
+    attrs["limits"] = limits[0] if len(set(limits)) == 1 else \
+        tuple(np.concatenate([np.full(o, lim[k], np.int64) for lim, o in zip(limits, sizes)]) for k in (0, 1))
     attrs.pop("layout", None)
     where = f"{branches[0].where} + {len(branches) - 1} parallel sibling(s)"
     return Node(branches[0].op, [branches[0].inputs[0]], [name], attrs, name, where)
@@ -165,7 +166,8 @@ def merged_plan(plans: list, sizes: list):
 def _clusters(branches, plans, g, taken, cfg, requant):
     """[(members + [combined node], merged plan or None)]: every branch in one layer when all their plans
     and the combined layer's are exact, else the branches grouped by their plans' shifts (merged)."""
-    if not any(p.max_error_lsb for p in plans):
+    same_range = len({(int(b.attrs["y_zp"]), out_limits(b.attrs)) for b in branches}) == 1
+    if same_range and not any(p.max_error_lsb for p in plans):
         comb = _combined(branches, g.fresh(f"{branches[0].name}_combined", taken))
         got = _plans([comb], cfg, requant)
         if not isinstance(got, str) and not got[0].max_error_lsb:

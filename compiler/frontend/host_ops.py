@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler import qnn
-from compiler.frontend.composite import act_limits
+from compiler.frontend.composite import act_limits, out_limits
 from compiler.frontend.errors import FrontendError
 from compiler.frontend.fastmath import fast_erf, fast_exp, fast_tanh
 from compiler.frontend.host_tensor import TENSOR_OPS
@@ -118,7 +118,7 @@ def requantize_acc(node, acc, in_scale, axis=1) -> np.ndarray:
     """int32 accumulator (scale ``in_scale``, zero point 0) -> the node's output type, activation applied."""
     a = node.attrs
     y = qnn.requantize(acc, in_scale, 0, a["y_scale"], a["y_zp"], out_dtype="int32", axis=axis)
-    lo, hi = act_limits(a["act"], a["y_scale"], a["y_zp"], a["y_dtype"])
+    lo, hi = (_axis_shape(y, axis, v) for v in out_limits(a))
     return np.clip(y, lo, hi).astype(a["y_dtype"])
 
 

@@ -96,8 +96,9 @@ def test_conv_siblings_that_must_not_combine(cfg, tmp_path):
     _same_outputs([comb, plain], x, path)
 
 
-def _projections(path, seed: int, k: int = 32, rows: int = 4):
-    """Q/K/V-style projections: three MatMul + ReLU over one (1, rows, k) input, concatenated."""
+def _projections(path, seed: int, k: int = 32, rows: int = 4, relu: bool = True):
+    """Q/K/V-style projections: three MatMul [+ ReLU] over one (1, rows, k) input, concatenated (without
+    the ReLU each output has its own zero point)."""
     from onnx import TensorProto, helper, numpy_helper
     import onnx
     rng = np.random.default_rng(seed)
@@ -105,8 +106,9 @@ def _projections(path, seed: int, k: int = 32, rows: int = 4):
     for j in range(3):
         w = (rng.standard_normal((k, 16)) / np.sqrt(k)).astype(np.float32)
         inits.append(numpy_helper.from_array(w, f"w{j}"))
-        nodes.append(helper.make_node("MatMul", ["x", f"w{j}"], [f"m{j}"]))
-        nodes.append(helper.make_node("Relu", [f"m{j}"], [f"p{j}"]))     # ReLU: every output zero point -128
+        nodes.append(helper.make_node("MatMul", ["x", f"w{j}"], [f"m{j}" if relu else f"p{j}"]))
+        if relu:
+            nodes.append(helper.make_node("Relu", [f"m{j}"], [f"p{j}"]))     # every output zero point -128
         outs.append(f"p{j}")
     nodes.append(helper.make_node("Concat", outs, ["y"], axis=2))
     graph = helper.make_graph(nodes, "proj", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, rows, k])],
@@ -118,11 +120,12 @@ def _projections(path, seed: int, k: int = 32, rows: int = 4):
     return quantize(m, path, cal, batch=1), rng
 
 
+@pytest.mark.parametrize("relu", [True, False], ids=["relu", "zero-points"])
 @pytest.mark.parametrize("seed", range(4))
-def test_dense_projections_combine_or_stay_bit_identical(cfg, tmp_path, seed):
+def test_dense_projections_combine_or_stay_bit_identical(cfg, tmp_path, seed, relu):
     """Over the seeds the pass combines in some and not in others; wherever it does, fewer regions and
     the same outputs."""
-    path, rng = _projections(tmp_path / "proj.onnx", seed)
+    path, rng = _projections(tmp_path / "proj.onnx", seed, relu=relu)
     comb, plain = _nets(path, cfg)
     fired = any("-> one qdense" in n for n in comb.notes)
     assert len(plain.regions) == 3
