@@ -155,7 +155,7 @@ def add_commands(sub) -> None:
     p.add_argument("--strict", action="store_true",
                    help="fail (one error listing each) if any conv/dense layer cannot run on VTA")
     p.add_argument("--fast-math", action="store_true",
-                   help="approximate the host's float Exp/Tanh/Erf/Softmax (FastMath; bounds in docs/compiler.md)")
+                   help="approximate the host's float Exp/Tanh/Erf/Softmax (FastMath; bounds in docs/quantisation.md)")
     p.add_argument("--no-combine-parallel", action="store_true",
                    help="keep sibling conv/dense layers over one input as separate VTA regions")
     p.add_argument("--report", type=Path, default=None, help="write layers.csv and PNG plots here")

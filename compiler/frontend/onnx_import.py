@@ -203,7 +203,6 @@ def from_onnx(model, source: str = "model", batch: int = 1, validate=None) -> Gr
 
     ``validate(model, source)`` (:func:`load_onnx` passes :func:`~compiler.frontend.validate.check_model`)
     runs after the initializers' sizes are checked and the ops listed, before shape inference."""
-    import onnx
     g = model.graph
     check_opset(model, source)
     consts = {}
