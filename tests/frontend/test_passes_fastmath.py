@@ -39,6 +39,21 @@ def test_within_the_stated_bound_on_a_dense_grid(op):
     assert rel > rel_bound / 100            # an approximation, not the exact function
 
 
+def test_fast_softmax_within_its_bound_of_the_exact_op():
+    from compiler.frontend.host_ops import run_host
+    from compiler.frontend.graph import Node
+    ab_bound, rel_bound = ERROR_BOUNDS["Softmax"]
+    rng = np.random.default_rng(3)
+    for scale in (0.5, 4.0, 30.0):                    # 30: most outputs far below the row's maximum
+        x = (rng.standard_normal((500, 200)) * scale).astype(np.float32)
+        exact = run_host(Node("Softmax", ["x"], ["y"], {"axis": -1}), [x])[0].astype(np.float64)
+        fast = run_host(Node("fast_softmax", ["x"], ["y"], {"axis": -1}), [x])[0].astype(np.float64)
+        assert np.abs(fast - exact).max() <= ab_bound
+        big = exact >= 1e-30
+        rel = (np.abs(fast - exact)[big] / exact[big]).max()
+        assert 0 < rel <= rel_bound, (scale, rel)
+
+
 def _model():
     nodes = [helper.make_node("Exp", ["x"], ["e"]), helper.make_node("Tanh", ["x"], ["t"]),
              helper.make_node("Erf", ["x"], ["f"]), helper.make_node("Softmax", ["x"], ["s"], axis=-1)]
@@ -76,3 +91,18 @@ def test_off_by_default_in_the_network(cfg):
     net = Network(from_onnx(_model()), cfg)
     assert net.graph.counts() == {"Exp": 1, "Tanh": 1, "Erf": 1, "Softmax": 1}
     assert not any(n.startswith("fast_math") for n in net.notes)
+
+
+def test_cli_fast_math_flag_prints_what_it_changed(tmp_path):
+    import subprocess
+    import sys
+    path = tmp_path / "fm.onnx"
+    onnx.save(_model(), path)
+    outs = {}
+    for flag in ((), ("--fast-math",)):
+        r = subprocess.run([sys.executable, "-m", "sim.cli", "onnx", str(path), *flag], capture_output=True,
+                           text=True, timeout=600)
+        assert r.returncode == 0, r.stderr
+        outs[flag] = r.stdout
+    assert "fast_math: 1 Erf -> fast_erf" in outs[("--fast-math",)]
+    assert "  fast_math:" not in outs[()]
