@@ -9,22 +9,22 @@ channels pack together.  The passes run on the composite ``qconv``/``qdense`` no
 
 Siblings combine when they read the same quantised tensor (for ``qdense``: or ``Reshape``s of one
 tensor to one shape, as the 3-d MatMul fusion makes) with the same input quantisation, weight shape
-but for the output channels, strides, pads and dilations (1), one group, int8 symmetric weights (VTA
-layers), the same output type and zero point and the same output range after the activation.  The
-combined layer
+but for the output channels, strides and pads, no dilation, one group, int8 symmetric weights (VTA
+layers) and the same output type.  The combined layer
 
 * concatenates the weights on the output-channel axis, and the int32 biases (0 for a branch without);
 * keeps each branch's requantisation per output channel: ``w_scale`` becomes the per-channel vector
-  of the branches' weight scales and, where the branches' output scales differ, ``y_scale`` the
-  per-channel vector of theirs, so each channel's multiplier ``x_scale * w_scale / y_scale`` is the
-  same float64 number as in its branch;
+  of the branches' weight scales and, where the branches differ, ``y_scale``, ``y_zp`` and the
+  output range (``limits``) per-channel vectors of theirs, so each channel's multiplier
+  ``x_scale * w_scale / y_scale`` is the same float64 number as in its branch;
 * is followed by a host ``Split`` on the channel axis that gives back the branches' output values.
 
-A group is combined only when VTA can run every branch and the combined layer, and every one of
-their requantisation plans (:func:`compiler.qnn.plan_requant`) is exact (``max_error_lsb == 0``):
-then each output equals TVM's ``qnn.requantize`` of the same accumulator either way, so the combined
-graph's outputs are bit-identical to the uncombined graph's.  The note says what was combined, and
-why a group of siblings was not.
+Its outputs are bit-identical to the branches' (docs/quantisation.md section 5): either every
+branch's plan (:func:`compiler.qnn.plan_requant`) and the combined layer's is exact
+(``max_error_lsb == 0``) and the branches share zero point and range, or the combined layer carries
+:func:`merged_plan` of the branches' own plans (``attrs["requant_plan"]``), which gives each
+channel its branch's steps.  Branches whose plans cannot merge stay alone; the note says what was
+combined and why a sibling was not.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from compiler.frontend.composite import out_limits
 from compiler.frontend.graph import Graph, Node
 from compiler.frontend.region import VtaRegion, region_problem
 
-__all__ = ["combine_parallel_conv2d", "combine_parallel_dense"]
+__all__ = ["combine_parallel_conv2d", "combine_parallel_dense", "merged_plan"]
 
 
 def _source(g: Graph, prod: dict, v: str):
@@ -163,6 +163,20 @@ def merged_plan(plans: list, sizes: list):
                        all(p.enumerated for p in plans))
 
 
+def _compiles(g: Graph, comb: Node, cfg, requant: str):
+    """None when the combined layer compiles for its input's shape (its per-channel vectors take
+    accumulator space), else why not; an unknown input shape is checked when it first runs."""
+    from compiler.errors import CompileError
+    shape = g.shapes.get(comb.inputs[0])
+    if shape is None:
+        return None
+    try:
+        VtaRegion(comb, cfg, path=requant).compile(shape, comb.attrs["x_dtype"])
+    except CompileError as e:
+        return str(e)
+    return None
+
+
 def _clusters(branches, plans, g, taken, cfg, requant):
     """[(members + [combined node], merged plan or None)]: every branch in one layer when all their plans
     and the combined layer's are exact, else the branches grouped by their plans' shifts (merged)."""
@@ -202,12 +216,18 @@ def _combine(g: Graph, op: str, pass_name: str, cfg, requant: str, skip_first_co
         if isinstance(plans, str):
             g.notes.append(f"{pass_name}: {names} over {branches[0].inputs[0]!r} not combined: {plans}")
             continue
+        tried: set = set()
         for members, plan in _clusters(branches, plans, g, taken, cfg, requant):
             comb = members[-1]
             members = members[:-1]
+            tried.update(id(b) for b in members)
             sizes = [b.attrs["weight"].shape[0] for b in members]
             if plan is not None:
                 comb.attrs["requant_plan"] = plan
+            why = _compiles(g, comb, cfg, requant)
+            if why:
+                g.notes.append(f"{pass_name}: {', '.join(repr(b.name) for b in members)} not combined: {why}")
+                continue
             out_shape = g.shapes.get(members[0].outputs[0])
             if out_shape is not None:
                 g.shapes[comb.outputs[0]] = (out_shape[0], sum(sizes)) + tuple(out_shape[2:])
@@ -219,7 +239,7 @@ def _combine(g: Graph, op: str, pass_name: str, cfg, requant: str, skip_first_co
             g.notes.append(f"{pass_name}: {', '.join(repr(b.name) for b in members)} over {members[0].inputs[0]!r} "
                            f"-> one {op} of {sum(sizes)} output channels {sizes}, split on the host"
                            + (" (their requantisation plans merged per channel)" if plan is not None else ""))
-        left = [b.name for b in branches if id(b) not in replace]
+        left = [b.name for b in branches if id(b) not in tried]
         if left:
             g.notes.append(f"{pass_name}: {', '.join(map(repr, left))} over {branches[0].inputs[0]!r} not combined: "
                            f"their requantisation plans are not all exact and shift differently from every sibling's")

@@ -15,7 +15,8 @@ PIPELINE = ("dynamic_to_static", "simplify_inference", "fold_constants", "elimin
 
 
 class Network:
-    """``combine_parallel``: CombineParallelConv2D/Dense (on, except with ``mode="host"``);
+    """``combine_parallel``: CombineParallelConv2D/Dense (on, with the default ``mode="pattern"`` only:
+    every combined layer and every branch then runs on VTA);
     ``fast_math``: FastMath (off); the rest goes to :func:`~compiler.frontend.partition.partition`."""
 
     def __init__(self, graph, cfg, source: str = "model", combine_parallel: bool = True, fast_math: bool = False,
@@ -26,7 +27,7 @@ class Network:
         g = passes.fold_constants(g)
         g = passes.eliminate_common_subexpr(g)
         g = fuse.fuse_ops(g)
-        if combine_parallel and partition_opts.get("mode", "pattern") != "host":
+        if combine_parallel and partition_opts.get("mode", "pattern") == "pattern":
             requant = partition_opts.get("requant", "auto")
             g = combine.combine_parallel_conv2d(g, cfg, requant, partition_opts.get("skip_first_conv", True))
             g = combine.combine_parallel_dense(g, cfg, requant)
