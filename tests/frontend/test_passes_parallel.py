@@ -135,3 +135,17 @@ def test_dense_projections_combine_or_stay_bit_identical(cfg, tmp_path, seed, re
     assert fired or seed != 0                  # seed 0: two of the three plans shift alike
     x = rng.standard_normal((1, 4, 32)).astype(np.float32)
     _same_outputs([comb, plain], x, path)
+
+
+def test_bert_tiny_projections_combine_bit_identical(cfg, tmp_path):
+    """The edge set's BERT-tiny (onnxruntime's quantisation): in each layer two of the Q/K/V projections
+    shift alike and combine; the network's outputs equal the uncombined network's."""
+    import onnx
+    from compiler.frontend.models import edge
+    path = edge.make("bert_tiny", tmp_path / "bert.onnx")
+    comb, plain = _nets(path, cfg)
+    assert sum("-> one qdense" in n for n in comb.notes) == 2
+    assert len(comb.regions) == len(plain.regions) - 2
+    for x in edge.calibration(onnx.load(path), n=2, seed=7):
+        ys = [n.run(x[None], engine="functional")[0] for n in (comb, plain)]
+        assert np.array_equal(ys[0], ys[1]) and np.std(ys[0]) > 1e-3
