@@ -64,7 +64,7 @@ def cmd_onnx(args) -> int:
         check_report_dir(args.report)           # output rules before any work (hw.outfiles)
     net = Network.from_onnx(args.model, cfg, mode=args.partition, skip_first_conv=not args.all_convs,
                             threshold=args.threshold, requant=args.requant, strict=args.strict,
-                            combine_parallel=not args.no_combine_parallel, fast_math=args.fast_math)
+                            combine_parallel=args.combine_parallel, fast_math=args.fast_math)
     from compiler.frontend.inputs import load_feeds
     xs, labels, source = load_feeds(net.graph, args.input, args.dataset, args.seed)
     if args.limit is not None:
@@ -156,8 +156,9 @@ def add_commands(sub) -> None:
                    help="fail (one error listing each) if any conv/dense layer cannot run on VTA")
     p.add_argument("--fast-math", action="store_true",
                    help="approximate the host's float Exp/Tanh/Erf/Softmax (FastMath; bounds in docs/quantisation.md)")
-    p.add_argument("--no-combine-parallel", action="store_true",
-                   help="keep sibling conv/dense layers over one input as separate VTA regions")
+    p.add_argument("--combine-parallel", action="store_true",
+                   help="combine sibling conv/dense layers over one input into one VTA region where the cycle "
+                        "engine counts fewer cycles (CombineParallelConv2D/Dense; outputs bit-identical)")
     p.add_argument("--report", type=Path, default=None, help="write layers.csv and PNG plots here")
     p.add_argument("--save-images", type=Path, default=None, help="write each VTA region's memory image here")
     p.set_defaults(func=cmd_onnx)

@@ -163,18 +163,22 @@ def merged_plan(plans: list, sizes: list):
                        all(p.enumerated for p in plans))
 
 
-def _compiles(g: Graph, comb: Node, cfg, requant: str):
-    """None when the combined layer compiles for its input's shape (its per-channel vectors take
-    accumulator space), else why not; an unknown input shape is checked when it first runs."""
+def _cycles(g: Graph, nodes: list, cfg, requant: str):
+    """Cycle-engine cycles of ``nodes`` as VTA regions on a zero input of their input's shape (the cost
+    partitioning's estimate), or the reason there are none: an unknown input shape, or a layer that
+    does not compile (a merged plan's vectors take accumulator space)."""
     from compiler.errors import CompileError
-    shape = g.shapes.get(comb.inputs[0])
+    from compiler.frontend.partition import _estimate_cycles
+    shape = g.shapes.get(nodes[0].inputs[0])
     if shape is None:
-        return None
-    try:
-        VtaRegion(comb, cfg, path=requant).compile(shape, comb.attrs["x_dtype"])
-    except CompileError as e:
-        return str(e)
-    return None
+        return f"the input shape of {nodes[0].name!r} is unknown (no cycle estimate)"
+    total = 0
+    for n in nodes:
+        try:
+            total += _estimate_cycles(VtaRegion(n, cfg, path=requant), shape, n.attrs["x_dtype"])
+        except CompileError as e:
+            return f"{n.name}: {e}"
+    return total
 
 
 def _clusters(branches, plans, g, taken, cfg, requant):
@@ -224,9 +228,12 @@ def _combine(g: Graph, op: str, pass_name: str, cfg, requant: str, skip_first_co
             sizes = [b.attrs["weight"].shape[0] for b in members]
             if plan is not None:
                 comb.attrs["requant_plan"] = plan
-            why = _compiles(g, comb, cfg, requant)
-            if why:
-                g.notes.append(f"{pass_name}: {', '.join(repr(b.name) for b in members)} not combined: {why}")
+            label = f"{pass_name}: {', '.join(repr(b.name) for b in members)} over {members[0].inputs[0]!r}"
+            apart, together = _cycles(g, members, cfg, requant), _cycles(g, [comb], cfg, requant)
+            why = apart if isinstance(apart, str) else together if isinstance(together, str) else None
+            if why or together >= apart:
+                g.notes.append(f"{label} not combined: " + (why or f"{together:,} cycles combined against "
+                                                                  f"{apart:,} apart on the cycle engine"))
                 continue
             out_shape = g.shapes.get(members[0].outputs[0])
             if out_shape is not None:
@@ -236,8 +243,8 @@ def _combine(g: Graph, op: str, pass_name: str, cfg, requant: str, skip_first_co
             replace[id(members[0])] = [comb, split]
             for b in members[1:]:
                 replace[id(b)] = []
-            g.notes.append(f"{pass_name}: {', '.join(repr(b.name) for b in members)} over {members[0].inputs[0]!r} "
-                           f"-> one {op} of {sum(sizes)} output channels {sizes}, split on the host"
+            g.notes.append(f"{label} -> one {op} of {sum(sizes)} output channels {sizes}, split on the host; "
+                           f"{apart:,} -> {together:,} cycles"
                            + (" (their requantisation plans merged per channel)" if plan is not None else ""))
         left = [b.name for b in branches if id(b) not in tried]
         if left:

@@ -15,11 +15,11 @@ PIPELINE = ("dynamic_to_static", "simplify_inference", "fold_constants", "elimin
 
 
 class Network:
-    """``combine_parallel``: CombineParallelConv2D/Dense (on, with the default ``mode="pattern"`` only:
-    every combined layer and every branch then runs on VTA);
+    """``combine_parallel``: CombineParallelConv2D/Dense (off, as Relay's opt_level 4; with
+    ``mode="pattern"`` only: every combined layer and every branch then runs on VTA);
     ``fast_math``: FastMath (off); the rest goes to :func:`~compiler.frontend.partition.partition`."""
 
-    def __init__(self, graph, cfg, source: str = "model", combine_parallel: bool = True, fast_math: bool = False,
+    def __init__(self, graph, cfg, source: str = "model", combine_parallel: bool = False, fast_math: bool = False,
                  **partition_opts):
         self.source, self.cfg = source, cfg
         g = dyn_static.dynamic_to_static(graph)

@@ -92,7 +92,7 @@ def _report(args, out: Path, test, in_name: str) -> None:
     top = {k: float(np.mean(np.array([r.run(x[None]).argmax() for x in xte]) == yte))
            for k, r in (("float32", f32), ("int8", i8))}
     cfg = load_config(args.config)
-    net = Network.from_onnx(out, cfg, skip_first_conv=False, combine_parallel=False)   # regions = onnxruntime's layers
+    net = Network.from_onnx(out, cfg, skip_first_conv=False)
     ours = np.array([net.run(x[None], engine=args.engine)[0].argmax() for x in xte])
     print(f"top-1 on {n} held-out digits: float32 {top['float32']:.4f}, int8 (onnxruntime) {top['int8']:.4f}, "
           f"int8 on VTA ({args.engine}) {float(np.mean(ours == yte)):.4f}")

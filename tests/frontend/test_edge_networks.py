@@ -29,7 +29,7 @@ from compiler.frontend.network import Network
 
 SMALL = {"mobilenet_v2": dict(hw=32, width=0.5, classes=16), "yolo_tiny": dict(hw=64, classes=3),
          "bert_tiny": dict(), "dcgan": dict()}
-# (relative error bound, least top-1 agreement, least conv/dense layers on VTA) at these sizes
+# (relative error bound, least top-1 agreement, least regions on VTA) at these sizes
 BOUNDS = {"mobilenet_v2": (0.15, 0.85, 50), "yolo_tiny": (0.08, 1.0, 10), "bert_tiny": (0.08, 0.9, 13),
           "dcgan": (0.02, 1.0, 0)}
 # onnxruntime writes QOperator for the convolutional ones; those run in the slow set
@@ -47,8 +47,7 @@ def network(request, tmp_path_factory, cfg):
 def test_network_agrees_with_onnxruntime(network):
     name, path, net = network
     bound, top1, min_regions = BOUNDS[name]
-    layers = sum(len(n.attrs.get("combined", [n.name])) for n in net.graph.nodes if n.target == "vta")
-    assert layers >= min_regions, net.notes       # layers on VTA (sibling layers combined count each)
+    assert len(net.regions) >= min_regions, net.notes
     xs = edge.calibration(onnx.load(path), n=32, seed=7)
     ort = OrtReference(path)
     ours = np.stack([net.run(x[None], engine="reference")[0].reshape(-1) for x in xs])
