@@ -91,3 +91,23 @@ def test_a_shape_read_from_the_data_is_left_dynamic():
         ref = _ort(model, feeds)
         assert outs["y"].shape == ref.shape == (want[0], 24 // want[0])
         np.testing.assert_array_equal(outs["y"], ref)
+
+
+def test_constant_of_shape_and_expand_at_run_time():
+    """A shape fed by the caller: ConstantOfShape and Expand run on the host, equal to onnxruntime; a
+    shape beyond the element limit is refused before anything is allocated."""
+    import pytest
+    from compiler.frontend.errors import FrontendError
+    nodes = [helper.make_node("ConstantOfShape", ["want"], ["c"], value=numpy_helper.from_array(np.full(1, 0.5, np.float32))),
+             helper.make_node("Expand", ["b", "want"], ["e"]),
+             helper.make_node("Add", ["c", "e"], ["y"])]
+    b = np.random.default_rng(4).standard_normal((1, 3)).astype(np.float32)
+    model = _model(nodes, [helper.make_tensor_value_info("want", TensorProto.INT64, [2])], {"b": b}, ["a", "b"])
+    g = dynamic_to_static(from_onnx(model))
+    assert g.counts() == {"ConstantOfShape": 1, "Expand": 1, "Add": 1}
+    for want in ([2, 3], [5, 1], [1, 3]):
+        feeds = {"want": np.array(want, np.int64)}
+        outs, _ = execute(g, {}, feeds, engine="reference")
+        np.testing.assert_array_equal(outs["y"], _ort(model, feeds))
+    with pytest.raises(FrontendError, match="elements; the limit is"):
+        execute(g, {}, {"want": np.array([1 << 20, 1 << 20], np.int64)}, engine="reference")
