@@ -66,7 +66,8 @@ def cmd_onnx(args) -> int:
     if args.report is not None:
         check_report_dir(args.report)           # output rules before any work (hw.outfiles)
     options = dict(mode=args.partition, skip_first_conv=not args.all_convs, threshold=args.threshold,
-                   requant=args.requant, strict=args.strict, region_mode=args.regions)
+                   requant=args.requant, strict=args.strict, region_mode=args.regions,
+                   combine_parallel=args.combine_parallel, fast_math=args.fast_math)
     if args.compile_only:
         return _compile_only(args, cfg, options, t0)
     if args.out is not None:
@@ -192,6 +193,11 @@ def add_commands(sub) -> None:
     p.add_argument("--all-convs", action="store_true", help="offload the first convolution too")
     p.add_argument("--strict", action="store_true",
                    help="fail (one error listing each) if any conv/dense layer cannot run on VTA")
+    p.add_argument("--fast-math", action="store_true",
+                   help="approximate the host's float Exp/Tanh/Erf/Softmax (FastMath; bounds in docs/quantisation.md)")
+    p.add_argument("--combine-parallel", action="store_true",
+                   help="combine sibling conv/dense layers over one input into one VTA region where the cycle "
+                        "engine counts fewer cycles (CombineParallelConv2D/Dense; outputs bit-identical)")
     p.add_argument("--report", type=Path, default=None, help="write layers.csv and PNG plots here")
     p.add_argument("--save-images", type=Path, default=None, help="write each VTA region's memory image here "
                    "(compiles afresh: the images carry expected outputs)")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.frontend.composite import act_limits
+from compiler.frontend.composite import out_limits
 from compiler.frontend.errors import FrontendError
 
 __all__ = ["VtaRegion", "region_problem", "acc_bound", "REGION_KIND"]
@@ -76,8 +76,10 @@ class VtaRegion:
         from compiler.qnn import plan_requant
         a = self.node.attrs
         za = int(a["x_zp"]) - self._shift(x_dtype)
+        if a.get("requant_plan") is not None and np.dtype(x_dtype) == a["x_dtype"]:
+            return za, a["requant_plan"]      # parallel layers combined: their plans, merged per channel
         ys = self._shift(a["y_dtype"])
-        lo, hi = act_limits(a["act"], a["y_scale"], a["y_zp"], a["y_dtype"])
+        lo, hi = out_limits(a)
         mult = np.asarray(a["x_scale"], np.float64) * np.asarray(a["w_scale"], np.float64) / a["y_scale"]
         mult = mult if mult.ndim and mult.size > 1 else float(mult)
         plan = plan_requant(mult, acc_bound(a["weight"], a["bias"], za), int(a["y_zp"]) - ys, lo - ys, hi - ys,
