@@ -26,8 +26,9 @@ Hardswish, Sigmoid, Tanh, Hardsigmoid, LeakyReLU       ``qlut`` (a 256-entry tab
 ``Identity``, ``Dropout``, ``contiguous``              nothing (an alias)
 =====================================================  =============================================
 
-Every op or argument it cannot take is listed in one :class:`UnsupportedModel`.  Nothing here
-loads a file: :func:`load_torch` (the CLI's) refuses pickled modules unless the caller trusts them.
+Every op or argument it cannot take is listed in one :class:`UnsupportedModel`.  Files:
+:func:`load_state_dict` reads a state dict with ``weights_only=True`` (no code runs); a model's
+architecture comes from code, never from a file (:func:`load_factory`: ``package.module:function``).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from compiler.frontend.composite import qadd_node, qconv_node, qdense_node, qpar
 from compiler.frontend.errors import FrontendError, ModelFileError, UnsupportedModel
 from compiler.frontend.graph import Graph, Node
 
-__all__ = ["from_torch", "load_torch", "graph_module", "MAX_TORCH_BYTES"]
+__all__ = ["from_torch", "graph_module", "load_state_dict", "apply_state_dict", "load_factory", "MAX_TORCH_BYTES"]
 
 MAX_TORCH_BYTES = 1 << 30
 
@@ -308,6 +309,9 @@ def _module(imp: _Importer, n, m, where):
     elif isinstance(m, (torch.nn.LeakyReLU, nnq.LeakyReLU)):
         alpha = float(m.negative_slope)
         imp.lut(n, x, lambda v: np.where(v >= 0, v, alpha * v), "leaky_relu", where)
+    elif isinstance(m, (torch.nn.Conv2d, torch.nn.Linear)):
+        imp.problems.append(f"{where}: float {type(m).__name__} (quantise the model first: prepare/convert or "
+                            f"prepare_fx/convert_fx)")
     else:
         imp.problems.append(f"{where}: module {type(m).__module__}.{type(m).__name__} is not supported")
 
@@ -440,22 +444,55 @@ def from_torch(module, input_shape, source: str = "model") -> Graph:
     return g
 
 
-def load_torch(path, trust: bool = False, max_bytes: int = MAX_TORCH_BYTES):
-    """A whole quantised module saved with ``torch.save(model, path)``: a pickle, which runs code from the
-    file when loaded, so it is read only when ``trust`` (the CLI's ``--trust``)."""
+def load_state_dict(path, max_bytes: int = MAX_TORCH_BYTES) -> dict:
+    """A ``state_dict`` saved with ``torch.save(model.state_dict(), path)``, read with ``weights_only=True``:
+    PyTorch's restricted unpickler, which rebuilds tensors and plain containers and refuses anything else,
+    so the file runs no code.  (A whole pickled module is not accepted: loading one runs code from the
+    file, and PyTorch 2.14 cannot restore a pickled quantised module anyway.)"""
     from hw.files import read_regular
-    if not trust:
-        raise ModelFileError(f"{path}: a saved PyTorch module is a pickle, and loading one runs code from the "
-                             f"file (rule: pickled models load only with --trust, for files whose origin you "
-                             f"trust)")
     torch = _torch()
-    data = read_regular(path, "PyTorch model", max_bytes, error=ModelFileError)
+    data = read_regular(path, "state dict", max_bytes, error=ModelFileError)
     try:
-        model = torch.load(io.BytesIO(data), weights_only=False, map_location="cpu")
-    except Exception as e:        # noqa: BLE001 - torch.load raises many types
-        raise ModelFileError(f"{path}: torch.load failed ({type(e).__name__}: {str(e).splitlines()[0][:160]})") \
-            from None
-    if not isinstance(model, torch.nn.Module):
-        raise ModelFileError(f"{path}: holds a {type(model).__name__}, not a torch.nn.Module (save the whole "
-                             f"quantised model: torch.save(model, path))")
-    return model.eval()
+        sd = torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
+    except Exception as e:        # noqa: BLE001 - torch.load raises many types (UnpicklingError for code)
+        raise ModelFileError(f"{path}: not a state dict torch.load(weights_only=True) reads "
+                             f"({type(e).__name__}: {str(e).splitlines()[0][:160]})") from None
+    if not isinstance(sd, dict) or not all(isinstance(k, str) for k in sd):
+        raise ModelFileError(f"{path}: holds a {type(sd).__name__}, not a state dict (save model.state_dict())")
+    return sd
+
+
+def apply_state_dict(module, sd: dict, source: str):
+    """``module.load_state_dict(sd)`` (strict), its key mismatches said in one line."""
+    try:
+        module.load_state_dict(sd, strict=True)
+    except (RuntimeError, KeyError, ValueError) as e:
+        raise FrontendError(f"{source}: the state dict does not fit the model: {str(e).splitlines()[0][:200]}; "
+                            f"{' '.join(str(e).split())[:300]}") from None
+    return module
+
+
+def load_factory(spec: str):
+    """``package.module:function``: import it (the current directory on the path, as ``python -m`` has) and
+    call ``function()``, which returns the quantised module.  This runs the user's own code, by design."""
+    import importlib
+    import sys
+    mod_name, sep, fn_name = spec.partition(":")
+    if not sep or not mod_name or not fn_name.isidentifier():
+        raise FrontendError(f"model {spec!r}: give package.module:function (a function returning the quantised "
+                            f"module)")
+    torch = _torch()
+    if "" not in sys.path:
+        sys.path.insert(0, "")
+    try:
+        fn = getattr(importlib.import_module(mod_name), fn_name)
+    except (ImportError, AttributeError) as e:
+        raise FrontendError(f"model {spec!r}: cannot import it ({type(e).__name__}: {e})") from None
+    try:
+        module = fn()
+    except Exception as e:        # noqa: BLE001 - the user's code: its error in one line
+        raise FrontendError(f"model {spec!r}: {fn_name}() raised {type(e).__name__}: "
+                            f"{str(e).splitlines()[0][:160] if str(e) else ''}") from None
+    if not isinstance(module, torch.nn.Module):
+        raise FrontendError(f"model {spec!r}: {fn_name}() returned a {type(module).__name__}, not a torch.nn.Module")
+    return module.eval()

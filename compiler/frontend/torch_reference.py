@@ -80,14 +80,16 @@ def layer_lsb(net, module, x, engine: str = "reference") -> dict:
     from compiler.frontend.host_ops import run_host
     tv = _torch_values(module, x)
 
-    def ints(name):
+    def ints(name, floats=False):
         t = tv.get(name)
-        return t.int_repr().numpy() if t is not None and getattr(t, "is_quantized", False) else None
+        if t is None or not hasattr(t, "is_quantized"):
+            return None
+        return t.int_repr().numpy() if t.is_quantized else (t.numpy() if floats else None)
     out = {}
     for n in net.graph.nodes:
         got_out = ints(n.outputs[0])
-        args = [ints(i) if i not in net.graph.consts else net.graph.consts[i] for i in n.inputs]
-        if got_out is None or any(a is None for a in args) or n.op in ("QuantizeLinear",):
+        args = [ints(i, floats=True) if i not in net.graph.consts else net.graph.consts[i] for i in n.inputs]
+        if got_out is None or any(a is None for a in args):
             continue
         if n.target == "vta":
             y = net.regions[n.name].run(args[0], engine=engine)[0]
