@@ -62,6 +62,15 @@ def _model(args):
     return module, shape, what
 
 
+def _line(what: str, m: dict) -> str:
+    lsb = f"{m['max_lsb']:g} output LSB" if m["max_lsb"] is not None else f"{m['max_abs']:.3g} (float output)"
+    line = f"{what}: max abs error {lsb}, relative error {m['rel_err']:.2e}"
+    for k in ("top1", "top5"):
+        if k in m:
+            line += f", top-{k[3]} agreement {m[k]:.3f}"
+    return line
+
+
 def cmd_torch(args) -> int:
     from sim.install import require
     from compiler.frontend.models.torchvision_quant import TORCH_MODELS
@@ -74,7 +83,7 @@ def cmd_torch(args) -> int:
     from compiler.frontend.inputs import load_feeds
     from compiler.frontend.network import Network
     from compiler.frontend.report import check_report_dir, layer_table, totals, write_report
-    from compiler.frontend.torch_reference import TorchReference, layer_lsb
+    from compiler.frontend.torch_reference import TorchReference, input_scale, layer_lsb, noisy_runs
     from hw.config import load_config
     if args.limit is not None and args.limit < 1:
         raise FrontendError(f"--limit {args.limit} must be at least 1 (rule: run at least one input)")
@@ -118,13 +127,10 @@ def cmd_torch(args) -> int:
     worst = max(steps.items(), key=lambda kv: kv[1]) if steps else ("-", 0)
     print(f"each op fed PyTorch's own input integers (first input): worst step {worst[1]} LSB ({worst[0]}) over "
           f"{len(steps)} op(s)")
-    m = agreement(ours, refs, output_lsb(net.graph))
-    lsb = f"{m['max_lsb']:g} output LSB" if m["max_lsb"] is not None else f"{m['max_abs']:.3g} (float output)"
-    line = f"vs PyTorch int8 ({args.qengine}, CPU): max abs error {lsb}, relative error {m['rel_err']:.2e}"
-    for k in ("top1", "top5"):
-        if k in m:
-            line += f", top-{k[3]} agreement {m[k]:.3f}"
-    print(line)
+    lsb = output_lsb(net.graph)
+    print(_line(f"vs PyTorch int8 ({args.qengine}, CPU)", agreement(ours, refs, lsb)))
+    floor = agreement(noisy_runs(ref, xs, input_scale(net.graph), seed=args.seed), refs, lsb)
+    print(_line("noise floor: PyTorch vs itself with input noise of 1% of an input LSB", floor))
     if args.report is not None:
         from sim.install import missing_note
         paths = write_report(first, args.report, cfg, title=args.model.replace(":", "_").rsplit(".", 1)[-1])

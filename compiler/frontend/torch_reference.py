@@ -3,6 +3,10 @@
 * :class:`TorchReference` runs the module on a float input and returns its float output, as
   :class:`~compiler.frontend.compare.OrtReference` does for an ONNX file, so
   :func:`~compiler.frontend.compare.agreement` judges both the same way.
+* :func:`noisy_runs` is the network's own noise floor: PyTorch's outputs for the same inputs plus
+  Gaussian noise of ``eps`` (1 %) of the input's quantisation step.  Such noise moves only the few input
+  codes next to a rounding boundary, as a 1-LSB requantisation difference moves a few codes of a layer;
+  how far that moves PyTorch's own output says how far any faithful int8 execution can be from it.
 * :func:`layer_lsb` runs the FX graph once, keeps every quantised tensor PyTorch computed, feeds each
   imported op *PyTorch's* input integers and returns the op's worst difference from PyTorch's output
   integers: one step of each layer, without the compounding of a whole network.  PyTorch requantises
@@ -16,7 +20,7 @@ import numpy as np
 
 from compiler.frontend.errors import FrontendError
 
-__all__ = ["TorchReference", "layer_lsb", "ENGINES"]
+__all__ = ["TorchReference", "layer_lsb", "input_scale", "noisy_runs", "ENGINES"]
 
 
 def _torch():
@@ -97,3 +101,18 @@ def layer_lsb(net, module, x, engine: str = "reference") -> dict:
             y = run_host(n, args)[0]
         out[n.name] = int(np.abs(y.astype(np.int64) - got_out.astype(np.int64)).max())
     return out
+
+
+def input_scale(graph) -> float:
+    """The scale of the graph's first QuantizeLinear (the input's quantisation step)."""
+    for n in graph.nodes:
+        if n.op == "QuantizeLinear":
+            return float(np.asarray(graph.consts[n.inputs[1]]).reshape(-1)[0])
+    raise FrontendError("the graph quantises no input (no QuantizeLinear)")
+
+
+def noisy_runs(ref: TorchReference, xs, scale: float, eps: float = 0.01, seed: int = 0) -> np.ndarray:
+    """PyTorch's outputs for each input plus N(0, (eps * scale)^2) noise: the network's own noise floor."""
+    rng = np.random.default_rng(seed)
+    return np.concatenate([ref.run(x + (eps * scale) * rng.standard_normal(np.shape(x)).astype(np.float32))
+                           for x in xs])

@@ -23,12 +23,10 @@ from torch_cases import tiny  # noqa: E402
 CASES = [("resnet18", "eager"), ("resnet18", "fx"), ("mobilenet_v2", "eager"), ("mobilenet_v2", "fx")]
 
 
-@pytest.fixture(scope="module", params=CASES, ids=[f"{n}-{m}" for n, m in CASES])
-def quantised(request):
-    torch.set_num_threads(1)
+@pytest.fixture(params=CASES, ids=[f"{n}-{m}" for n, m in CASES])
+def quantised(request, torch_model):
     name, mode = request.param
-    module, shape = build(name, mode, image=32, classes=10, seed=0, calibration=32)
-    return name, mode, module, shape
+    return (name, mode) + torch_model(name, mode)
 
 
 def _qmodules(module, kind):
