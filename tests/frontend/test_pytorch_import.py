@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("torchvision")
 
 from compiler.frontend.errors import FrontendError, ModelFileError, UnsupportedModel  # noqa: E402
-from compiler.frontend.models.torchvision_quant import build, random_inputs  # noqa: E402
+from compiler.frontend.models.torchvision_quant import random_inputs  # noqa: E402
 from compiler.frontend.network import Network  # noqa: E402
 from compiler.frontend.torch_import import apply_state_dict, from_torch, load_factory, load_state_dict  # noqa: E402
 from compiler.frontend.torch_reference import TorchReference, layer_lsb  # noqa: E402
