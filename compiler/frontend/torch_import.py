@@ -189,8 +189,8 @@ class _Importer:
         if ai is None or bi is None or yi is None:
             return
         sa, sb = tuple(self.meta(a).shape), tuple(self.meta(b).shape)
-        if sa != sb:
-            self.problems.append(f"{where}: operands of shapes {sa} and {sb} (equal shapes only, no broadcast)")
+        if sa != sb and (op != "qmul" or len(sa) != len(sb) or any(p not in (1, q) and q not in (1, p) for p, q in zip(sa, sb))):
+            self.problems.append(f"{where}: operands of shapes {sa} and {sb} (equal shapes; a product also broadcasts)")
             return
         self.emit(qadd_node(n.name, where, self.value(a), self.value(b), n.name, ai[0], ai[1], bi[0], bi[1],
                             yi[0], yi[1], yi[2], act, op=op), n)
@@ -258,10 +258,11 @@ class _Importer:
         self.passive(n, x, "Flatten", {"axis": int(start) % max(nd, 1)}, where)
 
 
-def _luts():
-    return {"hardswish": lambda v: v * np.clip(v / 6 + 0.5, 0, 1),
-            "hardsigmoid": lambda v: np.clip(v / 6 + 0.5, 0, 1),
-            "sigmoid": "sigmoid", "tanh": "tanh"}
+def _lut_fn(fn: str, **attrs):
+    """The float function of a table: the QDQ fusion pass's, by its ONNX activation name and attributes
+    (PyTorch's Hardsigmoid is ONNX's HardSigmoid with alpha 1/6, beta 1/2)."""
+    from compiler.frontend.fuse import _lut_fn as onnx_lut_fn
+    return onnx_lut_fn(Node(fn, [], [], attrs), fn)
 
 
 def _module(imp: _Importer, n, m, where):
@@ -269,7 +270,6 @@ def _module(imp: _Importer, n, m, where):
     nnq = torch.ao.nn.quantized
     nniq = torch.ao.nn.intrinsic.quantized
     x = n.args[0] if n.args else None
-    luts = _luts()
     if isinstance(m, nnq.Quantize):
         imp.quantize(n, x, where)
     elif isinstance(m, nnq.DeQuantize):
@@ -299,16 +299,15 @@ def _module(imp: _Importer, n, m, where):
     elif isinstance(m, torch.nn.ReLU):
         imp.clamp(n, x, 0, None, where)
     elif isinstance(m, (torch.nn.Hardswish, nnq.Hardswish)):
-        imp.lut(n, x, luts["hardswish"], "hardswish", where)
+        imp.lut(n, x, _lut_fn("hardswish"), "hardswish", where)
     elif isinstance(m, torch.nn.Hardsigmoid):
-        imp.lut(n, x, luts["hardsigmoid"], "hardsigmoid", where)
+        imp.lut(n, x, _lut_fn("hardsigmoid", alpha=1 / 6, beta=0.5), "hardsigmoid", where)
     elif isinstance(m, torch.nn.Sigmoid):
         imp.lut(n, x, "sigmoid", "sigmoid", where)
     elif isinstance(m, torch.nn.Tanh):
         imp.lut(n, x, "tanh", "tanh", where)
     elif isinstance(m, (torch.nn.LeakyReLU, nnq.LeakyReLU)):
-        alpha = float(m.negative_slope)
-        imp.lut(n, x, lambda v: np.where(v >= 0, v, alpha * v), "leaky_relu", where)
+        imp.lut(n, x, _lut_fn("leaky_relu", alpha=float(m.negative_slope)), "leaky_relu", where)
     elif isinstance(m, (torch.nn.Conv2d, torch.nn.Linear)):
         imp.problems.append(f"{where}: float {type(m).__name__} (quantise the model first: prepare/convert or "
                             f"prepare_fx/convert_fx)")
@@ -347,7 +346,9 @@ def _function(imp: _Importer, n, where):
     elif t in (F.relu6,):
         imp.clamp(n, x, 0, 6.0, where)
     elif t in (F.hardswish,):
-        imp.lut(n, x, _luts()["hardswish"], "hardswish", where)
+        imp.lut(n, x, _lut_fn("hardswish"), "hardswish", where)
+    elif t in (F.hardsigmoid,):
+        imp.lut(n, x, _lut_fn("hardsigmoid", alpha=1 / 6, beta=0.5), "hardsigmoid", where)
     elif t in (torch.sigmoid, F.sigmoid):
         imp.lut(n, x, "sigmoid", "sigmoid", where)
     elif t in (torch.reshape,):

@@ -1,4 +1,4 @@
-"""torchvision ResNet-18 and MobileNetV2 (random weights), quantised in eager mode and with FX, on VTA.
+"""torchvision ResNet-18, MobileNetV2 and MobileNetV3-Large (random weights), quantised in eager mode and with FX, on VTA.
 
 References: every VTA region's numpy execution of the same integers (``engine="reference"``), which the
 cycle engine must equal bit for bit, and PyTorch's own quantised CPU run (fbgemm) of the module, against
@@ -28,8 +28,15 @@ from compiler.frontend.models.torchvision_quant import random_inputs  # noqa: E4
 from compiler.frontend.network import Network  # noqa: E402
 from compiler.frontend.torch_reference import TorchReference, input_scale, noisy_runs  # noqa: E402
 
-CASES = [("resnet18", "eager"), ("resnet18", "fx"), ("mobilenet_v2", "eager"), ("mobilenet_v2", "fx")]
-VTA_REGIONS = {"resnet18": 20, "mobilenet_v2": 52}       # every conv but the first (skip_first_conv), the head
+CASES = [(n, m) for n in ("resnet18", "mobilenet_v2", "mobilenet_v3_large") for m in ("eager", "fx")]
+
+
+def _vta_expected(net, cfg) -> list:
+    """Every conv and dense layer but the first conv (skip_first_conv) and the grouped convolutions whose
+    groups do not fill VTA's blocks (MobileNetV3's 72/120/184/200-channel depthwise layers)."""
+    layers = [n for n in net.graph.nodes if n.op in ("qconv", "qdense")]
+    return [n.name for n in layers[1:] if n.op == "qdense" or n.attrs["group"] == 1
+            or n.attrs["group"] % cfg.block_in == 0]
 
 
 def _check_regions(net, vals):
@@ -56,7 +63,8 @@ def _judge(net, module, xs, engine, what, exact_inputs=2):
     a = agreement(ours, refs, lsb)
     floor = agreement(noisy_runs(ref, xs, input_scale(net.graph)), refs, lsb)
     print(f"{what}: VTA vs PyTorch {a}; noise floor {floor}")
-    assert len(set(refs.argmax(1))) >= 3                 # the reference's classes vary over the inputs
+    top = np.bincount(refs.argmax(1))                    # the reference's classes vary over the inputs (a random
+    assert (top > 0).sum() >= 2 and top.max() <= 7 / 8 * len(xs), top   # network favours a few): top-1 can fail
     assert floor["rel_err"] > 0                          # the noise reached the output
     assert a["rel_err"] <= 1.25 * floor["rel_err"], (a, floor)
     assert a["top1"] >= floor["top1"] - 2 / len(xs), (a, floor)
@@ -67,8 +75,8 @@ def _judge(net, module, xs, engine, what, exact_inputs=2):
 def test_on_vta_regions_exact_and_network_vs_pytorch(name, mode, cfg, torch_model):
     module, shape = torch_model(name, mode)
     net = Network.from_torch(module, shape, cfg)
-    vta = [n for n in net.graph.nodes if n.target == "vta"]
-    assert len(vta) == VTA_REGIONS[name] and vta[-1].op == "qdense"
+    vta = [n.name for n in net.graph.nodes if n.target == "vta"]
+    assert vta == _vta_expected(net, cfg) and len(vta) >= 20
     _judge(net, module, random_inputs(32, shape[-1], 21)[:, None], "cycle", f"{name} {mode} 32x32, 32 inputs")
 
 

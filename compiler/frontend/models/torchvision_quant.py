@@ -1,5 +1,7 @@
-"""torchvision's quantizable ResNet-18 and MobileNetV2 with random weights, quantised here in eager mode or
-with FX: the bundled models of ``vtasim torch`` and of the PyTorch tests (no weights are downloaded).
+"""torchvision's quantizable ResNet-18, MobileNetV2 and MobileNetV3-Large with random weights, quantised here
+in eager mode or with FX: the bundled models of ``vtasim torch`` and of the PyTorch tests (no weights are
+downloaded).  MobileNetV3 brings hardswish and hardsigmoid (tables) and the squeeze-excitation product (a
+broadcasting ``quantized::mul``).
 
 An untrained network's batch-norm layers hold the initial statistics (mean 0, variance 1), which
 leave the deep activations collapsed or exploding; :func:`float_model` first sets each layer's running
@@ -21,7 +23,7 @@ import numpy as np
 
 __all__ = ["TORCH_MODELS", "QUANT_MODES", "float_model", "quantise", "build", "random_inputs"]
 
-TORCH_MODELS = ("resnet18", "mobilenet_v2")
+TORCH_MODELS = ("resnet18", "mobilenet_v2", "mobilenet_v3_large")
 QUANT_MODES = ("eager", "fx")
 
 
