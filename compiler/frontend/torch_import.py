@@ -18,7 +18,7 @@ PyTorch                                                graph op
                                                        per-channel; the float bias in the accumulator's
                                                        scale, int32)
 ``nnq.Linear``, ``nniq.LinearReLU``                    ``qdense``
-``quantized.add``/``add_relu``/``mul``                 ``qadd`` / ``qmul``
+``quantized.add``/``add_relu``/``mul``                 ``qadd`` / ``qmul`` (a product broadcasts)
 ``AdaptiveAvgPool2d(1)``, ``adaptive_avg_pool2d``      ``qgap``
 ``MaxPool2d``, ``max_pool2d``, ``flatten``,            the op on the integers (same scale and zero
 ``reshape``/``view``, ReLU, ReLU6                      point in and out)

@@ -86,3 +86,22 @@ def test_on_vta_at_64x64(name, mode, cfg, torch_model):
     module, shape = torch_model(name, mode, image=64)
     net = Network.from_torch(module, shape, cfg)
     _judge(net, module, random_inputs(32, 64, 22)[:, None], "cycle", f"{name} {mode} 64x64, 32 inputs", 1)
+
+
+@pytest.mark.rtl
+def test_a_pytorch_model_on_the_rtl_equals_the_cycle_engine(cfg):
+    """The small eager-quantised model with every conv and its head on the Verilog: the cycle engine's
+    outputs and cycle counts, region by region."""
+    from torch_cases import tiny
+    module = tiny()
+    net = Network.from_torch(module, (1, 3, 16, 16), cfg, skip_first_conv=False)
+    x = random_inputs(1, 16, 9)
+    vals_c, vals_r = {}, {}
+    _, rec_c = net.run(x, engine="cycle", values_out=vals_c)
+    _, rec_r = net.run(x, engine="rtl", values_out=vals_r)
+    vta = [n for n in net.graph.nodes if n.target == "vta"]
+    assert len(vta) == 3
+    for n in vta:
+        assert np.array_equal(vals_r[n.outputs[0]], vals_c[n.outputs[0]]), n.name
+    assert [r.cycles for r in rec_r if r.target == "vta"] == [r.cycles for r in rec_c if r.target == "vta"]
+    _check_regions(net, vals_r)
