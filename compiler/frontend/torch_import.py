@@ -19,6 +19,7 @@ PyTorch                                                graph op
                                                        scale, int32)
 ``nnq.Linear``, ``nniq.LinearReLU``                    ``qdense``
 ``quantized.add``/``add_relu``/``mul``                 ``qadd`` / ``qmul`` (a product broadcasts)
+``quantized.cat``, ``torch.cat``                       ``Concat`` (inputs requantised by tables first)
 ``AdaptiveAvgPool2d(1)``, ``adaptive_avg_pool2d``      ``qgap``
 ``MaxPool2d``, ``max_pool2d``, ``flatten``,            the op on the integers (same scale and zero
 ``reshape``/``view``, ReLU, ReLU6                      point in and out)
@@ -234,6 +235,28 @@ class _Importer:
                               precision="float32")
         self.emit(Node("qlut", [self.value(x)], [n.name], dict(table=table, fn=name, x_dtype=xi[2]), n.name, where), n)
 
+    def cat(self, n, xs, dim, where):
+        """``quantized::cat``: each input whose quantisation differs from the output's is requantised by a table
+        (as PyTorch requantises it), then the integers are concatenated."""
+        yi = self.qinfo(n, where)
+        infos = [self.qinfo(x, where) for x in xs]
+        if yi is None or any(i is None for i in infos):
+            return
+        parts = []
+        for k, (x, xi) in enumerate(zip(xs, infos)):
+            if np.isclose(xi[0], yi[0], rtol=1e-7) and xi[1:] == yi[1:]:
+                parts.append(self.value(x))
+                continue
+            name = f"{n.name}_in{k}"
+            table = qnn.lut_table(lambda v: v, xi[0], xi[1], yi[0], yi[1], xi[2].name, yi[2].name,
+                                  rounding="half_even", precision="float32")
+            self.nodes.append(Node("qlut", [self.value(x)], [name], dict(table=table, fn="requantize", x_dtype=xi[2]),
+                                   name, where))
+            self.shapes[name] = tuple(int(d) for d in self.meta(x).shape)
+            parts.append(name)
+        nd = len(self.meta(n).shape)
+        self.emit(Node("Concat", parts, [n.name], {"axis": int(dim) % nd}, n.name, where), n)
+
     def maxpool(self, n, x, kernel, stride, padding, dilation, ceil_mode, where):
         pair = lambda v: [int(v), int(v)] if isinstance(v, int) else [int(e) for e in v]
         kernel, padding, dilation = pair(kernel), pair(padding), pair(dilation)
@@ -333,6 +356,8 @@ def _function(imp: _Importer, n, where):
         name = getattr(t, "_name", None) or str(t)
         op = "qmul" if "mul" in name else "qadd"
         imp.binary(n, n.args[0], n.args[1], op, "relu" if "relu" in name else None, where)
+    elif t in (q.cat, q.cat.default, torch.cat, torch.concat):
+        imp.cat(n, list(n.args[0]), _arg(n, 1, "dim", 0), where)
     elif t is torch.flatten:
         imp.flatten(n, x, int(_arg(n, 1, "start_dim", 0)), int(_arg(n, 2, "end_dim", -1)), where)
     elif t in (F.adaptive_avg_pool2d, torch._C._nn.adaptive_avg_pool2d):

@@ -89,17 +89,24 @@ def layer_lsb(net, module, x, engine: str = "reference") -> dict:
         if t is None or not hasattr(t, "is_quantized"):
             return None
         return t.int_repr().numpy() if t.is_quantized else (t.numpy() if floats else None)
-    out = {}
-    for n in net.graph.nodes:
-        got_out = ints(n.outputs[0])
-        args = [ints(i, floats=True) if i not in net.graph.consts else net.graph.consts[i] for i in n.inputs]
-        if got_out is None or any(a is None for a in args):
+    out, own = {}, {}          # own: values PyTorch has no tensor for (a concat's requantised inputs), ours
+    g = net.graph
+    for n in g.nodes:
+        args = [g.consts[i] if i in g.consts else (ints(i, floats=True) if ints(i, floats=True) is not None
+                                                   else own.get(i)) for i in n.inputs]
+        if any(a is None for a in args):
             continue
+        got_out = ints(n.outputs[0])
+        if got_out is None and n.outputs[0] in tv:
+            continue                                      # a float output (DequantizeLinear)
         if n.target == "vta":
             y = net.regions[n.name].run(args[0], engine=engine)[0]
         else:
             y = run_host(n, args)[0]
-        out[n.name] = int(np.abs(y.astype(np.int64) - got_out.astype(np.int64)).max())
+        if got_out is None:
+            own[n.outputs[0]] = y
+        else:
+            out[n.name] = int(np.abs(y.astype(np.int64) - got_out.astype(np.int64)).max())
     return out
 
 

@@ -165,3 +165,14 @@ def test_factory_spec():
                      ("builtins:dict", "returned a dict, not a torch.nn.Module")):
         with pytest.raises(FrontendError, match=msg):
             load_factory(bad)
+
+
+def test_concat_requantises_each_input_as_pytorch(cfg):
+    from torch_cases import tiny_cat
+    m = tiny_cat()
+    net = Network.from_torch(m, (1, 3, 16, 16), cfg)
+    tables = [n for n in net.graph.nodes if n.op == "qlut" and n.attrs["fn"] == "requantize"]
+    assert len(tables) >= 1 and "Concat" in net.graph.counts()
+    steps = layer_lsb(net, m, random_inputs(1, 16, 6), engine="reference")
+    cat = next(n.name for n in net.graph.nodes if n.op == "Concat")
+    assert steps[cat] == 0 and max(steps.values()) <= 1, steps

@@ -45,3 +45,34 @@ def tiny(seed: int = 3, extra=None):
         tq.prepare(m, inplace=True)
         m(torch.from_numpy(random_inputs(16, 16, seed)))
         return tq.convert(m, inplace=True)
+
+
+class TinyCat(torch.nn.Module):
+    """Two conv branches of different output scales concatenated (FloatFunctional.cat): an Inception join."""
+
+    def __init__(self):
+        super().__init__()
+        nn = torch.nn
+        self.quant, self.dequant = torch.ao.quantization.QuantStub(), torch.ao.quantization.DeQuantStub()
+        self.a, self.b = nn.Conv2d(3, 16, 3, padding=1), nn.Conv2d(3, 16, 1)
+        self.cat = torch.ao.nn.quantized.FloatFunctional()
+        self.gap, self.fc = nn.AdaptiveAvgPool2d(1), nn.Linear(32, 10)
+
+    def forward(self, x):
+        x = self.quant(x)
+        y = self.cat.cat([self.a(x), self.b(x)], dim=1)
+        return self.dequant(self.fc(torch.flatten(self.gap(y), 1)))
+
+
+def tiny_cat(seed: int = 5):
+    import torch.ao.quantization as tq
+    torch.manual_seed(seed)
+    m = TinyCat().eval()
+    with torch.no_grad():
+        m.b.weight.mul_(4.0)                 # the two branches' ranges (and so scales) differ
+    m.qconfig = tq.get_default_qconfig("fbgemm")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tq.prepare(m, inplace=True)
+        m(torch.from_numpy(random_inputs(16, 16, seed)))
+        return tq.convert(m, inplace=True)
