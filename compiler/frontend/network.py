@@ -50,6 +50,13 @@ class Network:
         reference, whose regions compile on their first input."""
         execute(self.graph, self.regions, feeds, engine="reference")
 
+    @classmethod
+    def from_torch(cls, module, input_shape, cfg, source: str = "model", **partition_opts) -> "Network":
+        """A quantised ``torch.nn.Module`` (eager ``convert`` or ``convert_fx`` output) for inputs of
+        ``input_shape`` (:func:`compiler.frontend.torch_import.from_torch`)."""
+        from compiler.frontend.torch_import import from_torch
+        return cls(from_torch(module, input_shape, source), cfg, source=source, **partition_opts)
+
     @property
     def input_name(self) -> str:
         return next(iter(self.graph.inputs))

@@ -33,3 +33,20 @@ def resnet_small(tmp_path_factory):
 def digits_split():
     from compiler.frontend.models.digits import load_split
     return load_split()
+
+
+@pytest.fixture(scope="session")
+def torch_model():
+    """``get(name, mode, image=32)``: a bundled torchvision model (random weights, 10 classes) quantised in
+    ``mode`` for fbgemm, built once per session: (module, input shape)."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("torchvision")
+    from compiler.frontend.models.torchvision_quant import build
+    torch.set_num_threads(1)          # two cores shared: PyTorch's thread pool only contends
+    cache = {}
+
+    def get(name, mode, image=32):
+        if (name, mode, image) not in cache:
+            cache[name, mode, image] = build(name, mode, image=image, classes=10, seed=0, calibration=32)
+        return cache[name, mode, image]
+    return get
