@@ -47,6 +47,7 @@ from hw.alu import ALU_ADD, ALU_MAX, ALU_MIN, ALU_MUL, ALU_SHR, by_opcode
 from hw.isa import (MODULE_COMPUTE, MODULE_LOAD, MODULE_NAMES,
                     MODULE_STORE, OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, TOKEN_POPS, TOKEN_PUSHES,
                     TOKEN_QUEUES, decode_uops)
+from sim.engines import Option
 from sim.errors import DeadlockError, ProgramError, RunError, SimError, TokenOverflowError
 from sim.program import Program, load_program
 from sim.result import COUNTER_NAMES, RunResult
@@ -169,7 +170,7 @@ class FunctionalMachine:
         self.counters["out_store_nbytes"] += x * y * ebytes
 
     # ---- GEMM / ALU --------------------------------------------------------------------------------
-    def _indices(self, f: dict, index: int, names):
+    def uop_indices(self, f: dict, index: int, names):
         """Flattened (iter_out, iter_in, uop) index arrays for each name in ``names``, range-checked."""
         d, s, w = decode_uops(self.cfg, self.uop[f["uop_bgn"]:f["uop_end"]])
         base = {"dst": d, "src": s, "wgt": w}
@@ -522,6 +523,13 @@ def _token_masks(prog: Program, table) -> np.ndarray:
 EXECUTORS = ("auto", "compiled", "numpy")
 _warmed = []
 
+# The engine contract (sim.engines): no timing, so no trace files either.
+TIMED = False
+OPTIONS = (Option("executor", (str,), "how instructions are applied: the cycle engine's data kernels "
+                  "(compiled), this module's numpy code (numpy), or the compiled one unless the numpy one walks "
+                  "far fewer uops (auto)", EXECUTORS),)
+BATCH_OPTIONS = OPTIONS
+
 
 def warm_up(cfg=None) -> None:
     """Compile (or load from numba's cache) what the compiled executor runs, once per process."""
@@ -540,7 +548,7 @@ def warm_up(cfg=None) -> None:
         _warmed.append(True)
 
 
-def run_image(image, executor: str = "auto", **opts) -> RunResult:
+def run_image(image, executor: str = "auto") -> RunResult:
     """Run a :class:`~sim.image.MemoryImage` on the functional model.
 
     ``executor``: "compiled" applies each instruction, in the scheduler's order, through the cycle engine's
@@ -549,8 +557,7 @@ def run_image(image, executor: str = "auto", **opts) -> RunResult:
     independent of the cycle engine: the reference the tests hold the compiled executor and the cycle
     engine to); "auto" (default) the compiled one unless the numpy one walks far fewer uops
     (:func:`_numpy_pays`: nests that repeat loops moving no index).  A run that ends in an error is run
-    again on the numpy executor, so every executor raises the same error.  Options other engines take
-    (``trace``, ``perfetto``, ...) are accepted and ignored."""
+    again on the numpy executor, so every executor raises the same error."""
     if executor not in EXECUTORS:
         raise SimError(f"executor = {executor!r} is not one of {', '.join(EXECUTORS)}")
     if executor != "numpy":
@@ -578,3 +585,8 @@ def run_image(image, executor: str = "auto", **opts) -> RunResult:
                      outputs=image.outputs_from(machine.dram),
                      leftover_tokens={k: v for k, v in machine.tokens.items() if v},
                      cycles=None, wall_s=wall, order=machine.order)
+
+
+def run_images(images, executor: str = "auto") -> list:
+    """:func:`run_image` of each image, in order (the first that raises raises here)."""
+    return [run_image(img, executor) for img in images]
