@@ -59,6 +59,8 @@ def main(argv=None) -> int:
     ap.add_argument("--networks", nargs="+", default=list(FULL), choices=list(FULL))
     ap.add_argument("--inputs", type=int, default=8, help="inputs for the agreement with onnxruntime")
     ap.add_argument("--config", type=Path, default=None)
+    ap.add_argument("--regions", choices=("multi", "single"), default="multi",
+                    help="multi-op regions (the default) or one region per layer")
     args = ap.parse_args(argv)
     cfg = load_config(args.config)
     tmp = tempfile.TemporaryDirectory()
@@ -66,7 +68,7 @@ def main(argv=None) -> int:
     for name in args.networks:
         t0 = time.perf_counter()
         path = _make(name, Path(tmp.name) / f"{name}.onnx")
-        net = Network.from_onnx(path, cfg)
+        net = Network.from_onnx(path, cfg, region_mode=args.regions)
         t_build = time.perf_counter() - t0
         model = onnx.load(path)
         if name == "resnet18":
@@ -93,12 +95,12 @@ def main(argv=None) -> int:
         m = agreement(ours, refs, output_lsb(net.graph))
         total = sum(c for c, _, _ in by_kind.values())
         gemm = sum(g for _, g, _ in by_kind.values())
-        print(f"\n{name}: {len(net.regions)} VTA region(s), {sum(1 for r in records if r.target == 'host')} host "
+        print(f"\n{name}: {len({id(r) for r in net.regions.values()})} VTA region(s), {sum(1 for r in records if r.target == 'host')} host "
               f"op(s); built in {t_build:.1f} s")
         print(f"  {'kind':<16} {'layers':>6} {'cycles':>13} {'share':>7} {'GEMM util':>9}")
         for k, (c, g, n_) in sorted(by_kind.items(), key=lambda kv: -kv[1][0]):
             print(f"  {k:<16} {n_:>6} {c:>13,} {c / total:>7.1%} {g / c:>9.3f}")
-        print(f"  {'total':<16} {len(net.regions):>6} {total:>13,} {'':>7} {gemm / total if total else 0:>9.3f}")
+        print(f"  {'total':<16} {len({id(r) for r in net.regions.values()}):>6} {total:>13,} {'':>7} {gemm / total if total else 0:>9.3f}")
         print(f"  one inference: simulated {t_sim:.2f} s, onnxruntime {t_ort * 1e3:.1f} ms "
               f"({t_sim / t_ort:.0f}x); over {len(xs)} inputs: top-1 agreement {m.get('top1', float('nan')):.3f}, "
               f"relative error {m['rel_err']:.3f}, max {m['max_lsb']} output LSB")

@@ -11,10 +11,12 @@ The counterpart of TVM's ``vta.Environment`` / ``vta.get_env()``: schedules read
 
 from __future__ import annotations
 
+import threading
+import weakref
 from dataclasses import dataclass
 
 from compiler import ir
-from hw.config import VTAConfig, load_config
+from hw.config import VTAConfig, enter_config, exit_config, get_config, load_config
 
 __all__ = ["Environment", "GemmIntrin", "get_env"]
 
@@ -52,15 +54,26 @@ class GemmIntrin:
 
 class Environment:
     """Everything a VTA schedule needs to know about the hardware, built from a :class:`VTAConfig`
-    (the default config file when ``cfg`` is None).  A context manager: inside ``with env:``,
-    :func:`get_env` and :meth:`Environment.current` return it."""
+    (the default config file when ``cfg`` is None).  One object per config (``Environment(cfg) is
+    Environment(cfg)``).  A context manager: inside ``with env:`` the config context of
+    :func:`hw.config.using_config` holds ``env.cfg`` (per thread or task), so :func:`get_env`,
+    :meth:`Environment.current` and :func:`hw.config.get_config` agree."""
 
-    _stack: list["Environment"] = []
-    _default: "Environment | None" = None
+    _by_config: "weakref.WeakValueDictionary[VTAConfig, Environment]" = weakref.WeakValueDictionary()
+    _lock = threading.Lock()
 
-    def __init__(self, cfg: VTAConfig | None = None):
-        self.cfg = cfg if cfg is not None else load_config()
-        c = self.cfg
+    def __new__(cls, cfg: VTAConfig | None = None):
+        cfg = cfg if cfg is not None else load_config()
+        with cls._lock:
+            env = cls._by_config.get(cfg)
+            if env is None:
+                env = super().__new__(cls)
+                env._build(cfg)
+                cls._by_config[cfg] = env
+        return env
+
+    def _build(self, cfg: VTAConfig):
+        self.cfg = c = cfg
         self.BATCH = c.batch
         self.BLOCK_IN = c.block_in
         self.BLOCK_OUT = c.block_out
@@ -83,22 +96,18 @@ class Environment:
                 f"BLOCK_OUT={self.BLOCK_OUT}, {self.inp_dtype}/{self.wgt_dtype}/{self.acc_dtype})")
 
     def __enter__(self):
-        Environment._stack.append(self)
+        enter_config(self.cfg)
         return self
 
     def __exit__(self, *exc):
-        Environment._stack.pop()
+        exit_config()
         return False
 
     @classmethod
     def current(cls) -> "Environment":
-        """The innermost environment entered with ``with``, else one for the default config
-        (built once: the default config file is read the first time it is needed)."""
-        if cls._stack:
-            return cls._stack[-1]
-        if cls._default is None:
-            cls._default = Environment()
-        return cls._default
+        """The environment of the innermost config entered in this context (``with env:`` or
+        :func:`hw.config.using_config`), else the one of the default config file."""
+        return cls(get_config())
 
 
 def get_env() -> Environment:

@@ -37,7 +37,7 @@ __all__ = [
     "Stmt", "For", "Seq", "Store", "Allocate", "Attr", "Evaluate", "IfThenElse", "seq",
     "min_", "max_", "lt", "le", "gt", "ge", "eq", "ne", "and_", "or_",
     "simplify", "linear", "substitute", "evaluate", "free_vars", "transform", "walk", "to_text",
-    "IRError",
+    "IRError", "FOLD",
 ]
 
 SCOPE_GLOBAL = "global"
@@ -434,7 +434,7 @@ def _from_affine(terms: dict) -> Expr:
     return out
 
 
-_FOLD = {
+FOLD = {
     "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
     "//": lambda a, b: a // b, "%": lambda a, b: a % b, "min": min, "max": max,
     ">>": lambda a, b: a >> b, "<<": lambda a, b: a << b,
@@ -457,7 +457,7 @@ def _simplify_expr(e: Expr) -> Expr:
         if isinstance(a, IntImm) and isinstance(b, IntImm):
             if e.op in ("//", "%") and b.value == 0:
                 raise IRError(f"division by zero in {to_text(e)}")
-            return IntImm(_FOLD[e.op](a.value, b.value), "bool" if e.op in _CMP + _LOGIC else a.dtype)
+            return IntImm(FOLD[e.op](a.value, b.value), "bool" if e.op in _CMP + _LOGIC else a.dtype)
         if e.op in ("+", "-", "*") and e.dtype != "bool":
             aff = _affine(e)
             if aff is not None:
@@ -503,7 +503,7 @@ def evaluate(e: Expr, env: dict) -> int:
             return 0
         if e.op == "||" and a:
             return 1
-        return _FOLD[e.op](a, evaluate(e.b, env))
+        return FOLD[e.op](a, evaluate(e.b, env))
     if isinstance(e, Select):
         return evaluate(e.true_value if evaluate(e.cond, env) else e.false_value, env)
     if isinstance(e, Cast):

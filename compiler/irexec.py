@@ -206,7 +206,7 @@ class _Machine:
             if e.op == "||" and a:
                 return 1
             b = self.expr(e.b, vars_)
-            r = ir._FOLD[e.op](a, b)
+            r = ir.FOLD[e.op](a, b)
             return r if e.dtype == "bool" else int(wrap(np.int64(r), e.dtype))
         raise IRExecError(f"cannot evaluate {type(e).__name__}")
 

@@ -17,16 +17,19 @@ rule that was broken.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, fields
+import contextvars
+from dataclasses import MISSING, dataclass, field, fields, make_dataclass
 from pathlib import Path
 
 # ISA field widths that do not depend on the config (hardware spec 2.2), re-exported for callers.
 from hw.fields import (ALU_IMM_WIDTH, INSN_BYTES, LOOP_ITER_WIDTH, MEMOP_SRAM_ADDR_WIDTH,  # noqa: F401
                        UOP_BITS, check_isa_fit)
 from hw.files import brief, load_json
+from hw.timing import TIMING_KEY_NAMES, TIMING_KEYS
 
 __all__ = [
     "ConfigError",
+    "ConfigKey", "CONFIG_KEYS", "CONFIG_KEY_NAMES", "TVM_KEYS", "TVM_KEY_NAMES", "TIMING_KEY_NAMES", "check_key",
     "VTAConfig",
     "MEM_UOP", "MEM_WGT", "MEM_INP", "MEM_ACC", "MEM_OUT", "MEM_ACC_8BIT",
     "MEM_NAMES",
@@ -35,6 +38,8 @@ __all__ = [
     "PRESETS",
     "load_preset",
     "get_config",
+    "enter_config",
+    "exit_config",
     "using_config",
 ]
 
@@ -52,37 +57,44 @@ class ConfigError(ValueError):
     """A config key is missing, mistyped, out of range, or does not fit the ISA."""
 
 
-# (key, type, lo, hi, power_of_two, default or None when required, what it means)
-_TVM_KEYS = (
-    ("TARGET", str, None, None, False, None, "device target"),
-    ("HW_VER", str, None, None, False, None, "hardware/ISA version"),
-    ("LOG_INP_WIDTH", int, 3, 3, False, None, "log2 of input element bits (vtasim: int8)"),
-    ("LOG_WGT_WIDTH", int, 3, 3, False, None, "log2 of weight element bits (vtasim: int8)"),
-    ("LOG_ACC_WIDTH", int, 5, 5, False, None, "log2 of accumulator bits (vtasim: int32)"),
-    ("LOG_BATCH", int, 0, 4, False, None, "log2 of BATCH"),
-    ("LOG_BLOCK", int, 1, 6, False, None, "log2 of BLOCK_IN = BLOCK_OUT"),
-    ("LOG_UOP_BUFF_SIZE", int, 2, 24, False, None, "log2 of uop buffer bytes"),
-    ("LOG_INP_BUFF_SIZE", int, 2, 24, False, None, "log2 of input buffer bytes"),
-    ("LOG_WGT_BUFF_SIZE", int, 2, 24, False, None, "log2 of weight buffer bytes"),
-    ("LOG_ACC_BUFF_SIZE", int, 2, 24, False, None, "log2 of accumulator buffer bytes"),
-)
-_TIMING_KEYS = (
-    ("LOG_BUS_WIDTH", int, 6, 9, False, 6, "log2 of memory port bits"),
-    ("DRAM_LATENCY", int, 1, 1024, False, 16, "cycles from grant to first beat"),
-    ("BURST_BEATS", int, 1, 256, True, 16, "maximum beats per burst"),
-    ("CMD_QUEUE_DEPTH", int, 1, 4096, True, 512, "entries per command queue"),
-    ("TOKEN_QUEUE_DEPTH", int, 1, 65535, False, 255, "capacity of each dependency token queue"),
-    ("FETCH_INSNS", int, 1, 256, True, 8, "instructions per fetch chunk"),
-    ("GEMM_PIPE_DEPTH", int, 1, 16, False, 4, "GEMM pipeline cycles after the last uop"),
-    ("ALU_PIPE_DEPTH", int, 1, 16, False, 4, "ALU pipeline cycles after the last uop"),
-)
-_ALL_KEYS = _TVM_KEYS + _TIMING_KEYS
-TVM_KEY_NAMES = tuple(k[0] for k in _TVM_KEYS)
-TIMING_KEY_NAMES = tuple(k[0] for k in _TIMING_KEYS)
+@dataclass(frozen=True)
+class ConfigKey:
+    """One JSON key: its type, range [lo, hi] (ints), power-of-two rule, default (None: required)
+    and what it means.  The timing keys' rows come from :data:`hw.timing.TIMING_KEYS`."""
+
+    name: str
+    type: type
+    lo: int | None
+    hi: int | None
+    pow2: bool
+    default: object
+    meaning: str
 
 
-def _check_key(raw: dict, spec, source: str):
-    key, typ, lo, hi, pow2, default, meaning = spec
+TVM_KEYS = (
+    ConfigKey("TARGET", str, None, None, False, None, "device target"),
+    ConfigKey("HW_VER", str, None, None, False, None, "hardware/ISA version"),
+    ConfigKey("LOG_INP_WIDTH", int, 3, 3, False, None, "log2 of input element bits (vtasim: int8)"),
+    ConfigKey("LOG_WGT_WIDTH", int, 3, 3, False, None, "log2 of weight element bits (vtasim: int8)"),
+    ConfigKey("LOG_ACC_WIDTH", int, 5, 5, False, None, "log2 of accumulator bits (vtasim: int32)"),
+    ConfigKey("LOG_BATCH", int, 0, 4, False, None, "log2 of BATCH"),
+    ConfigKey("LOG_BLOCK", int, 1, 6, False, None, "log2 of BLOCK_IN = BLOCK_OUT"),
+    ConfigKey("LOG_UOP_BUFF_SIZE", int, 2, 24, False, None, "log2 of uop buffer bytes"),
+    ConfigKey("LOG_INP_BUFF_SIZE", int, 2, 24, False, None, "log2 of input buffer bytes"),
+    ConfigKey("LOG_WGT_BUFF_SIZE", int, 2, 24, False, None, "log2 of weight buffer bytes"),
+    ConfigKey("LOG_ACC_BUFF_SIZE", int, 2, 24, False, None, "log2 of accumulator buffer bytes"),
+)
+# Every key of a config file, TVM's then vtasim's timing keys (the rows of hw/timing.py).
+CONFIG_KEYS = TVM_KEYS + tuple(ConfigKey(k.name, int, k.lo, k.hi, k.pow2, k.default, k.meaning)
+                               for k in TIMING_KEYS)
+CONFIG_KEY_NAMES = tuple(k.name for k in CONFIG_KEYS)
+TVM_KEY_NAMES = tuple(k.name for k in TVM_KEYS)
+
+
+def check_key(raw: dict, spec: ConfigKey, source: str):
+    """The value of ``spec.name`` in ``raw`` (its default when absent), checked against the row."""
+    key, typ, lo, hi, pow2, default, meaning = (spec.name, spec.type, spec.lo, spec.hi, spec.pow2, spec.default,
+                                                spec.meaning)
     if key not in raw:
         if default is None:
             raise ConfigError(f"{source}: missing key {key!r} ({meaning}); every TVM key is required")
@@ -103,40 +115,29 @@ def _check_key(raw: dict, spec, source: str):
     return val
 
 
-@dataclass(frozen=True)
-class VTAConfig:
-    """Frozen VTA configuration.  Upper-case attributes are the JSON keys; the rest is derived."""
+# The dataclass fields of VTAConfig, one per row of CONFIG_KEYS (a timing key with the table's
+# default), so a key is declared once.
+_ConfigFields = make_dataclass("_ConfigFields", [(k.name, k.type) if k.default is None else
+                                                 (k.name, k.type, field(default=k.default)) for k in CONFIG_KEYS],
+                               frozen=True)
+_ConfigFields.__module__ = __name__
 
-    TARGET: str
-    HW_VER: str
-    LOG_INP_WIDTH: int
-    LOG_WGT_WIDTH: int
-    LOG_ACC_WIDTH: int
-    LOG_BATCH: int
-    LOG_BLOCK: int
-    LOG_UOP_BUFF_SIZE: int
-    LOG_INP_BUFF_SIZE: int
-    LOG_WGT_BUFF_SIZE: int
-    LOG_ACC_BUFF_SIZE: int
-    LOG_BUS_WIDTH: int = 6
-    DRAM_LATENCY: int = 16
-    BURST_BEATS: int = 16
-    CMD_QUEUE_DEPTH: int = 512
-    TOKEN_QUEUE_DEPTH: int = 255
-    FETCH_INSNS: int = 8
-    GEMM_PIPE_DEPTH: int = 4
-    ALU_PIPE_DEPTH: int = 4
+
+@dataclass(frozen=True)
+class VTAConfig(_ConfigFields):
+    """Frozen VTA configuration.  Upper-case attributes are the JSON keys (:data:`CONFIG_KEYS`, the
+    timing ones from :data:`hw.timing.TIMING_KEYS`); the rest is derived."""
 
     # ---- construction ----------------------------------------------------------------------
     @classmethod
     def from_dict(cls, raw: dict, source: str = "config") -> "VTAConfig":
         if not isinstance(raw, dict):
             raise ConfigError(f"{source}: top level must be a JSON object, got {type(raw).__name__}")
-        known = {k[0] for k in _ALL_KEYS}
-        unknown = sorted(set(raw) - known)
+        unknown = sorted(set(raw) - set(CONFIG_KEY_NAMES))
         if unknown:
-            raise ConfigError(f"{source}: unknown key {brief(unknown[0])}; known keys: {', '.join(sorted(known))}")
-        values = {spec[0]: _check_key(raw, spec, source) for spec in _ALL_KEYS}
+            raise ConfigError(f"{source}: unknown key {brief(unknown[0])}; known keys: "
+                              f"{', '.join(sorted(CONFIG_KEY_NAMES))}")
+        values = {spec.name: check_key(raw, spec, source) for spec in CONFIG_KEYS}
         cfg = cls(**values)
         cfg._validate(source)
         return cfg
@@ -322,26 +323,49 @@ def load_config(path=None) -> VTAConfig:
     return VTAConfig.from_file(path if path is not None else default_config_path())
 
 
-_current: list[VTAConfig] = []
+# The "current" config of this thread / asyncio task: a stack (a tuple, so a context copied into a
+# new thread or task keeps its own) in a context variable.  The compiler's Environment reads it too.
+_current: contextvars.ContextVar[tuple] = contextvars.ContextVar("vtasim_current_config", default=())
 
 
 def get_config() -> VTAConfig:
-    """The config set by the innermost :func:`using_config`, else the default file (read on call)."""
-    if _current:
-        return _current[-1]
+    """The config set by the innermost :func:`using_config` of this context, else the default file
+    (read on call)."""
+    stack = _current.get()
+    if stack:
+        return stack[-1]
     return load_config()
+
+
+def enter_config(cfg: VTAConfig) -> VTAConfig:
+    """Push ``cfg`` on this context's stack (what :func:`using_config` and the compiler's
+    ``with Environment(...)`` do on entry); pair it with :func:`exit_config`."""
+    if not isinstance(cfg, VTAConfig):
+        raise TypeError(f"enter_config needs a VTAConfig, got {type(cfg).__name__}")
+    _current.set(_current.get() + (cfg,))
+    return cfg
+
+
+def exit_config() -> None:
+    """Pop the innermost config of this context's stack."""
+    stack = _current.get()
+    if not stack:
+        raise RuntimeError("exit_config without a matching enter_config")
+    _current.set(stack[:-1])
 
 
 @contextlib.contextmanager
 def using_config(cfg):
-    """Make ``cfg`` (a VTAConfig or a path) the one :func:`get_config` returns inside the block."""
+    """Make ``cfg`` (a VTAConfig or a path) the one :func:`get_config` returns inside the block, in
+    this thread or task only (a :mod:`contextvars` variable: other threads keep their own)."""
     if not isinstance(cfg, VTAConfig):
         cfg = load_config(cfg)
-    _current.append(cfg)
+    enter_config(cfg)
     try:
         yield cfg
     finally:
-        _current.pop()
+        exit_config()
 
 
-assert [f.name for f in fields(VTAConfig)] == [k[0] for k in _ALL_KEYS]
+assert [(f.name, f.default) for f in fields(VTAConfig)] == [
+    (k.name, MISSING if k.default is None else k.default) for k in CONFIG_KEYS]

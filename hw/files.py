@@ -29,7 +29,7 @@ import sys
 from pathlib import Path
 
 __all__ = ["regular_size", "open_regular", "read_regular", "iter_lines", "iter_json_lines", "iter_csv",
-           "parse_json", "load_json", "load_npy", "brief"]
+           "parse_json", "load_json", "load_npy", "load_npz", "brief"]
 
 _KINDS = ((stat.S_ISDIR, "directory"), (stat.S_ISFIFO, "FIFO"), (stat.S_ISCHR, "character device"),
           (stat.S_ISBLK, "block device"), (stat.S_ISSOCK, "socket"), (stat.S_ISLNK, "symbolic link"))
@@ -276,35 +276,42 @@ def load_json(path, what: str, max_bytes: int, *, limit: str | None = None, erro
     return parse_json(data, str(Path(path)), error)
 
 
+def _npy_header(f, shown: str, what: str, max_bytes: int, limit, error):
+    """``(shape, fortran, dtype, data bytes)`` of the ``.npy`` stream ``f``, read up to its data: a
+    numeric dtype (no objects, no pickle) and ``shape`` x itemsize within ``max_bytes``."""
+    from numpy.lib import format as npformat
+    try:
+        version = npformat.read_magic(f)
+        reader = {(1, 0): npformat.read_array_header_1_0, (2, 0): npformat.read_array_header_2_0}.get(version)
+        if reader is None:
+            raise ValueError(f"format version {version}")
+        shape, fortran, dtype = reader(f)
+    except (ValueError, OSError, SyntaxError) as exc:
+        raise error(f"{what} {shown}: not an .npy array: {str(exc).splitlines()[0][:200]} "
+                    f"(rule: numpy's .npy format 1.0 or 2.0)") from None
+    if dtype.hasobject or dtype.kind not in "biuf":
+        raise error(f"{what} {shown}: dtype {dtype} is not a plain number type (rule: bool, int, uint or "
+                    f"float; no objects, no pickle)")
+    count = 1
+    for n in shape:
+        count *= n
+    need = count * dtype.itemsize
+    if need > max_bytes:
+        raise error(f"{what} {shown}: header declares shape {brief(tuple(shape))} of {dtype} = {need} bytes, "
+                    f"more than {_bound(max_bytes, limit)}")
+    return shape, fortran, dtype, need
+
+
 def load_npy(path, what: str, max_bytes: int, *, limit: str | None = None, error=ValueError):
     """The array of an ``.npy`` file, its header checked before any data is read: a numeric dtype (no
     objects, no pickle), and ``shape`` x itemsize within ``max_bytes`` and equal to the bytes the file
     holds after its header (a header declaring petabytes is refused without allocating)."""
     import numpy as np
-    from numpy.lib import format as npformat
 
     shown = str(path)
     f, size = open_regular(path, what, max_bytes + 65536, limit=limit, error=error, shown=shown)
     with f:
-        try:
-            version = npformat.read_magic(f)
-            reader = {(1, 0): npformat.read_array_header_1_0, (2, 0): npformat.read_array_header_2_0}.get(version)
-            if reader is None:
-                raise ValueError(f"format version {version}")
-            shape, fortran, dtype = reader(f)
-        except (ValueError, OSError, SyntaxError) as exc:
-            raise error(f"{what} {shown}: not an .npy array: {str(exc).splitlines()[0][:200]} "
-                        f"(rule: numpy's .npy format 1.0 or 2.0)") from None
-        if dtype.hasobject or dtype.kind not in "biuf":
-            raise error(f"{what} {shown}: dtype {dtype} is not a plain number type (rule: bool, int, uint or "
-                        f"float; no objects, no pickle)")
-        count = 1
-        for n in shape:
-            count *= n
-        need = count * dtype.itemsize
-        if need > max_bytes:
-            raise error(f"{what} {shown}: header declares shape {brief(tuple(shape))} of {dtype} = {need} bytes, "
-                        f"more than {_bound(max_bytes, limit)}")
+        shape, fortran, dtype, need = _npy_header(f, shown, what, max_bytes, limit, error)
         start = f.tell()
         if size - start != need:
             raise error(f"{what} {shown}: header declares {need} bytes of data, the file holds {size - start} "
@@ -314,3 +321,49 @@ def load_npy(path, what: str, max_bytes: int, *, limit: str | None = None, error
         raise error(f"{what} {shown}: changed while being read (rule: a file is not written while vtasim reads it)")
     arr = np.frombuffer(data, dtype=dtype)
     return arr.reshape(shape, order="F" if fortran else "C")
+
+
+def load_npz(path, what: str, max_bytes: int, *, max_arrays: int = 100_000, limit: str | None = None,
+             error=ValueError, follow_symlinks: bool = True) -> dict:
+    """``{name: array}`` of an ``.npz`` archive (what ``numpy.savez`` writes), never with pickle: a
+    regular file of at most ``max_bytes``, at most ``max_arrays`` members, each ``NAME.npy`` with the
+    checks of :func:`load_npy`, and the arrays' declared sizes together within ``max_bytes`` (a
+    compressed member declaring gigabytes is refused before it is inflated)."""
+    import io
+    import zipfile
+
+    import numpy as np
+
+    shown = str(path)
+    raw = read_regular(path, what, max_bytes, limit=limit, error=error, follow_symlinks=follow_symlinks)
+    try:
+        zf = zipfile.ZipFile(io.BytesIO(raw))
+        infos = zf.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+        raise error(f"{what} {shown}: not an .npz archive ({exc}) (rule: the zip file numpy.savez writes)") from None
+    if len(infos) > max_arrays:
+        raise error(f"{what} {shown}: {len(infos)} members, more than {max_arrays}")
+    out, total = {}, 0
+    with zf:
+        for info in infos:
+            name = info.filename
+            if not name.endswith(".npy") or "/" in name or name[:-4] in out:
+                raise error(f"{what} {shown}: member {brief(name)} is not one NAME.npy array "
+                            f"(rule: an .npz of distinct arrays, no folders)")
+            member = f"{shown}[{name[:-4]}]"
+            if info.file_size > max_bytes + 65536:
+                raise error(f"{what} {member}: declares {info.file_size} bytes, more than {_bound(max_bytes, limit)}")
+            try:
+                with zf.open(info) as f:
+                    shape, fortran, dtype, need = _npy_header(f, member, what, max_bytes, limit, error)
+                    total += need
+                    if total > max_bytes:
+                        raise error(f"{what} {shown}: its arrays hold more than {_bound(max_bytes, limit)}")
+                    data = f.read(need + 1)
+            except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError) as exc:
+                raise error(f"{what} {member}: cannot be read ({exc})") from None
+            if len(data) != need:
+                raise error(f"{what} {member}: header declares {need} bytes of data, the member holds {len(data)} "
+                            f"(rule: data size = shape x itemsize)")
+            out[name[:-4]] = np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C")
+    return out

@@ -21,8 +21,9 @@ from hw.config import (ConfigError, MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_UOP, MEM
                        VTAConfig)
 from hw.alu import ops_for
 from hw.isa import OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, layout, store_mem_type
+from hw.timing import TIMING_KEYS
 
-__all__ = ["HEADER_NAME", "DEFAULT_TB_DRAM_BYTES", "header_defines", "header_text", "write_header",
+__all__ = ["HEADER_NAME", "DEFAULT_TB_DRAM_BYTES", "timing_defines", "header_defines", "header_text", "write_header",
            "check_rtl_supported"]
 
 HEADER_NAME = "vta_params.vh"
@@ -46,6 +47,14 @@ def check_rtl_supported(cfg: VTAConfig) -> None:
                           f"the RTL implements 32")
 
 
+def timing_defines(cfg: VTAConfig) -> dict:
+    """The header macros of every timing key (:data:`hw.timing.TIMING_KEYS`, in table order)."""
+    out = {}
+    for key in TIMING_KEYS:
+        out.update(key.rtl_defines(getattr(cfg, key.name)))
+    return out
+
+
 def header_defines(cfg: VTAConfig, tb_dram_bytes: int = DEFAULT_TB_DRAM_BYTES) -> dict:
     """``{macro name without VTA_ prefix: int}`` in emission order."""
     check_rtl_supported(cfg)
@@ -66,13 +75,7 @@ def header_defines(cfg: VTAConfig, tb_dram_bytes: int = DEFAULT_TB_DRAM_BYTES) -
         "LOG_WGT_DEPTH": cfg.log_wgt_depth, "LOG_ACC_DEPTH": cfg.log_acc_depth,
         "UOP_DEPTH": cfg.uop_depth, "INP_DEPTH": cfg.inp_depth, "WGT_DEPTH": cfg.wgt_depth,
         "ACC_DEPTH": cfg.acc_depth,
-        "BUS_BITS": cfg.bus_bits, "LOG_BUS_BYTES": _log2(bus_bytes),
-        "DRAM_LATENCY": cfg.DRAM_LATENCY, "BURST_BEATS": cfg.BURST_BEATS,
-        "LOG_BURST_BEATS": _log2(cfg.BURST_BEATS),
-        "CMD_QUEUE_DEPTH": cfg.CMD_QUEUE_DEPTH, "LOG_CMD_QUEUE_DEPTH": _log2(cfg.CMD_QUEUE_DEPTH),
-        "TOKEN_QUEUE_DEPTH": cfg.TOKEN_QUEUE_DEPTH,
-        "FETCH_INSNS": cfg.FETCH_INSNS, "LOG_FETCH_INSNS": _log2(cfg.FETCH_INSNS),
-        "GEMM_PIPE_DEPTH": cfg.GEMM_PIPE_DEPTH, "ALU_PIPE_DEPTH": cfg.ALU_PIPE_DEPTH,
+        **timing_defines(cfg),
         "OP_LOAD": OP_LOAD, "OP_STORE": OP_STORE, "OP_GEMM": OP_GEMM, "OP_FINISH": OP_FINISH,
         "OP_ALU": OP_ALU,
         "MEM_UOP": MEM_UOP, "MEM_WGT": MEM_WGT, "MEM_INP": MEM_INP, "MEM_ACC": MEM_ACC,

@@ -25,6 +25,7 @@ from pathlib import Path
 from hw.config import VTAConfig
 from hw.isa import layout
 from hw.rtl_params import write_header
+from hw.timing import TIMING_KEYS
 
 __all__ = ["RTL_DIR", "TOP", "RtlParser", "Design", "TopInterface", "check_top", "report"]
 
@@ -181,10 +182,7 @@ def expected_top(cfg: VTAConfig) -> TopInterface:
               "INP_WIDTH": cfg.inp_width, "WGT_WIDTH": cfg.wgt_width, "ACC_WIDTH": cfg.acc_width,
               "LOG_UOP_DEPTH": cfg.log_uop_depth, "LOG_INP_DEPTH": cfg.log_inp_depth,
               "LOG_WGT_DEPTH": cfg.log_wgt_depth, "LOG_ACC_DEPTH": cfg.log_acc_depth,
-              "BUS_WIDTH": bus, "DRAM_LATENCY": cfg.DRAM_LATENCY, "BURST_BEATS": cfg.BURST_BEATS,
-              "CMD_QUEUE_DEPTH": cfg.CMD_QUEUE_DEPTH, "TOKEN_QUEUE_DEPTH": cfg.TOKEN_QUEUE_DEPTH,
-              "FETCH_INSNS": cfg.FETCH_INSNS, "GEMM_PIPE_DEPTH": cfg.GEMM_PIPE_DEPTH,
-              "ALU_PIPE_DEPTH": cfg.ALU_PIPE_DEPTH}
+              **{key.rtl_param: key.hardware_value(getattr(cfg, key.name)) for key in TIMING_KEYS}}
     ports = {"clk": ("input", 1), "rst": ("input", 1), "launch": ("input", 1),
              "insn_addr": ("input", 32), "insn_count": ("input", 32),
              "mem_addr": ("output", 32), "mem_rdata": ("input", bus), "mem_insn_rdata": ("input", bus),

@@ -2,7 +2,9 @@
 
 * shared data types: :mod:`sim.errors`, :mod:`sim.result`, :mod:`sim.image`, :mod:`sim.program`,
   :mod:`sim.builder`, :mod:`sim.trace`;
-* :mod:`sim.engines`: the engine registry, ``run_engine(name, image, **opts)`` and ``check_result``;
+* :mod:`sim.engines`: the engine registry and contract, ``run_engine(name, image, **opts)`` and
+  ``run_many(name, images, **opts)`` (options checked against each engine's declared ones) and
+  ``check_result``;
 * the engines: :mod:`sim.functional` (the data oracle), :mod:`sim.cycle` (cycle-accurate, numba),
   :mod:`sim.rtl` (the Verilog RTL under cocotb);
 * :mod:`sim.diff`: first-divergence comparison of two runs;

@@ -229,7 +229,7 @@ def functional_lanes(image, order, index: int) -> str | None:
         lanes = row.view("<u4") if mt == MEM_UOP else row.view("<i4") if mt == MEM_ACC else row.view(np.int8)
         where = f"SRAM {MEM_NAMES[mt]}[{f['sram_base']}]"
     elif op in (OP_GEMM, OP_ALU) and f["iter_out"] * f["iter_in"] * max(0, f["uop_end"] - f["uop_bgn"]):
-        (dst,) = machine._indices(f, index, ("dst",))
+        (dst,) = machine.uop_indices(f, index, ("dst",))
         row = int(dst[-1])
         lanes, where = machine.acc[row], f"ACC[{row}] (its last write)"
     elif op == OP_STORE and f["x_size"]:

@@ -168,7 +168,7 @@ class FunctionalMachine:
         self.counters["out_store_nbytes"] += x * y * ebytes
 
     # ---- GEMM / ALU --------------------------------------------------------------------------------
-    def _indices(self, f: dict, index: int, names):
+    def uop_indices(self, f: dict, index: int, names):
         """Flattened (iter_out, iter_in, uop) index arrays for each name in ``names``, range-checked."""
         d, s, w = decode_uops(self.cfg, self.uop[f["uop_bgn"]:f["uop_end"]])
         base = {"dst": d, "src": s, "wgt": w}
@@ -414,10 +414,14 @@ def run_program(prog: Program, dram: np.ndarray) -> FunctionalMachine:
             raise DeadlockError(f"deadlock before FINISH: {summary}", report)
 
 
-def run_image(image, **opts) -> RunResult:
-    """Run a :class:`~sim.image.MemoryImage` on the functional model.
+# The engine contract (sim.engines): no options; no timing, so no trace files either.
+TIMED = False
+OPTIONS = ()
+BATCH_OPTIONS = ()
 
-    Options other engines take (``trace``, ``perfetto``, ...) are accepted and ignored."""
+
+def run_image(image) -> RunResult:
+    """Run a :class:`~sim.image.MemoryImage` on the functional model (fsim's semantics, no cycles)."""
     t0 = time.perf_counter()
     prog = load_program(image)
     machine = run_program(prog, image.dram())
@@ -427,3 +431,7 @@ def run_image(image, **opts) -> RunResult:
                      leftover_tokens={k: v for k, v in machine.tokens.items() if v},
                      cycles=None, wall_s=wall, order=machine.order)
 
+
+def run_images(images) -> list:
+    """:func:`run_image` of each image, in order (the first that raises raises here)."""
+    return [run_image(img) for img in images]

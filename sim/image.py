@@ -191,7 +191,7 @@ class MemoryImage:
                                _int(o.nbytes, f"output {o.name!r} nbytes", 0, MAX_DRAM_BYTES)) for o in outputs]
         self.expected = dict(expected or {})
         self.expected_counters = _check_counters(expected_counters)
-        self._explicit_dram_size = dram_size
+        self.explicit_dram_size = dram_size
         self.dram_size = self._check_layout(
             [(s.addr, s.nbytes) for s in self.segments], dram_size)
         self._check_outputs()
@@ -279,7 +279,7 @@ class MemoryImage:
                "outputs": [{"name": o.name, "addr": o.addr, "nbytes": o.nbytes} for o in self.outputs]}
         if exp:
             doc["expected"] = exp
-        if self._explicit_dram_size is not None:
+        if self.explicit_dram_size is not None:
             doc["dram_size"] = self.dram_size
         if self.expected_counters is not None:
             doc["expected_counters"] = dict(self.expected_counters)

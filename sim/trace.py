@@ -26,7 +26,8 @@ from hw.outfiles import open_out, write_text
 from sim.result import RetireRecord
 from waveforms.breakdown import BUCKETS, share_text, shares
 
-__all__ = ["CSV_HEADER", "TIME_NOTE", "process_name", "write_csv", "read_csv", "perfetto_events", "write_perfetto", "breakdown_table"]
+__all__ = ["CSV_HEADER", "TIME_NOTE", "process_name", "write_csv", "read_csv", "perfetto_events", "write_perfetto",
+           "write_run", "breakdown_table"]
 
 CSV_HEADER = ("module", "index_in_module", "program_index", "opcode", "start_cycle", "end_cycle", "digest")
 LANES = ("fetch", "load", "compute", "store")
@@ -83,6 +84,16 @@ def write_perfetto(path, result) -> Path:
                                  "otherData": {"cycles": result.cycles, "time_unit": "cycle", "note": TIME_NOTE}}),
                "--perfetto file")
     return path
+
+
+def write_run(result, trace=None, perfetto=None) -> None:
+    """The trace files of one run (the one writer every engine's ``trace``/``perfetto`` go through,
+    :func:`sim.engines.run_engine`): ``trace`` the CSV of its retire records, ``perfetto`` the
+    trace-event JSON; None writes nothing."""
+    if trace is not None:
+        write_csv(trace, result.trace)
+    if perfetto is not None:
+        write_perfetto(perfetto, result)
 
 
 def breakdown_table(breakdown: dict, cycles: int) -> str:

@@ -1,5 +1,7 @@
 """Fixtures every test directory shares: how two runs of one image are held equal.
 
+``cfg``: the default config (``config/vta_config.json``), one per session, for every test directory.
+
 ``verilator_build``: the Verilator build of the default config, once per session (the build cache of
 :mod:`sim.rtl.runner` shares it with later sessions and pytest-xdist workers).
 
@@ -14,6 +16,12 @@ from __future__ import annotations
 import pytest
 
 from engine_checks import same_run as _same_run
+from hw.config import load_config
+
+
+@pytest.fixture(scope="session")
+def cfg():
+    return load_config()
 
 
 @pytest.fixture(scope="session")

@@ -88,6 +88,8 @@ CASES = [
     ("distributed", "dask", ["fuzz", "--n", "1", "--workers", "2"]),
     ("distributed", "dask", ["fuzz", "--n", "1", "--scheduler", "tcp://127.0.0.1:1"]),
     ("matplotlib", "matplotlib", ["dse", "results.csv"]),
+    ("torch", "torch", ["torch", "resnet18"]),
+    ("torchvision", "torchvision", ["torch", "resnet18", "--quantize", "fx"]),
 ]
 
 

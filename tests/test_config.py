@@ -141,6 +141,41 @@ def test_using_config():
     assert get_config() == base
 
 
+def test_the_config_context_is_per_thread_and_shared_with_the_compiler_environment():
+    """One config context (a context variable): two threads inside using_config / ``with Environment``
+    of different configs each see their own, the compiler's get_env agrees with get_config, and a
+    thread that entered nothing sees the default."""
+    import threading
+
+    from compiler.environment import Environment, get_env
+    small, wide = load_preset("1x8x8"), load_preset("2x16x16")
+    inside, recorded = threading.Barrier(3), threading.Barrier(3)   # timeouts below only detect hangs
+    seen = {}
+
+    def worker(name, cfg, use_env):
+        ctx = Environment(cfg) if use_env else using_config(cfg)
+        with ctx:
+            inside.wait(timeout=60)              # all three threads are inside their blocks at once
+            seen[name] = (get_config(), get_env().cfg)
+            recorded.wait(timeout=60)
+        seen[name + " after"] = get_config()
+
+    def idle():
+        inside.wait(timeout=60)
+        seen["idle"] = get_config()
+        recorded.wait(timeout=60)
+
+    threads = [threading.Thread(target=worker, args=("a", small, False)),
+               threading.Thread(target=worker, args=("b", wide, True)), threading.Thread(target=idle)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert seen["a"] == (small, small) and seen["b"] == (wide, wide)
+    assert seen["idle"] == load_config() and seen["a after"] == seen["b after"] == load_config()
+    assert Environment(small) is Environment(load_preset("1x8x8"))
+
+
 def test_load_preset_names_every_shipped_preset_and_only_those():
     """hw.config.PRESETS is the directory's listing; the default config is the 1x16x16 preset."""
     assert sorted(PRESETS) == sorted(p.stem for p in PRESET_DIR.glob("*.json"))

@@ -10,15 +10,10 @@ none).  Every such address is a multiple of 16 words, so a transfer of <= 128 by
 import numpy as np
 import pytest
 
-from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_UOP, MEM_WGT, load_config
+from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_UOP, MEM_WGT
 from hw.isa import ALU_ADD, ALU_MAX, OP_FINISH, OP_LOAD
 from sim.builder import ProgramBuilder
 from sim.cycle import run_image
-
-
-@pytest.fixture(scope="module")
-def cfg():
-    return load_config()
 
 
 def load_then_wait(cfg, data, **load):

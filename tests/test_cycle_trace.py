@@ -2,23 +2,17 @@
 
 import json
 
-import pytest
 
-from hw.config import load_config
 from sim.cycle import run_image
+from sim.engines import run_engine
 from sim.image import MemoryImage, Segment
 from sim.trace import breakdown_table, read_csv
 from sim.programs.unit import build
 
 
-@pytest.fixture(scope="module")
-def cfg():
-    return load_config()
-
-
 def test_csv_and_perfetto_files(cfg, tmp_path):
     img = build("gemm", cfg)
-    r = run_image(img, trace=tmp_path / "t.csv", perfetto=tmp_path / "p.json")
+    r = run_engine("cycle", img, trace=tmp_path / "t.csv", perfetto=tmp_path / "p.json")
     assert read_csv(tmp_path / "t.csv") == r.trace
     doc = json.loads((tmp_path / "p.json").read_text())
     ev = doc["traceEvents"]
@@ -35,7 +29,7 @@ def test_csv_and_perfetto_files(cfg, tmp_path):
 
 def test_perfetto_states_its_time_unit(cfg, tmp_path):
     """Viewers read ts as microseconds: the file says that 1 us is 1 cycle where a reader looks."""
-    r = run_image(build("gemm", cfg), perfetto=tmp_path / "p.json")
+    r = run_engine("cycle", build("gemm", cfg), perfetto=tmp_path / "p.json")
     doc = json.loads((tmp_path / "p.json").read_text())
     assert "displayTimeUnit" not in doc              # "ms"/"ns" only; neither changes how ts is read
     assert doc["otherData"]["time_unit"] == "cycle" and doc["otherData"]["cycles"] == r.cycles

@@ -17,7 +17,7 @@ import pytest
 
 from engine_checks import cycle_invariants, same_run
 from hw.config import PRESETS, load_preset
-from sim.engines import run_engine
+from sim.engines import run_many
 from sim.programs.unit import UNIT_PROGRAMS
 
 NAMES = sorted(UNIT_PROGRAMS)
@@ -37,15 +37,12 @@ def images_of(preset: str) -> dict:
 
 
 def runs_of(engine: str, preset: str) -> dict:
-    """Every unit program's run on ``engine`` (the RTL as one batch), once per process."""
+    """Every unit program's run on ``engine`` through :func:`sim.engines.run_many` (the RTL as one batch,
+    in one simulator process), once per process."""
     if (engine, preset) not in _runs:
         images = images_of(preset)
-        if engine == "rtl":
-            from sim.rtl import run_images
-            results = run_images([images[n] for n in NAMES], sim="verilator", errors="return")
-            _runs[engine, preset] = dict(zip(NAMES, results))
-        else:
-            _runs[engine, preset] = {n: run_engine(engine, images[n]) for n in NAMES}
+        opts = {"sim": "verilator", "errors": "return"} if engine == "rtl" else {}
+        _runs[engine, preset] = dict(zip(NAMES, run_many(engine, [images[n] for n in NAMES], **opts)))
     return _runs[engine, preset]
 
 

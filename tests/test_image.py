@@ -6,16 +6,11 @@ import os
 import numpy as np
 import pytest
 
-from hw.config import MEM_ACC, MEM_UOP, load_config
+from hw.config import MEM_ACC, MEM_UOP
 from hw.isa import ALU_SHR, decode_stream
 from sim.builder import ProgramBuilder
 from sim.errors import ImageError
 from sim.image import MAX_DRAM_BYTES, MemoryImage, Segment
-
-
-@pytest.fixture(scope="module")
-def cfg():
-    return load_config()
 
 
 def small_image(cfg):

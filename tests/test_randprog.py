@@ -4,7 +4,7 @@ no race: bytes independent of the timing parameters), and covering every functio
 import numpy as np
 import pytest
 
-from hw.config import load_config, load_preset
+from hw.config import load_preset
 from sim import functional
 from sim.cycle import run_image
 from sim.program import load_program
@@ -21,11 +21,6 @@ EXPECTED_BINS = (
     | {"flag:load:pop_next", "flag:load:push_next", "flag:store:pop_prev", "flag:store:push_prev"}
     | {f"flag:compute:{f}" for f in ("pop_prev", "pop_next", "push_prev", "push_next")}
 )
-
-
-@pytest.fixture(scope="module")
-def cfg():
-    return load_config()
 
 
 def test_same_seed_same_image(cfg):

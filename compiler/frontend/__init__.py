@@ -12,7 +12,11 @@ Modules: :mod:`.onnx_import` (checked loading), :mod:`.graph` (IR), :mod:`.qop` 
 (the two quantisation formats to composite ops), :mod:`.passes` (DCE, constant folding, batch-norm
 folding, CSE, legalisation), :mod:`.partition` (pattern/cost partitioning, graph_pack),
 :mod:`.region` (one VTA region), :mod:`.execute`, :mod:`.network`, :mod:`.compare` (onnxruntime),
-:mod:`.report`, :mod:`.cli` (``vtasim onnx``), :mod:`.models` (the digits CNN and ResNet-18 shapes).
+:mod:`.report`, :mod:`.cli` (``vtasim onnx``), :mod:`.models` (the digits CNN and ResNet-18 shapes),
+:mod:`.netfile` (a compiled network on disk), :mod:`.netcache` (compiled once per content),
+:mod:`.dataset` and :mod:`.evaluate` (data sets, on Dask, resumable), :mod:`.infer_cli` (``vtasim infer``);
+PyTorch: :mod:`.torch_import` (eager/FX-quantised modules -> the same graph, ``Network.from_torch``),
+:mod:`.torch_reference` (PyTorch's quantised CPU run as the reference), :mod:`.torch_cli` (``vtasim torch``).
 """
 
 from __future__ import annotations

@@ -7,6 +7,10 @@ regions' memory images.
     vtasim onnx compiler/frontend/models/digits_int8_qdq.onnx --dataset digits --limit 100
     vtasim onnx model.onnx --input x.npy --engine cycle --report runs/net --save-images runs/net/images
     vtasim onnx model.onnx --engine rtl --limit 2        # every VTA region on the RTL
+    vtasim onnx model.onnx --compile-only --out runs/net # compile once; run with vtasim infer runs/net
+
+A second run of the same model, config and options loads the compiled network from the cache
+(:mod:`compiler.frontend.netcache`) instead of compiling it again.
 """
 
 from __future__ import annotations
@@ -52,7 +56,6 @@ def cmd_onnx(args) -> int:
         from sim.rtl import require as require_rtl
         require_rtl("verilator", "vtasim onnx --engine rtl")
     from compiler.frontend.compare import OrtReference, agreement, fused_level_note, output_lsb
-    from compiler.frontend.network import Network
     from compiler.frontend.report import check_report_dir, layer_table, totals, write_report
     from hw.config import load_config
     from compiler.frontend.errors import FrontendError
@@ -62,15 +65,25 @@ def cmd_onnx(args) -> int:
     t0 = time.perf_counter()
     if args.report is not None:
         check_report_dir(args.report)           # output rules before any work (hw.outfiles)
-    net = Network.from_onnx(args.model, cfg, mode=args.partition, skip_first_conv=not args.all_convs,
-                            threshold=args.threshold, requant=args.requant, strict=args.strict)
+    options = dict(mode=args.partition, skip_first_conv=not args.all_convs, threshold=args.threshold,
+                   requant=args.requant, strict=args.strict, region_mode=args.regions,
+                   combine_parallel=args.combine_parallel, fast_math=args.fast_math)
+    if args.compile_only:
+        return _compile_only(args, cfg, options, t0)
+    if args.out is not None:
+        raise FrontendError("--out is the directory of --compile-only (rule: give --compile-only with it)")
+    from compiler.frontend.netcache import compiled_network
+    # --save-images wants the images' expected outputs, which only a freshly compiled network has
+    net, where = compiled_network(args.model, cfg, options, cache_dir=args.cache_dir,
+                                  use_cache=not args.no_cache and args.save_images is None)
+    print(f"network: {where} ({time.perf_counter() - t0:.2f} s)")
     from compiler.frontend.inputs import load_feeds
     xs, labels, source = load_feeds(net.graph, args.input, args.dataset, args.seed)
     if args.limit is not None:
         xs = xs[:args.limit]
         labels = labels[:args.limit] if labels is not None else None
     print(f"model {args.model}: {len(net.graph.nodes)} ops after the passes, "
-          f"{len(net.regions)} VTA region(s); config {cfg.batch}x{cfg.block_in}x{cfg.block_out}; "
+          f"{len({id(r) for r in net.regions.values()})} VTA region(s) ({args.regions}-op); config {cfg.batch}x{cfg.block_in}x{cfg.block_out}; "
           f"engine {args.engine}; {len(xs)} input(s) from {source}")
     for note in net.notes:
         print(f"  {note}")
@@ -130,12 +143,36 @@ def cmd_onnx(args) -> int:
     return 0
 
 
+def _compile_only(args, cfg, options, t0) -> int:
+    """``--compile-only --out NET``: import, partition, compile every region and save the network."""
+    from compiler.frontend.errors import FrontendError
+    from compiler.frontend.netcache import compile_key, compile_network
+    from compiler.frontend.onnx_import import MAX_MODEL_BYTES
+    from compiler.frontend.errors import ModelFileError
+    from hw.files import read_regular
+    from hw.outfiles import out_dir
+    if args.out is None:
+        raise FrontendError("--compile-only needs --out NET (rule: the directory the compiled network goes to)")
+    given = [o for o, v in (("--input", args.input), ("--dataset", args.dataset), ("--report", args.report),
+                            ("--save-images", args.save_images), ("--limit", args.limit)) if v is not None]
+    if given:
+        raise FrontendError(f"--compile-only runs no input: {', '.join(given)} belong to a run "
+                            f"(rule: vtasim infer NET takes them)")
+    out_dir(args.out, "--out network directory")
+    data = read_regular(args.model, "ONNX model", MAX_MODEL_BYTES, error=ModelFileError)
+    _, meta = compile_key(data, cfg, options)
+    net = compile_network(args.model, data, cfg, options, meta, args.out)
+    print(f"model {args.model}: {len(net.graph.nodes)} ops after the passes, {len(net.regions)} VTA region(s) "
+          f"compiled in {time.perf_counter() - t0:.1f} s -> {args.out} (run: vtasim infer {args.out} --input X.npy)")
+    return 0
+
+
 def add_commands(sub) -> None:
     from compiler.frontend.compare import ORT_LEVELS
     from compiler.frontend.execute import ENGINES
     from compiler.frontend.inputs import DATASETS
     from sim.cli.options import add_config
-    from compiler.frontend.partition import PARTITION_MODES
+    from compiler.frontend.partition import PARTITION_MODES, REGION_MODES
     p = sub.add_parser("onnx", help="run an int8 ONNX model: VTA regions on an engine, the rest on the host; "
                                     "compare with onnxruntime")
     p.add_argument("model", type=Path, help="ONNX model (QDQ or QOperator int8)")
@@ -151,6 +188,9 @@ def add_commands(sub) -> None:
     add_config(p)
     p.add_argument("--partition", choices=PARTITION_MODES, default="pattern",
                    help="pattern: every convertible layer; cost: only where VTA beats the host estimate")
+    p.add_argument("--regions", choices=REGION_MODES, default="multi",
+                   help="multi: convolutions and residual adds in multi-op regions, activations kept in DRAM; "
+                        "single: one region per convolution, adds on the host")
     p.add_argument("--threshold", type=float, default=1.0, help="cost partitioning: offload when host/VTA time >= this")
     p.add_argument("--requant", choices=("auto", "shift", "fixed"), default="auto",
                    help="requantisation on VTA: power-of-two shift or fixed-point multiply")
@@ -160,8 +200,21 @@ def add_commands(sub) -> None:
     p.add_argument("--ort-level", choices=tuple(ORT_LEVELS), default="basic",
                    help="the onnxruntime reference: basic = each node per the ONNX spec (exact int8 "
                         "semantics); all = onnxruntime's fused integer kernels as deployed")
+    p.add_argument("--fast-math", action="store_true",
+                   help="approximate the host's float Exp/Tanh/Erf/Softmax (FastMath; bounds in docs/quantisation.md)")
+    p.add_argument("--combine-parallel", action="store_true",
+                   help="combine sibling conv/dense layers over one input into one VTA region where the cycle "
+                        "engine counts fewer cycles (CombineParallelConv2D/Dense; outputs bit-identical)")
     p.add_argument("--report", type=Path, default=None, help="write layers.csv and PNG plots here")
-    p.add_argument("--save-images", type=Path, default=None, help="write each VTA region's memory image here")
+    p.add_argument("--save-images", type=Path, default=None, help="write each VTA region's memory image here "
+                   "(compiles afresh: the images carry expected outputs)")
+    p.add_argument("--compile-only", action="store_true",
+                   help="compile the network and save it to --out NET (run it with vtasim infer NET)")
+    p.add_argument("--out", type=Path, default=None, help="the compiled network's directory (--compile-only)")
+    p.add_argument("--cache-dir", type=Path, default=None,
+                   help="compiled-network cache (default $VTASIM_NETWORK_CACHE, else $XDG_CACHE_HOME/vtasim/networks "
+                        "or ~/.cache/vtasim/networks)")
+    p.add_argument("--no-cache", action="store_true", help="compile afresh and store nothing")
     p.set_defaults(func=cmd_onnx)
     from compiler.frontend.quantize_cli import add_quantize
     add_quantize(sub)

@@ -27,7 +27,7 @@ import numpy as np
 from compiler.frontend.errors import FrontendError
 from compiler.frontend.graph import Node
 
-__all__ = ["qconv_node", "qdense_node", "qadd_node", "qparam", "act_limits", "QUANT_DTYPES"]
+__all__ = ["qconv_node", "qdense_node", "qadd_node", "qparam", "act_limits", "out_limits", "QUANT_DTYPES"]
 
 QUANT_DTYPES = (np.int8, np.uint8)
 
@@ -106,3 +106,12 @@ def act_limits(act, y_scale: float, y_zp: int, y_dtype) -> tuple[int, int]:
         if act[2] is not None and np.isfinite(act[2]):
             hi = min(hi, int(np.round(act[2] / y_scale)) + int(y_zp))
     return lo, hi
+
+
+def out_limits(attrs) -> tuple:
+    """A ``qconv``/``qdense``'s quantised output range: ``attrs["limits"]`` where the layer carries one
+    (sibling layers combined by :mod:`compiler.frontend.combine`: ints, or one per output channel),
+    else :func:`act_limits` of its activation."""
+    if attrs.get("limits") is not None:
+        return attrs["limits"]
+    return act_limits(attrs["act"], attrs["y_scale"], attrs["y_zp"], attrs["y_dtype"])

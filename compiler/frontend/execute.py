@@ -48,9 +48,41 @@ def image_dir_name(k: int, region) -> str:
     return f"{k:03d}_{region.layer_name}"
 
 
+def _first_nodes(g, regions: dict) -> list:
+    """(index, region) of the node that runs each region: a multi-op region runs at its first member."""
+    seen, out = set(), []
+    for k, n in enumerate(g.nodes):
+        if n.target == "vta" and id(regions[n.name]) not in seen:
+            seen.add(id(regions[n.name]))
+            out.append((k, regions[n.name]))
+    return out
+
+
 def image_dirs(g, regions: dict) -> list[str]:
     """Every ``--save-images`` sub-directory :func:`execute` writes, in order."""
-    return [image_dir_name(k, regions[n.name]) for k, n in enumerate(g.nodes) if n.target == "vta"]
+    return [image_dir_name(k, r) for k, r in _first_nodes(g, regions)]
+
+
+def _run_chain(g, region, k, values, engine, save_images, records_by_node):
+    """Run multi-op ``region`` once; its outputs into ``values``, each member's record into ``records_by_node``."""
+    from compiler.frontend.partition import node_macs
+    t0 = time.perf_counter()
+    feeds = {v: values[v] for v in region.inputs}
+    outs, res, shares = region.run(feeds, engine=engine)
+    if save_images is not None:
+        from hw.outfiles import sub_dir
+        region.image(feeds).save(sub_dir(save_images, image_dir_name(k, region), "--save-images directory"))
+    values.update(outs)
+    macs = [node_macs(g, n) for n in region.nodes]
+    gemm = int(res.counters.get("gemm_counter", 0)) if res is not None else None
+    wall = (time.perf_counter() - t0) / len(region.nodes)
+    for n, m, (cyc, dma) in zip(region.nodes, macs, shares):
+        rec = LayerRecord(n.name, n.op, "vta", tuple(region.shapes.get(n.outputs[0]) or ()), m)
+        if res is not None:       # GEMM operations apportioned by MACs (the counter is the launch's total)
+            rec.cycles, rec.dram_bytes = cyc, dma
+            rec.gemm_ops = gemm * m // sum(macs) if sum(macs) else 0
+        rec.wall_s = wall
+        records_by_node[n.name] = rec
 
 
 def execute(g, regions: dict, feeds: dict, engine: str = "cycle", on_node=None, save_images=None,
@@ -68,10 +100,19 @@ def execute(g, regions: dict, feeds: dict, engine: str = "cycle", on_node=None, 
         if tuple(x.shape) != tuple(shape):
             raise FrontendError(f"input {name!r} has shape {x.shape}, the model declares {tuple(shape)}")
         values[name] = x.astype(dtype) if dtype is not None else x
-    records = []
+    records, chained = [], {}
     for k, n in enumerate(g.nodes):
         if on_node is not None:
             on_node(k, len(g.nodes), n)
+        region = regions.get(n.name) if n.target == "vta" else None
+        if hasattr(region, "nodes"):                  # a member of a multi-op region
+            if n.name not in chained:
+                _run_chain(g, region, k, values, engine, save_images, chained)
+            rec = chained[n.name]
+            if n.outputs[0] in values:
+                rec.out_shape = tuple(np.shape(values[n.outputs[0]]))
+            records.append(rec)
+            continue
         args = [values[i] if i else None for i in n.inputs]
         t0 = time.perf_counter()
         rec = LayerRecord(n.name, n.op, n.target, (), node_macs(g, n))

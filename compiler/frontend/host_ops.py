@@ -11,9 +11,11 @@ from __future__ import annotations
 import numpy as np
 
 from compiler import qnn
-from compiler.frontend.composite import act_limits
+from compiler.frontend.composite import act_limits, out_limits
 from compiler.frontend.errors import FrontendError
+from compiler.frontend.fastmath import fast_erf, fast_exp, fast_tanh
 from compiler.frontend.host_tensor import TENSOR_OPS
+from compiler.frontend.shape_ops import SHAPE_OPS
 
 __all__ = ["run_host", "conv2d", "pool2d", "requantize_acc", "qconv_acc", "qdense_acc"]
 
@@ -116,7 +118,7 @@ def requantize_acc(node, acc, in_scale, axis=1) -> np.ndarray:
     """int32 accumulator (scale ``in_scale``, zero point 0) -> the node's output type, activation applied."""
     a = node.attrs
     y = qnn.requantize(acc, in_scale, 0, a["y_scale"], a["y_zp"], out_dtype="int32", axis=axis)
-    lo, hi = act_limits(a["act"], a["y_scale"], a["y_zp"], a["y_dtype"])
+    lo, hi = (_axis_shape(y, axis, v) for v in out_limits(a))
     return np.clip(y, lo, hi).astype(a["y_dtype"])
 
 
@@ -247,11 +249,12 @@ def _matmul_integer(node, a, b, az, bz):
     return ((a.astype(np.int64) - az) @ (b.astype(np.int64) - bz)).astype(np.int32)
 
 
-def _softmax(x, axis, coerce_2d=0):
+def _softmax(x, axis, coerce_2d=0, exp=np.exp):
+    """``exp``: :func:`compiler.frontend.fastmath.fast_exp` for ``fast_softmax``."""
     if coerce_2d:                # opset < 13: over every axis from `axis` on, as one row per leading index
         axis = axis % max(x.ndim, 1)
-        return _softmax(x.reshape(int(np.prod(x.shape[:axis])), -1), 1).reshape(x.shape)
-    e = np.exp(x - x.max(axis=axis, keepdims=True))
+        return _softmax(x.reshape(int(np.prod(x.shape[:axis])), -1), 1, exp=exp).reshape(x.shape)
+    e = exp(x - x.max(axis=axis, keepdims=True))
     return (e / e.sum(axis=axis, keepdims=True)).astype(np.float32)
 
 
@@ -263,6 +266,7 @@ _HOST = {
     "Mul": lambda n, a, b: (a * b).astype(np.result_type(a, b)),
     "Sigmoid": lambda n, x: (1 / (1 + np.exp(-x))).astype(np.float32),
     "Tanh": lambda n, x: np.tanh(x).astype(np.float32),
+    "Exp": lambda n, x: np.exp(x).astype(x.dtype),
     "HardSigmoid": lambda n, x: np.clip(n.attrs.get("alpha", 0.2) * x + n.attrs.get("beta", 0.5), 0, 1).astype(
         np.float32),
     "HardSwish": lambda n, x: (x * np.clip(x / 6 + 0.5, 0, 1)).astype(np.float32),
@@ -296,15 +300,20 @@ _HOST = {
     "qgap": _qgap,
     "qlut": lambda n, x: qnn.apply_lut(x, n.attrs["table"]),
     **TENSOR_OPS,
+    **SHAPE_OPS,
+    "fast_exp": lambda n, x: fast_exp(x),
+    "fast_tanh": lambda n, x: fast_tanh(x),
+    "fast_erf": lambda n, x: fast_erf(x),
+    "fast_softmax": lambda n, x: _softmax(x, n.attrs.get("axis", -1), n.attrs.get("coerce_2d", 0), exp=fast_exp),
 }
 
 
 def _cast_type(node):
-    from compiler.frontend.onnx_import import _DTYPES
+    from compiler.frontend.onnx_import import ONNX_DTYPES
     to = node.attrs["to"]
-    if to not in _DTYPES:
+    if to not in ONNX_DTYPES:
         raise FrontendError(f"{node.where}: Cast to ONNX type {to} is not supported")
-    return _DTYPES[to]
+    return ONNX_DTYPES[to]
 
 
 def run_host(node, args) -> list:

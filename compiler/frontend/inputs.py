@@ -14,7 +14,7 @@ import numpy as np
 
 from compiler.frontend.errors import FrontendError
 
-__all__ = ["load_feeds", "parse_input_spec", "MAX_INPUT_BYTES", "DATASETS"]
+__all__ = ["load_feeds", "parse_input_spec", "read_npy", "as_stack", "MAX_INPUT_BYTES", "DATASETS"]
 
 MAX_INPUT_BYTES = 1 << 30
 DATASETS = ("digits",)
@@ -28,7 +28,7 @@ def parse_input_spec(text: str) -> tuple[str | None, Path]:
     return None, Path(text)
 
 
-def _read_npy(path: Path) -> np.ndarray:
+def read_npy(path: Path) -> np.ndarray:
     from hw.files import regular_size
     regular_size(path, "--input array", MAX_INPUT_BYTES, error=FrontendError)
     try:
@@ -40,7 +40,7 @@ def _read_npy(path: Path) -> np.ndarray:
     return x
 
 
-def _as_stack(x: np.ndarray, shape, what: str) -> np.ndarray:
+def as_stack(x: np.ndarray, shape, what: str) -> np.ndarray:
     """(N,) + shape: one input of the declared shape, or a stack of batch-1 inputs."""
     shape = tuple(shape)
     if tuple(x.shape) == shape:
@@ -73,7 +73,7 @@ def load_feeds(graph, specs, dataset: str | None = None, seed: int = 0):
         if missing:
             raise FrontendError(f"--input: no file for the model input(s) {', '.join(missing)} "
                                 f"(give --input NAME=FILE.npy for each)")
-        stacks = {n: _as_stack(_read_npy(p), inputs[n][0], f"--input {n}={p}") for n, p in given.items()}
+        stacks = {n: as_stack(read_npy(p), inputs[n][0], f"--input {n}={p}") for n, p in given.items()}
         counts = {len(v) for v in stacks.values()}
         if len(counts) != 1:
             raise FrontendError(f"--input: the files hold different numbers of inputs "
@@ -87,7 +87,7 @@ def load_feeds(graph, specs, dataset: str | None = None, seed: int = 0):
         from compiler.frontend.models.digits import load_split
         _, _, xt, yt = load_split()
         shape, dtype = inputs[names[0]]
-        xs = _as_stack(xt, shape, "--dataset digits (images of the test split)")
+        xs = as_stack(xt, shape, "--dataset digits (images of the test split)")
         return [{names[0]: x.astype(dtype)} for x in xs], yt, "digits test split"
     rng = np.random.default_rng(seed)
     feed = {}

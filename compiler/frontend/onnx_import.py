@@ -18,7 +18,7 @@ from compiler.frontend.graph import Graph, Node
 from compiler.frontend.validate import check_model, check_opset
 from hw.files import read_regular
 
-__all__ = ["load_onnx", "from_onnx", "SUPPORTED_OPS", "MAX_ELEMENTS", "MAX_MODEL_BYTES"]
+__all__ = ["load_onnx", "from_onnx", "ONNX_DTYPES", "SUPPORTED_OPS", "MAX_ELEMENTS", "MAX_MODEL_BYTES"]
 
 MAX_MODEL_BYTES = 1 << 30          # 1 GiB of protobuf
 MAX_ELEMENTS = 1 << 28             # per tensor (initializer, input or inferred value)
@@ -32,10 +32,11 @@ SUPPORTED_OPS = frozenset({
     "QLinearGlobalAveragePool", "QLinearSigmoid", "QLinearLeakyRelu", "QLinearMul", "QLinearConcat",
     "QLinearAveragePool", "QLinearSoftmax",
     "Transpose", "Squeeze", "Unsqueeze", "Split", "Slice", "Pad", "Gather", "Div", "LayerNormalization", "Gelu",
-    "Erf", "LeakyRelu", "PRelu", "Resize", "ConvTranspose",
+    "Erf", "LeakyRelu", "PRelu", "Resize", "ConvTranspose", "Exp",
+    "Constant", "Shape", "Size", "ConstantOfShape", "Expand",
 })
 
-_DTYPES = {1: np.float32, 2: np.uint8, 3: np.int8, 4: np.uint16, 5: np.int16, 6: np.int32, 7: np.int64,
+ONNX_DTYPES = {1: np.float32, 2: np.uint8, 3: np.int8, 4: np.uint16, 5: np.int16, 6: np.int32, 7: np.int64,
            10: np.float16, 11: np.float64, 9: np.bool_}
 
 
@@ -71,20 +72,20 @@ def _initializer(t, where: str) -> np.ndarray:
     what = f"{where} initializer {t.name!r}"
     if t.data_location == 1 or t.external_data:
         raise ModelFileError(f"{what}: external data is not read (save the model with its tensors inside)")
-    if t.data_type not in _DTYPES:
+    if t.data_type not in ONNX_DTYPES:
         raise ModelFileError(f"{what}: data type {t.data_type} is not one of the numeric types supported")
     dims = _dims(t, what)
-    n, item = prod(dims), np.dtype(_DTYPES[t.data_type]).itemsize
+    n, item = prod(dims), np.dtype(ONNX_DTYPES[t.data_type]).itemsize
     if t.raw_data:
         if len(t.raw_data) != n * item:
             raise ModelFileError(f"{what}: {len(t.raw_data)} bytes of data for shape {dims} of "
-                                 f"{np.dtype(_DTYPES[t.data_type]).name} ({n * item} bytes needed)")
+                                 f"{np.dtype(ONNX_DTYPES[t.data_type]).name} ({n * item} bytes needed)")
     else:
         have = max(len(t.float_data), len(t.int32_data), len(t.int64_data), len(t.double_data),
                    len(t.uint64_data))
         if have != n:
             raise ModelFileError(f"{what}: {have} values for shape {dims} ({n} needed)")
-    return numpy_helper.to_array(t).astype(_DTYPES[t.data_type], copy=False)
+    return numpy_helper.to_array(t).astype(ONNX_DTYPES[t.data_type], copy=False)
 
 
 def _attrs(node) -> dict:
@@ -99,7 +100,7 @@ def _attrs(node) -> dict:
 def _value_shape(vi, batch: int, what: str):
     t = vi.type.tensor_type
     if not t.HasField("shape"):
-        return None, _DTYPES.get(t.elem_type)
+        return None, ONNX_DTYPES.get(t.elem_type)
     dims = []
     for k, d in enumerate(t.shape.dim):
         if d.HasField("dim_value"):
@@ -111,7 +112,7 @@ def _value_shape(vi, batch: int, what: str):
     if prod(dims) > MAX_ELEMENTS:
         raise ModelFileError(f"{what} {vi.name!r}: declares {prod(dims):,} elements ({tuple(dims)}); "
                              f"the limit is {MAX_ELEMENTS:,}")
-    return tuple(dims), _DTYPES.get(t.elem_type)
+    return tuple(dims), ONNX_DTYPES.get(t.elem_type)
 
 
 def _check_attrs(op: str, attrs: dict, where: str) -> list[str]:
@@ -151,12 +152,57 @@ def _check_attrs(op: str, attrs: dict, where: str) -> list[str]:
     return bad
 
 
+def _static_shape(vi):
+    """The value's shape when every dimension is a number, else None (unknown or data-dependent)."""
+    t = vi.type.tensor_type
+    if not t.HasField("shape") or not all(d.HasField("dim_value") for d in t.shape.dim):
+        return None
+    return tuple(int(d.dim_value) for d in t.shape.dim)
+
+
+def _inferred_shapes(model, inputs: dict, source: str) -> dict:
+    """{value: shape} from onnx's shape inference with the inputs at the shapes the importer fixed (a
+    symbolic batch is ``batch``) and data propagation on, so shape computations (``Shape -> Gather ->
+    Concat -> Reshape``) give numbers.  A value whose shape still has a symbolic dimension depends on
+    the data and gets no entry.  The inputs' declared dimensions are restored afterwards."""
+    import onnx
+    saved = []
+    for vi in model.graph.input:
+        if vi.name in inputs and vi.type.tensor_type.HasField("shape"):
+            dims = vi.type.tensor_type.shape.dim
+            saved.append([d.dim_param if not d.HasField("dim_value") else int(d.dim_value) for d in dims])
+            for d, v in zip(dims, inputs[vi.name][0]):
+                d.dim_value = int(v)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    except onnx.shape_inference.InferenceError as e:
+        raise ModelFileError(f"{source}: shape inference failed: {str(e).splitlines()[0][:200]}") from None
+    finally:
+        k = 0
+        for vi in model.graph.input:
+            if vi.name in inputs and vi.type.tensor_type.HasField("shape"):
+                for d, v in zip(vi.type.tensor_type.shape.dim, saved[k]):
+                    if isinstance(v, int):
+                        d.dim_value = v
+                    else:
+                        d.dim_param = v
+                k += 1
+    shapes = {}
+    for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
+        s = _static_shape(vi)
+        if s is not None:
+            if prod(s) > MAX_ELEMENTS:
+                raise ModelFileError(f"{source}: value {vi.name!r} declares {prod(s):,} elements ({s}); "
+                                     f"the limit is {MAX_ELEMENTS:,}")
+            shapes[vi.name] = s
+    return shapes
+
+
 def from_onnx(model, source: str = "model", batch: int = 1, validate=None) -> Graph:
     """Convert a parsed ``onnx.ModelProto``; raises :class:`UnsupportedModel` listing every problem.
 
     ``validate(model, source)`` (:func:`load_onnx` passes :func:`~compiler.frontend.validate.check_model`)
     runs after the initializers' sizes are checked and the ops listed, before shape inference."""
-    import onnx
     g = model.graph
     check_opset(model, source)
     consts = {}
@@ -184,6 +230,8 @@ def from_onnx(model, source: str = "model", batch: int = 1, validate=None) -> Gr
         if n.op_type == "Constant":
             continue
         problems += _check_attrs(n.op_type, attrs, where)
+        if n.op_type == "ConstantOfShape" and "value" in attrs:
+            attrs["value"] = _initializer(attrs["value"], f"{where} value")
         nodes.append(Node(n.op_type, list(n.input), list(n.output), attrs, n.name or f"{n.op_type}_{k}", where))
     # Constant nodes become constants (tensor attribute only)
     for k, n in enumerate(g.node):
@@ -198,15 +246,6 @@ def from_onnx(model, source: str = "model", batch: int = 1, validate=None) -> Gr
     if validate is not None:
         validate(model, source)             # graph rules in vtasim's words, then onnx's checker
     graph = Graph(nodes, inputs, [o.name for o in g.output], consts, g.name or source)
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model)
-        shapes = {}
-        for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
-            s, _ = _value_shape(vi, batch, "value")
-            if s is not None:
-                shapes[vi.name] = s
-    except onnx.shape_inference.InferenceError as e:
-        raise ModelFileError(f"{source}: shape inference failed: {str(e).splitlines()[0][:200]}") from None
-    graph.shapes = shapes
+    graph.shapes = _inferred_shapes(model, inputs, source)
     from compiler.frontend.qop import canonicalise_qoperator
     return canonicalise_qoperator(graph)

@@ -18,9 +18,10 @@ import numpy as np
 from compiler.frontend.graph import Graph
 from compiler.frontend.region import VtaRegion, region_problem
 
-__all__ = ["partition", "graph_pack", "node_macs", "PARTITION_MODES"]
+__all__ = ["partition", "graph_pack", "node_macs", "PARTITION_MODES", "REGION_MODES", "group_chains"]
 
 PARTITION_MODES = ("pattern", "cost", "host")
+REGION_MODES = ("multi", "single")
 
 
 def node_macs(g: Graph, node) -> int:
@@ -53,16 +54,21 @@ def _estimate_cycles(region: VtaRegion, shape, dtype) -> int:
 
 def partition(g: Graph, cfg, mode: str = "pattern", skip_first_conv: bool = True, threshold: float = 1.0,
               vta_mhz: float = 100.0, host_gmacs: float = 1.0, requant: str = "auto", knobs=None,
-              strict: bool = False) -> dict:
-    """Set ``node.target`` and return {node name: VtaRegion} of the offloaded nodes.
+              strict: bool = False, region_mode: str = "multi", fuse_adds: bool = True) -> dict:
+    """Set ``node.target`` and return {node name: region} of the offloaded nodes.
 
     ``strict``: every ``qconv``/``qdense`` (but a skipped first conv) must go to VTA; one error lists
-    each that cannot and why."""
+    each that cannot and why.  ``region_mode="multi"`` (the default) then groups the VTA convolutions and
+    the residual adds between them into multi-op regions (:func:`group_chains`); ``"single"`` keeps one
+    region per convolution and the adds on the host; ``fuse_adds`` fuses an add into the epilogue of
+    the convolution whose output it reads (else every add is a kernel of its own)."""
     from compiler.frontend.errors import FrontendError
     refused = []
     from compiler.errors import CompileError
     if mode not in PARTITION_MODES:
         raise ValueError(f"partition mode {mode!r} is not one of {', '.join(PARTITION_MODES)}")
+    if region_mode not in REGION_MODES:
+        raise ValueError(f"region mode {region_mode!r} is not one of {', '.join(REGION_MODES)}")
     regions, first = {}, True
     for n in g.nodes:
         n.target = "host"
@@ -112,33 +118,125 @@ def partition(g: Graph, cfg, mode: str = "pattern", skip_first_conv: bool = True
         regions[n.name] = region
     if strict and refused:
         raise FrontendError(f"--strict: {len(refused)} layer(s) cannot run on VTA: " + "; ".join(refused))
-    g.notes.append(f"partition ({mode}): {len(regions)} region(s) on VTA, "
+    if region_mode == "multi" and mode != "host":
+        regions = group_chains(g, cfg, regions, knobs, requant, fuse_adds)
+    g.notes.append(f"partition ({mode}): {len({id(r) for r in regions.values()})} region(s) on VTA, "
                    f"{sum(1 for n in g.nodes if n.target == 'host')} op(s) on the host")
     return regions
 
 
-def graph_pack(g: Graph, cfg) -> Graph:
-    """Record the packed layout of every VTA region and count the layout conversions at the edges."""
-    prod, conv_in, conv_out = g.producers(), 0, 0
+def group_chains(g: Graph, cfg, regions: dict, knobs=None, requant: str = "auto", fuse_adds: bool = True) -> dict:
+    """Multi-op regions: the residual adds whose ALU plan equals the host's add join VTA, then every
+    connected set of VTA convolutions and adds becomes one :class:`VtaChainRegion` (graph_pack's
+    ResNet body: from the first block to the last add).  A set is kept whole only when each of its
+    inputs from outside is computed before its first member (so it runs as one launch); otherwise
+    its convolutions stay single-op regions and its adds on the host."""
+    from compiler.frontend.region_chain import VtaChainRegion, chain_member_problem, check_problem
+    for n in g.nodes:
+        if n.op == "qadd" and n.target == "host":
+            shape = g.shapes.get(n.inputs[0])
+            why = chain_member_problem(n) or (None if shape is not None and len(shape) == 4 else
+                                             f"operand shape {shape} (the VTA add takes NCHW tensors)") or \
+                check_problem(n)
+            if why:
+                g.notes.append(f"partition: {n.where}: add on the host: {why}")
+            else:
+                n.target = "vta"
+    member = [n for n in g.nodes if n.target == "vta" and chain_member_problem(n) is None]
+    ids = {id(n) for n in member}
+    parent = {id(n): id(n) for n in member}
+
+    def root(k):
+        while parent[k] != k:
+            parent[k] = parent[parent[k]]
+            k = parent[k]
+        return k
+    prod = g.producers()
+    for n in member:
+        for v in n.inputs:
+            p = prod.get(v)
+            if p is not None and id(p) in ids:
+                parent[root(id(p))] = root(id(n))
+    groups: dict = {}
+    for n in member:
+        groups.setdefault(root(id(n)), []).append(n)
+    order = {id(n): k for k, n in enumerate(g.nodes)}
+    out = {k: v for k, v in regions.items()}
+    for nodes in groups.values():
+        made = {o for n in nodes for o in n.outputs}
+        first = order[id(nodes[0])]
+        late = [v for n in nodes for v in n.inputs if v not in made and v in prod and order[id(prod[v])] > first]
+        if len(nodes) == 1 and nodes[0].op == "qconv":
+            continue                               # a lone convolution: the single-op region it has
+        if late:
+            g.notes.append(f"partition: {nodes[0].where}: no multi-op region ({late[0]!r} is computed after "
+                           f"its first member)")
+            for n in nodes:
+                if n.op == "qadd":
+                    n.target = "host"
+            continue
+        chain = VtaChainRegion(nodes, g, cfg, knobs=knobs, path=requant, fuse=fuse_adds)
+        for n in nodes:
+            out[n.name] = chain
+        g.notes.append(f"partition: multi-op region {chain.layer_name}: {len(nodes)} op(s) "
+                       f"({', '.join(f'{k} {v}' for k, v in sorted(_counts(nodes).items()))}), inputs "
+                       f"{chain.inputs}, outputs {chain.outputs}")
+    return out
+
+
+def _counts(nodes) -> dict:
+    c: dict = {}
+    for n in nodes:
+        c[n.op] = c.get(n.op, 0) + 1
+    return c
+
+
+def graph_pack(g: Graph, cfg, regions: dict | None = None) -> Graph:
+    """Record the packed layout of every VTA node and count the layout conversions at the region edges.
+
+    A value passed between two members of one multi-op region stays packed in DRAM (no conversion);
+    every other edge between the host and VTA, or between two regions, is one pack or one unpack.  For
+    each multi-op region the note names where packing starts and stops, as graph_pack's
+    ``start_name``/``stop_name`` do."""
+    regions = regions or {}
+    prod, cons = g.producers(), g.consumers()
+    conv_in, conv_out = 0, 0
+
+    def same(a, b) -> bool:
+        ra, rb = regions.get(a.name), regions.get(b.name)
+        return ra is not None and ra is rb and hasattr(ra, "nodes")
     for n in g.nodes:
         if n.target != "vta":
             continue
         x = g.shapes.get(n.inputs[0])
-        o = n.attrs["weight"].shape[0]
-        if n.op == "qconv" and x is not None:
+        if n.op == "qadd" and x is not None:
+            nb, c, h, w = x
+            n.attrs["layout"] = dict(data=f"NCHW{cfg.batch}n{cfg.block_out}c", in_channels=c + (-c % cfg.block_out),
+                                     out_channels=c + (-c % cfg.block_out), batch=nb + (-nb % cfg.batch))
+        elif n.op == "qconv" and x is not None:
+            o = n.attrs["weight"].shape[0]
             nb, c, h, w = x
             pad_c = -c % cfg.block_in
             n.attrs["layout"] = dict(data=f"NCHW{cfg.batch}n{cfg.block_in}c", in_channels=c + pad_c,
                                      out_channels=o + (-o % cfg.block_out), batch=nb + (-nb % cfg.batch))
         elif n.op == "qdense" and x is not None:
+            o = n.attrs["weight"].shape[0]
             nb, k = x
             n.attrs["layout"] = dict(data=f"NC{cfg.batch}n{cfg.block_in}c", in_channels=k + (-k % cfg.block_in),
                                      out_channels=o + (-o % cfg.block_out), batch=nb + (-nb % cfg.batch))
-        p = prod.get(n.inputs[0])
-        if p is None or p.target != "vta":
-            conv_in += 1
-        if not all(c.target == "vta" for c in g.consumers().get(n.outputs[0], [])) or n.outputs[0] in g.outputs:
+        for v in dict.fromkeys(n.inputs):
+            p = prod.get(v)
+            if p is None or not same(p, n):
+                conv_in += 1
+        users = cons.get(n.outputs[0], [])
+        if any(not same(n, c) for c in users) or n.outputs[0] in g.outputs:
             conv_out += 1
+    for r in {id(r): r for r in regions.values() if hasattr(r, "nodes")}.values():
+        start = [f"{v} (from {prod[v].op} {prod[v].name})" if v in prod else v for v in r.inputs]
+        stop = [f"{v} (to {', '.join(c.op + ' ' + c.name for c in cons.get(v, [])) or 'the graph output'})"
+                for v in r.outputs]
+        g.notes.append(f"graph_pack: region {r.layer_name}: packed from {', '.join(start)}; unpacked at "
+                       f"{', '.join(stop)}; {len(r.nodes)} op(s) in between stay in DRAM")
     g.notes.append(f"graph_pack: {conv_in} pack(s) to NCHW{cfg.batch}n{cfg.block_in}c and {conv_out} unpack(s) "
                    f"at host/VTA edges")
     return g

@@ -26,7 +26,7 @@ MAX_CALIB_FILES = 10_000
 
 
 def _calib_dir(path: Path, graph_inputs) -> list:
-    from compiler.frontend.inputs import _as_stack, _read_npy
+    from compiler.frontend.inputs import as_stack, read_npy
     if not path.is_dir() or path.is_symlink():
         raise FrontendError(f"--calib {path}: not a directory of .npy files")
     files = sorted(p for p in path.iterdir() if p.suffix == ".npy")
@@ -37,7 +37,7 @@ def _calib_dir(path: Path, graph_inputs) -> list:
     (shape, dtype), = graph_inputs.values()
     out = []
     for f in files:
-        out += list(_as_stack(_read_npy(f), shape, f"--calib {f}").astype(dtype))
+        out += list(as_stack(read_npy(f), shape, f"--calib {f}").astype(dtype))
     return out
 
 
@@ -92,11 +92,12 @@ def _report(args, out: Path, test, in_name: str) -> None:
     top = {k: float(np.mean(np.array([r.run(x[None]).argmax() for x in xte]) == yte))
            for k, r in (("float32", f32), ("int8", i8))}
     cfg = load_config(args.config)
-    net = Network.from_onnx(out, cfg, skip_first_conv=False)
+    # one region per layer: the layer-by-layer requantisation check below reads each layer's plan
+    net = Network.from_onnx(out, cfg, skip_first_conv=False, region_mode="single")
     ours = np.array([net.run(x[None], engine=args.engine)[0].argmax() for x in xte])
     print(f"top-1 on {n} held-out digits: float32 {top['float32']:.4f}, int8 (onnxruntime) {top['int8']:.4f}, "
           f"int8 on VTA ({args.engine}) {float(np.mean(ours == yte)):.4f}")
-    paths = [r._plan(r.node.attrs["x_dtype"])[1].path for r in net.regions.values()]
+    paths = [r.requant_plan(r.node.attrs["x_dtype"])[1].path for r in net.regions.values()]
     t = layerwise_ties(out, net, [{in_name: x[None]} for x in xte[:min(n, 60)]])
     kind = "every one a shift" if paths and all(p == "shift" for p in paths) else \
         f"{paths.count('shift')} shift, {paths.count('fixed')} fixed-point"

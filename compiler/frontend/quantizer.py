@@ -239,7 +239,8 @@ def _opset(model) -> int:
 def layerwise_ties(path, net, feeds: list) -> dict:
     """Each VTA region fed onnxruntime's own input tensor, its output against onnxruntime's: how many
     outputs differ, how many requantisations were exact ties (``acc * m`` ending in .5, where VTA's
-    round-half-up and onnxruntime's round-half-even part), and how many differ off a tie."""
+    round-half-up and onnxruntime's round-half-even part), and how many differ off a tie.  ``net`` is
+    built with ``combine_parallel=False`` (a combined region's output is no tensor of the model)."""
     import onnx
     import onnxruntime as ort
     from onnx import helper

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.frontend.composite import act_limits
+from compiler.frontend.composite import out_limits
 from compiler.frontend.errors import FrontendError
 
-__all__ = ["VtaRegion", "region_problem", "acc_bound"]
+__all__ = ["VtaRegion", "region_problem", "acc_bound", "REGION_KIND"]
+
+REGION_KIND = "qlayer"          # a region of one compiled QLayer (one image)
 
 
 def region_problem(node) -> str | None:
@@ -70,12 +72,14 @@ class VtaRegion:
     def _shift(self, dtype) -> int:
         return 128 if np.dtype(dtype) == np.uint8 else 0
 
-    def _plan(self, x_dtype):
+    def requant_plan(self, x_dtype):
         from compiler.qnn import plan_requant
         a = self.node.attrs
         za = int(a["x_zp"]) - self._shift(x_dtype)
+        if a.get("requant_plan") is not None and np.dtype(x_dtype) == a["x_dtype"]:
+            return za, a["requant_plan"]      # parallel layers combined: their plans, merged per channel
         ys = self._shift(a["y_dtype"])
-        lo, hi = act_limits(a["act"], a["y_scale"], a["y_zp"], a["y_dtype"])
+        lo, hi = out_limits(a)
         mult = np.asarray(a["x_scale"], np.float64) * np.asarray(a["w_scale"], np.float64) / a["y_scale"]
         mult = mult if mult.ndim and mult.size > 1 else float(mult)
         plan = plan_requant(mult, acc_bound(a["weight"], a["bias"], za), int(a["y_zp"]) - ys, lo - ys, hi - ys,
@@ -84,20 +88,22 @@ class VtaRegion:
 
     def check(self, x_dtype=np.int8):
         """Raise the requantisation error (if any) without compiling."""
-        return self._plan(x_dtype)
+        return self.requant_plan(x_dtype)
 
-    def compile(self, x_shape, x_dtype):
+    def compile(self, x_shape, x_dtype, residual=None, name: str | None = None):
+        """The compiled layer for this input; ``residual`` (a QAddPlan) fuses an add into the epilogue
+        (multi-op regions), ``name`` overrides the layer name."""
         from compiler.ops.quantized import build_qconv, build_qdense
-        key = (tuple(x_shape), np.dtype(x_dtype).str)
+        key = (tuple(x_shape), np.dtype(x_dtype).str, id(residual), name)
         if self.key == key:
             return self.layer
         a = self.node.attrs
-        za, plan = self._plan(x_dtype)
-        name = self.layer_name
+        za, plan = self.requant_plan(x_dtype)
+        name = name or self.layer_name
         if self.node.op == "qconv":
             self.layer = build_qconv(self.cfg, tuple(x_shape), a["weight"], a["bias"], a["strides"], a["pads"], za,
                                      plan, knobs=self.knobs, name=name, groups=int(a.get("group", 1)),
-                                     dilations=tuple(a.get("dilations", (1, 1))))
+                                     dilations=tuple(a.get("dilations", (1, 1))), residual=residual)
         else:
             self.layer = build_qdense(self.cfg, tuple(x_shape), a["weight"], a["bias"], za, plan,
                                       knobs=self.knobs, name=name)
@@ -126,3 +132,78 @@ class VtaRegion:
 
     def image(self, x):
         return self.compile(x.shape, x.dtype).image(self._to_int8(x))
+
+    @property
+    def inputs(self) -> list:
+        """The value names at the region's host edge (the region interface of ``VtaChainRegion``)."""
+        return [self.node.inputs[0]]
+
+    @property
+    def outputs(self) -> list:
+        return [self.node.outputs[0]]
+
+    def images(self, feeds: dict) -> list:
+        """The region's memory images for ``feeds`` ({input value: array}): one."""
+        return [self.image(feeds[self.node.inputs[0]])]
+
+    def edge_bytes(self) -> dict:
+        """Host<->VTA activation bytes per inference of the compiled layer: the packed (padded) input the
+        host writes and the packed output it reads back."""
+        if self.layer is None:
+            raise FrontendError(f"{self.node.where}: edge_bytes before the region was compiled")
+        b = self.layer.built.buffers
+        return {"in": b["data"].nbytes, "out": b[self.layer.output.name].nbytes}
+
+    # ---- a compiled network's region (compiler.frontend.netfile) ---------------------------------
+    def edge(self) -> dict:
+        """The host side of the region: the input it was compiled for and the uint8 <-> int8 shifts."""
+        shape, dtype = self.key
+        return {"in_shape": tuple(shape), "in_dtype": np.dtype(dtype).name, "in_shift": self._shift(dtype),
+                "out_dtype": np.dtype(self.node.attrs["y_dtype"]).name,
+                "out_shift": self._shift(self.node.attrs["y_dtype"])}
+
+    def export(self) -> dict:
+        """``{"kind", "edge", "images": [{"image": MemoryImage, "state": dict}]}`` of the compiled region
+        (one image per compiled program, in the order they run); :meth:`restore` takes it back."""
+        from compiler.ops.qlayer_state import layer_state
+        if self.layer is None:
+            raise FrontendError(f"{self.node.where}: region {self.name!r} is not compiled yet (run one input first)")
+        state, image = layer_state(self.layer)
+        return {"kind": REGION_KIND, "edge": self.edge(), "images": [{"image": image, "state": state}]}
+
+    @classmethod
+    def restore(cls, node, cfg, record: dict, where: str, path: str = "auto") -> "VtaRegion":
+        """The region of ``node`` compiled as ``record`` (what :meth:`export` gave) with the requantisation
+        ``path`` it was partitioned with, every field checked against the node and the image; it runs
+        without compiling."""
+        from compiler.ops.qlayer_state import restore_layer
+        region = cls(node, cfg, path=path)
+        if record.get("kind") != REGION_KIND or len(record.get("images", ())) != 1:
+            raise FrontendError(f"{where}: kind {record.get('kind')!r} with {len(record.get('images', ()))} image(s) "
+                                f"(rule: kind {REGION_KIND!r}, one image)")
+        edge = record.get("edge")
+        shape, dtype = edge.get("in_shape") if isinstance(edge, dict) else None, None
+        try:
+            dtype = np.dtype(edge["in_dtype"]) if isinstance(edge, dict) else None
+        except (TypeError, KeyError):
+            pass
+        if dtype not in (np.dtype(np.int8), np.dtype(np.uint8)) or not isinstance(shape, tuple):
+            raise FrontendError(f"{where}: edge = {edge!r:.100} (rule: in_shape and an int8/uint8 in_dtype)")
+        region.key = (shape, dtype.str)
+        want = region.edge()
+        if edge != want:
+            diff = sorted(set(edge) ^ set(want)) or [k for k in want if edge[k] != want[k]]
+            k = diff[0]
+            raise FrontendError(f"{where}: edge {k} = {edge.get(k)!r:.60} does not match the node's {want.get(k)!r:.60} "
+                                f"(rule: the edge is the node's input shape, types and uint8 shifts)")
+        step = record["images"][0]
+        layer = restore_layer(cfg, step["state"], step["image"], where)
+        if layer.in_shape != shape:
+            raise FrontendError(f"{where}: the layer takes {layer.in_shape}, the edge says {shape}")
+        za, plan = region.requant_plan(dtype)
+        if layer.za != za or layer.plan.steps != plan.steps:
+            raise FrontendError(f"{where}: the layer's zero point / requantisation steps differ from the node's")
+        if not np.array_equal(layer.weight.reshape(node.attrs["weight"].shape), node.attrs["weight"]):
+            raise FrontendError(f"{where}: the layer's weight differs from the node's")
+        region.layer, region.plan = layer, layer.plan
+        return region

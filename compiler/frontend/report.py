@@ -9,7 +9,7 @@ from hw.outfiles import check_out, open_out
 from hw.outfiles import out_dir as make_dir
 from waveforms.plot import LEGEND_OUTSIDE
 
-__all__ = ["layer_table", "write_report", "totals", "roofline_points", "roofline_figure", "REPORT_FILES",
+__all__ = ["edge_bytes", "layer_table", "write_report", "totals", "roofline_points", "roofline_figure", "REPORT_FILES",
            "check_report_dir"]
 
 REPORT_FILES = ("layers.csv", "cycles.png", "utilisation.png", "roofline.png")
@@ -33,6 +33,19 @@ def totals(records) -> dict:
             "vta_macs": sum(r.macs for r in vta), "host_macs": sum(r.macs for r in records if r.target == "host")}
 
 
+def edge_bytes(regions: dict) -> dict:
+    """Host<->VTA activation bytes per inference over the distinct regions of a network that has run:
+    ``{"in": packed inputs written, "out": outputs read back, "regions": count}`` (weights, uops and
+    instructions are the compiled image's, written once, and not counted)."""
+    tot = {"in": 0, "out": 0, "regions": 0}
+    for r in {id(r): r for r in regions.values()}.values():
+        e = r.edge_bytes()
+        tot["in"] += e["in"]
+        tot["out"] += e["out"]
+        tot["regions"] += 1
+    return tot
+
+
 def layer_table(records, only_compute: bool = True) -> str:
     rows = [r for r in records if not only_compute or r.macs or r.target == "vta"]
     head = f"{'layer':<28} {'op':<7} {'on':<4} {'out':>14} {'MACs':>12} {'cycles':>11} {'util':>6} {'DRAM B':>11}"
@@ -52,9 +65,10 @@ def layer_table(records, only_compute: bool = True) -> str:
 
 def roofline_points(vta) -> list[tuple[float, float, list[str]]]:
     """``(MACs per DRAM byte, MACs per cycle, layer names)`` per point of the roofline: layers of the
-    same shape land on one point, which is named once with all of them."""
+    same shape land on one point, which is named once with all of them.  Layers without MACs (a
+    residual add on the ALU) have no point."""
     pts: dict[tuple, list[str]] = {}
-    for r in vta:
+    for r in (r for r in vta if r.macs):
         pts.setdefault((r.macs / max(r.dram_bytes or 1, 1), r.macs / r.cycles), []).append(r.name)
     return [(x, y, names) for (x, y), names in pts.items()]
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 from compiler import te
 from compiler.tensor import PlaceholderOp
 
+DMA_LOAD_TAG = "dma_load"         # an int8 -> int32 copy into the accumulator: a LOAD ACC_8BIT, not an ALU op
+
 
 def collect(output, tag: str):
     """(the op tagged ``tag``, the elementwise ops between it and ``output`` in producer-first order,

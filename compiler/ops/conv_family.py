@@ -18,7 +18,8 @@ input-channel lanes, as in ``conv2d_packed``.
 from __future__ import annotations
 
 from compiler import te
-from compiler.ops._packed import bind_virtual_threads, collect, ewise_on_alu, tile_reduction_and_tensorize
+from compiler.ops._packed import (DMA_LOAD_TAG, bind_virtual_threads, collect, ewise_on_alu,
+                                  tile_reduction_and_tensorize)
 from compiler.schedule import create_schedule
 from compiler.tensor import ComputeOp
 
@@ -56,6 +57,10 @@ def schedule_conv_family(env, output, knobs: dict, tag: str, roles: str, taps_ou
     ``h_nthread`` over the row tiles.  ``taps_outer=False`` keeps TVM's conv stage order
     ``(b, k_o, x, d_j, d_i, c, y)`` (``conv2d_packed``: the TopHub records were tuned for it)."""
     conv_op, ewise_ops, ewise_inputs = collect(output, tag)
+    # an epilogue operand loaded whole into the accumulator (a residual: LOAD ACC_8BIT per tile)
+    loads = [op for op in ewise_ops if op.tag == DMA_LOAD_TAG]
+    ewise_ops = [op for op in ewise_ops if op.tag != DMA_LOAD_TAG]
+    ewise_inputs = [(c, t) for c, t in ewise_inputs if c.tag != DMA_LOAD_TAG]
     s = create_schedule(output.op)
     conv = conv_op.output(0)
     data, kernel = conv_op.input_tensors
@@ -78,7 +83,8 @@ def schedule_conv_family(env, output, knobs: dict, tag: str, roles: str, taps_ou
     s[conv].compute_at(s[output], x0)
     for op in ewise_ops:
         s[op.output(0)].compute_at(s[output], x0)
-    for t in cached_inputs:
+    for t in cached_inputs + [op.output(0) for op in loads]:
+        s[t].set_scope(env.acc_scope)
         s[t].compute_at(s[output], x0)
         s[t].pragma(s[t].op.axis[0], env.dma_copy)
     if knobs.get("oc_nthread", 1) > 1:

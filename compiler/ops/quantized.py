@@ -105,8 +105,9 @@ class QLayer:
     knob_source: str
     built: object = field(repr=False)
     output: object = field(repr=False)        # the output te.Tensor
-    consts: dict = field(repr=False)          # packed constant inputs (kernel, bias, vectors)
+    consts: dict | None = field(repr=False)   # packed constant inputs (kernel, bias, vectors); None: restored
     _counters: dict | None = field(default=None, repr=False)
+    residual: object = None                   # a QAddPlan fused into the epilogue (operand "res"), or None
 
     # ---- shapes ------------------------------------------------------------------------------------
     @property
@@ -153,7 +154,8 @@ class QLayer:
 
     def image(self, x, expected: bool = True) -> MemoryImage:
         """The compiled program with input ``x`` and (``expected``) its expected output: the tensor
-        expressions evaluated in numpy, an oracle independent of the lowering."""
+        expressions evaluated in numpy, an oracle independent of the lowering (a layer restored from a
+        saved network, :mod:`compiler.ops.qlayer_state`, has none: its images carry no expected output)."""
         packed = self.pack_input(x)
         base = self.built.image
         buf = self.built.buffers["data"]
@@ -161,7 +163,7 @@ class QLayer:
         if len(raw) != buf.nbytes:            # cannot happen: same placeholder shape
             raise CompileError(f"{self.name}: input is {len(raw)} bytes, the segment {buf.nbytes}")
         segments = [Segment(s.addr, raw) if s.addr == buf.addr else s for s in base.segments]
-        want = {self.output.name: evaluate(self.output, {**self.consts, "data": packed}).tobytes()} if expected else {}
+        want = {self.output.name: evaluate(self.output, {**self.consts, "data": packed}).tobytes()} if expected and self.consts is not None else {}
         return MemoryImage(base.cfg, base.insn_addr, base.insn_count, segments, base.outputs,
                            want, expected_counters=base.expected_counters)
 
@@ -268,7 +270,7 @@ def _epilogue(acc, bias, vecs, steps, roles):
     return x
 
 
-def _compile(cfg, g: _Geometry, name, weight, folded_bias, plan, knobs, za):
+def _compile(cfg, g: _Geometry, name, weight, folded_bias, plan, knobs, za, residual=None):
     bo, bi, bb = cfg.block_out, cfg.block_in, cfg.batch
     w_full = np.zeros((g.o_pad, g.c_pad // g.groups, g.kh, g.kw), dtype=np.int8)
     w_full[:g.o, :g.c // g.groups] = weight
@@ -291,6 +293,8 @@ def _compile(cfg, g: _Geometry, name, weight, folded_bias, plan, knobs, za):
         v_full = np.ones(g.o_pad, dtype=np.int32)
         v_full[:g.o] = vec
         consts[f"vec_{vname}"] = channel_const(v_full)
+    for vname, value in (residual.vectors.items() if residual is not None else ()):
+        consts[f"vec_add_{vname}"] = channel_const(np.full(g.o_pad, value, dtype=np.int32))
     hp = g.h + (g.pads[0] + g.pads[2] if g.host_pad else 0)
     wp = g.w + (g.pads[1] + g.pads[3] if g.host_pad else 0)
     vta_pad = (0, 0) if g.host_pad else (g.pads[0], g.pads[1])
@@ -299,20 +303,34 @@ def _compile(cfg, g: _Geometry, name, weight, folded_bias, plan, knobs, za):
     record = None if user else tophub_knobs(wl, cfg)
     tries = [("user", knobs)] if user else ([("tophub", record)] if record else []) + \
         [("fitting", fitting_knobs(wl, cfg, acc_tensors=1 + len(plan.vectors))), ("fallback", fallback_knobs(wl, cfg))]
+    if residual is not None and not user:
+        # the residual's tile shares the accumulator: half-height tiles first; never the fallback knobs
+        # (a fused layer that only compiles with them is slower than the add on its own)
+        tries = [t for t in tries if t[0] != "fallback"]
+        tries = [(f"{src}, tile_h {d}", ks2) for src, ks in tries for d, ks2 in _shorter_tiles(ks)] + tries
     for source, ks in tries:
         ks = check_knobs(wl, cfg, ks)
         try:
-            built, out = _program(cfg, g, consts, plan, ks, name, (hp, wp), vta_pad)
+            built, out = _program(cfg, g, consts, plan, ks, name, (hp, wp), vta_pad, residual)
         except CompileError:
             if source in ("user", "fallback"):
                 raise
             continue
         return built, out, consts, ks, source
-    raise CompileError(f"{name}: no knob set compiled")      # unreachable: the fallback raises itself
+    raise CompileError(f"{name}: no knob set compiled" + (" with the residual add's tile in the accumulator"
+                                                          if residual is not None else ""))
 
 
-def _program(cfg, g, consts, plan, knobs, name, hw, vta_pad):
-    """Tensor expressions, schedule and build of the layer (input all zeros: ``image`` swaps it)."""
+def _shorter_tiles(ks: dict):
+    """``(inner, knobs)`` with ``tile_h``'s inner factor halved, where that divides the rows."""
+    outer, inner = (int(v) for v in ks["tile_h"])
+    if inner >= 2 and inner % 2 == 0:
+        yield inner // 2, {**ks, "tile_h": [outer * 2, inner // 2]}
+
+
+def _program(cfg, g, consts, plan, knobs, name, hw, vta_pad, residual=None):
+    """Tensor expressions, schedule and build of the layer (input all zeros: ``image`` swaps it); with
+    ``residual`` (a QAddPlan), the add of the int8 placeholder ``res`` after the requantisation."""
     bb, bi = cfg.batch, cfg.block_in
     with Environment(cfg) as env:
         data = te.placeholder((g.n_pad // bb, g.c_pad // bi, hw[0], hw[1], bb, bi), env.inp_dtype, "data")
@@ -324,10 +342,19 @@ def _program(cfg, g, consts, plan, knobs, name, hw, vta_pad):
         else:
             conv = conv2d_packed(env, data, kernel, vta_pad, g.strides)
         last = _epilogue(conv, bias, vecs, plan.steps, GROUP_ROLES if g.grouped else _PLAIN_ROLES)
+        extra, inputs = [], {**consts, "data": np.zeros(data.shape, np.int8)}
+        if residual is not None:
+            from compiler.ops.residual import qadd_stages
+            res = te.placeholder(last.shape, env.inp_dtype, "res")
+            rvecs = {v: te.placeholder(consts[f"vec_add_{v}"].shape, env.acc_dtype, f"vec_add_{v}")
+                     for v in residual.vectors}
+            last = qadd_stages(env, last.shape, residual, {"A": last, "B": res}, rvecs, prefix="qr")[1][-1]
+            extra = [res, *rvecs.values()]
+            inputs["res"] = np.zeros(res.shape, np.int8)
         out = te.compute(last.shape, lambda *i: last(*i).astype(env.out_dtype), name="q_out")
         sch = (schedule_group_conv2d_packed if g.grouped else schedule_conv2d_packed)(env, out, knobs)
-        inputs = {**consts, "data": np.zeros(data.shape, np.int8)}
-        built = build(sch, [data, kernel, bias, *vecs.values(), out], inputs, cfg, name=name, expected=False)
+        built = build(sch, [data, kernel, bias, *vecs.values(), *extra, out], inputs, cfg, name=name,
+                      expected=False)
     return built, out
 
 
@@ -380,7 +407,7 @@ def _geometry(cfg, x_shape, weight, strides, pads, name, dense=False, groups=1, 
     return g, weight
 
 
-def _build(cfg, g, weight, bias, za, plan, knobs, name):
+def _build(cfg, g, weight, bias, za, plan, knobs, name, residual=None):
     za = int(check_zero_point(za, "int8", f"{name}: input zero point"))
     weight = _int_array(weight, "int8", f"{name}: weight")
     if bias is None:
@@ -397,8 +424,12 @@ def _build(cfg, g, weight, bias, za, plan, knobs, name):
     folded = bias.astype(np.int64) - za * weight.astype(np.int64).sum(axis=(1, 2, 3))      # T3 into the bias
     if np.abs(folded).max(initial=0) > (1 << 31) - 1:
         raise qnn.RequantError(f"{name}: bias - za * sum(w) does not fit int32")
-    built, out, consts, ks, source = _compile(cfg, g, name, weight, folded.astype(np.int32), plan, knobs, za)
-    return QLayer(name, cfg, g, weight, bias, za, plan, ks, source, built, out, consts)
+    if residual is not None and (g.grouped or g.dense or sum(st[2] == "A" for st in residual.stages) != 1):
+        raise CompileError(f"{name}: a residual add fuses into a plain convolution's epilogue with a plan that "
+                           f"reads the convolution's output once (the one-multiplier plan)")
+    built, out, consts, ks, source = _compile(cfg, g, name, weight, folded.astype(np.int32), plan, knobs, za,
+                                              residual)
+    return QLayer(name, cfg, g, weight, bias, za, plan, ks, source, built, out, consts, residual=residual)
 
 
 def _symmetric(zw, name):
@@ -408,18 +439,21 @@ def _symmetric(zw, name):
 
 
 def build_qconv(cfg, x_shape, weight, bias, strides, pads, za, plan, knobs=None, name: str = "qconv",
-                zw=0, groups: int = 1, dilations=1) -> QLayer:
+                zw=0, groups: int = 1, dilations=1, residual=None) -> QLayer:
     """A quantised conv2d: ``x_shape`` NCHW int8 activations with zero point ``za``, ``weight`` int8 OIHW
     (symmetric, zero point 0), ``bias`` int32 (O,) or None, ``pads`` an int, (h, w) or (top, left,
     bottom, right), ``plan`` from :func:`compiler.qnn.plan_requant` (made for an ``acc_bound`` of at
     least :func:`compiler.qnn.conv_acc_bound`); ``zw`` must be 0.  ``groups`` > 1 (weight
     ``(O, C/groups, KH, KW)``; depthwise: ``groups = C``) and ``dilations`` compile through
     ``group_conv2d_packed`` (:mod:`compiler.ops.group_conv2d`): square kernels, channels per group whole
-    blocks or dividing one block (depthwise), no channel padding."""
+    blocks or dividing one block (depthwise), no channel padding.  ``residual`` (a
+    :class:`compiler.qnn.qadd.QAddPlan` whose ``A`` is this layer's output) fuses a residual add into
+    the epilogue: the int8 operand ``res`` (the output's packed shape) is loaded into the accumulator
+    per tile and the plan's stages follow the requantisation (TVM's fused ResNet epilogue)."""
     _symmetric(zw, name)
     weight = np.asarray(weight)
     g, weight = _geometry(cfg, x_shape, weight, strides, pads, name, groups=groups, dilations=dilations)
-    return _build(cfg, g, weight, bias, za, plan, knobs, name)
+    return _build(cfg, g, weight, bias, za, plan, knobs, name, residual)
 
 
 def build_qdense(cfg, x_shape, weight, bias, za, plan, knobs=None, name: str = "qdense", zw=0) -> QLayer:

@@ -26,11 +26,11 @@ Modules: :mod:`.queue` (CommandQueue, DramBuffer; the differences from TVM are l
 eviction), :mod:`.stream` (pending pops, push merging, NOPs), :mod:`.errors`.
 """
 
-from .errors import RuntimeContractError, RuntimeError_
+from .errors import RuntimeContractError
 from .kernel import MODE_ALU, MODE_GEMM, KernelRecorder, UopKernel
 from .queue import CLOSING_HEADROOM, VTA_MAX_XFER, CommandQueue, DramBuffer
 from .stream import STAGE_COMPUTE, STAGE_LOAD, STAGE_STORE
 
-__all__ = ["CommandQueue", "DramBuffer", "RuntimeContractError", "RuntimeError_", "KernelRecorder", "UopKernel",
+__all__ = ["CommandQueue", "DramBuffer", "RuntimeContractError", "KernelRecorder", "UopKernel",
            "MODE_GEMM", "MODE_ALU", "STAGE_LOAD", "STAGE_COMPUTE", "STAGE_STORE", "VTA_MAX_XFER",
            "CLOSING_HEADROOM"]

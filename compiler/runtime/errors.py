@@ -9,13 +9,8 @@ from __future__ import annotations
 
 from sim.errors import SimError
 
-__all__ = ["RuntimeContractError", "RuntimeError_"]
+__all__ = ["RuntimeContractError"]
 
 
 class RuntimeContractError(SimError):
     """A runtime call breaks the contract of TVM's VTA runtime (compiler spec 5, hardware spec 5)."""
-
-
-# The name the compiler brief used for this class before it had one; kept so code written against
-# the brief keeps working.
-RuntimeError_ = RuntimeContractError

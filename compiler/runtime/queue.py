@@ -59,7 +59,7 @@ from hw.isa import (OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, OPCODE_NAMES,
                     TOKEN_QUEUES, Insn, IsaError, module_of, store_mem_type)
 from sim.builder import ProgramBuilder
 from sim.errors import ImageError
-from sim.image import MemoryImage, check_output_name
+from sim.image import MemoryImage, Output, check_output_name
 from sim.result import COUNTER_NAMES
 
 from .errors import RuntimeContractError
@@ -158,6 +158,13 @@ class CommandQueue:
         b = self._builder.data(name, array)
         buf = DramBuffer(name, b.addr, b.nbytes, False, self._id)
         self._buffers[name] = buf
+        return buf
+
+    def alloc_inout(self, name: str, array) -> DramBuffer:
+        """Place ``array``'s bytes in DRAM and report the region as output ``name`` too: a buffer a chain of
+        kernels both starts from (its initial bytes, e.g. a padding border) and reads back."""
+        buf = self.alloc_input(name, array)
+        self._builder.outputs.append(Output(name, buf.addr, buf.nbytes))
         return buf
 
     def alloc_output(self, name: str, nbytes) -> DramBuffer:
@@ -416,6 +423,21 @@ class CommandQueue:
             self._ring.reset()
             self._counts["flushes"] += 1
             self._segment_start = len(self._stream)
+
+    def kernel_boundary(self) -> None:
+        """The end of one kernel of a multi-kernel launch: the closing sequence without FINISH (compute waits
+        for load and store), then the load stage waits for compute, so no load of the next kernel reads DRAM
+        before every store of this one has landed; uop residency restarts, as after a launch."""
+        self._check_open("kernel_boundary")
+        self._drain("kernel_boundary")
+        self._stream.dep_push(STAGE_COMPUTE, STAGE_LOAD, "kernel_boundary")
+        self._stream.dep_pop(STAGE_COMPUTE, STAGE_LOAD, "kernel_boundary")
+        self._ring.reset()
+
+    @property
+    def insn_count(self) -> int:
+        """Instructions in the stream so far (the program index the next one gets)."""
+        return len(self._stream)
 
     def synchronize(self) -> None:
         """VTASynchronize: closing sequence, then FINISH (which carries no pop); closes the queue."""

@@ -17,13 +17,13 @@ import os
 import re
 from pathlib import Path
 
-from hw.config import _ALL_KEYS
+from hw.config import CONFIG_KEYS
 from hw.files import brief, iter_csv, regular_size
 from hw.outfiles import check_out, open_out
 from compiler.scale.spec import KNOB_SOURCES, SpecError
 
 __all__ = ["COLUMNS", "CONFIG_COLUMNS", "STATUSES", "MAX_RESULTS_BYTES", "MAX_FIELD", "read_rows", "check_row",
-           "finished_keys", "ResultsWriter"]
+           "finished_keys", "ResultsWriter", "cut_torn_tail"]
 
 MAX_RESULTS_BYTES = 64 << 20    # ~30k rows of ~2 kB: three times MAX_POINTS
 MAX_FIELD = 1 << 16             # the longest field (the counters' JSON) is about 1 kB
@@ -31,15 +31,15 @@ STATUSES = ("ok", "skipped", "error")
 _INT_COLUMNS = ("cycles", "gemm_uops", "alu_uops", "dram_bytes", "sram_bytes", "macs", "area_proxy", "insns")
 _FLOAT_COLUMNS = ("gemm_util", "macs_per_cycle", "seconds")
 _INT = re.compile(r"-?[0-9]{1,19}$", re.ASCII)
-_STR_KEYS = {k[0] for k in _ALL_KEYS if k[1] is str}
+_STR_KEYS = {k.name for k in CONFIG_KEYS if k.type is str}
 
-CONFIG_COLUMNS = [k[0] for k in _ALL_KEYS]
+CONFIG_COLUMNS = [k.name for k in CONFIG_KEYS]
 COLUMNS = (["key", "status", "reason", "workload", "reduce", "knobs"] + CONFIG_COLUMNS +
            ["bitstream", "cycles", "gemm_uops", "alu_uops", "gemm_util", "dram_bytes", "sram_bytes", "macs",
             "macs_per_cycle", "area_proxy", "insns", "seconds", "knob_detail", "knob_values", "counters"])
 
 
-def _cut_torn_tail(path: Path) -> None:
+def cut_torn_tail(path: Path) -> None:
     """Drop a last line without its newline (the row being written when the process died); the file is
     searched backwards from its end, never read whole."""
     with open_out(path, "r+b", "results file") as f:
@@ -132,7 +132,7 @@ class ResultsWriter:
         if os.path.lexists(self.path):          # never a FIFO, a device or a directory
             regular_size(self.path, "results file", MAX_RESULTS_BYTES, limit="MAX_RESULTS_BYTES", error=SpecError)
         if self.path.exists() and self.path.stat().st_size:
-            _cut_torn_tail(self.path)
+            cut_torn_tail(self.path)
             read_rows(self.path)                    # header and rows checked
         new = not self.path.exists() or self.path.stat().st_size == 0     # (a torn header leaves it empty)
         self._f = open_out(self.path, "a", "results file", newline="")

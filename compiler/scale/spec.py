@@ -42,15 +42,15 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hw.config import _ALL_KEYS, PRESETS, ConfigError, VTAConfig, _check_key, load_config, load_preset
+from hw.config import CONFIG_KEYS, PRESETS, ConfigError, VTAConfig, check_key, load_config, load_preset
 from hw.files import brief, parse_json, read_regular
 from sim.errors import SimError
 
 __all__ = ["SpecError", "Spec", "Point", "KNOB_SOURCES", "load_spec", "parse_spec", "point_key"]
 
 KNOB_SOURCES = ("fallback", "tophub", "tuned")
-SWEEP_KEYS = tuple(k[0] for k in _ALL_KEYS if k[1] is int)
-_KEY_SPECS = {k[0]: k for k in _ALL_KEYS}
+SWEEP_KEYS = tuple(k.name for k in CONFIG_KEYS if k.type is int)
+_KEY_SPECS = {k.name: k for k in CONFIG_KEYS}
 _TOP_KEYS = ("base", "workloads", "reduce", "knobs", "tune_trials", "tune_seed", "grid", "sample", "points")
 MAX_SPEC_BYTES = 1 << 20
 MAX_POINTS = 10_000         # configs x workloads x knob sources of one sweep, checked before expanding
@@ -100,7 +100,7 @@ class Spec:
 
 
 def _values(table: dict, key: str, where: str) -> list:
-    if key not in _KEY_SPECS or _KEY_SPECS[key][1] is not int:
+    if key not in _KEY_SPECS or _KEY_SPECS[key].type is not int:
         raise SpecError(f"sweep spec: {where} has unknown key {brief(key)}; config keys: {', '.join(SWEEP_KEYS)}")
     vals = table[key]
     if not isinstance(vals, list):
@@ -109,7 +109,7 @@ def _values(table: dict, key: str, where: str) -> list:
         raise SpecError(f"sweep spec: {where}.{key} is an empty list (rule: at least one value)")
     for v in vals:
         try:
-            _check_key({key: v}, _KEY_SPECS[key], f"sweep spec: {where}.{key}")
+            check_key({key: v}, _KEY_SPECS[key], f"sweep spec: {where}.{key}")
         except ConfigError as exc:
             raise SpecError(str(exc)) from None
     if len(set(vals)) != len(vals):

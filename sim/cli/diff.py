@@ -51,9 +51,9 @@ def diff_image(image, against: str = "cycle", sim: str = "verilator", waves=Fals
     fmt = wave_format(waves)      # the RTL's waveform format (the model's is always VCD)
     error = None
     if rtl_result is None:
-        from sim.rtl import run_images
+        from sim.engines import run_many
         try:
-            rtl_result = run_images([image], sim=sim, waves=waves, rtl_dir=rtl_dir, max_cycles=max_cycles,
+            rtl_result = run_many("rtl", [image], sim=sim, waves=waves, rtl_dir=rtl_dir, max_cycles=max_cycles,
                                     waves_file=(out_dir / f"rtl.{fmt}").resolve() if fmt else None)[0]
         except RtlStopped as exc:
             # The RTL stopped (error code, watchdog): diff what it retired before that.
@@ -114,7 +114,9 @@ def cmd_fuzz(args) -> int:
     the RTL (one simulator process), compared and dropped before the next, so memory does not grow
     with ``--n``; diverging images (the first ``--max-reports``) are saved when found."""
     from sim.programs.randprog import check_seed
-    from sim.rtl import require, run_images
+    from sim.engines import run_many
+    from sim.rtl import require
+    run_images = partial(run_many, "rtl")
     check_seed(args.seed, "fuzz --seed")
     if args.n < 1:
         raise SimError(f"fuzz --n {args.n}: the number of programs must be at least 1")

@@ -1,10 +1,11 @@
 """Cycle-accurate engine: the timing contract of ``docs/timing.md`` in one compiled event loop.
 
-    >>> from sim.cycle import run_image
-    >>> result = run_image(image, trace="run.csv", perfetto="run.json")
+    >>> from sim.engines import run_engine
+    >>> result = run_engine("cycle", image, trace="run.csv", perfetto="run.json")
     >>> result.cycles, result.breakdown["compute"]["busy"]
 
-``run_image(image, trace=None, perfetto=None, progress=None, **ignored) -> RunResult`` with:
+``run_image(image, progress=None, gemm="auto") -> RunResult`` (its options :data:`OPTIONS`, checked by
+:func:`sim.engines.run_engine`) with:
 
 * ``dram``, ``counters`` (fsim names), ``outputs``, ``leftover_tokens`` as every engine;
 * ``cycles`` = end cycle of FINISH + 1;
@@ -20,14 +21,14 @@
 * ``cycles_per_s``: simulated cycles per second of ``wall_s``; ``cpu_s``: the process CPU time of
   the same span (on a shared machine the steadier figure).
 
-``run_images(images, workers=None, **opts)`` runs several images in threads (the compiled core
+``run_images(images, workers=None, progress=None, gemm="auto")`` runs several images in threads (the compiled core
 releases the GIL: two cores run two images at once) and returns their results in order.
 
 ``gemm``: "auto" (default) takes the exact float32 GEMM fast path of :mod:`sim.cycle.gemm_fast` where
 the config's widths prove it exact; "int" forces the integer kernel (same bytes, records and cycles).
 
-``trace`` / ``perfetto`` name files to write (CSV of retire records; Chrome trace-event JSON that
-opens in Perfetto).  ``progress``: None = a progress line on stderr for runs longer than two seconds
+``run_engine``'s ``trace`` / ``perfetto`` name files to write (CSV of retire records; Chrome
+trace-event JSON that opens in Perfetto; :func:`sim.trace.write_run`).  ``progress``: None = a progress line on stderr for runs longer than two seconds
 when stderr is a terminal; True = also when it is not; False = never.
 
 Errors: :class:`sim.errors.ProgramError` (index out of range, with instruction index, field, value
@@ -35,6 +36,6 @@ and limit), :class:`~sim.errors.TokenOverflowError`, :class:`~sim.errors.RunErro
 with work left), :class:`~sim.errors.DeadlockError` (``.report`` holds the multi-line report).
 """
 
-from sim.cycle.engine import CycleMachine, run_image, run_images
+from sim.cycle.engine import BATCH_OPTIONS, OPTIONS, TIMED, CycleMachine, run_image, run_images
 
-__all__ = ["run_image", "run_images", "CycleMachine"]
+__all__ = ["run_image", "run_images", "CycleMachine", "TIMED", "OPTIONS", "BATCH_OPTIONS"]

@@ -12,23 +12,26 @@ import os
 import sys
 import threading
 import time
-import weakref
+from collections import OrderedDict
 from collections.abc import Sequence
 
 import numpy as np
 
 from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_OUT, MEM_UOP, MEM_WGT, VTAConfig
+from hw.timing import TIMING_KEYS
 from hw.isa import INSN_FIELDS, OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, SIGNED_FIELDS, layout
 from sim.cycle import core
 from sim.cycle.gemm_fast import float32_exact, scratch
 from sim.cycle.jitcache import compile_notice
+from sim.cycle.layout import timing_slot
 from sim.cycle.layout import (GEMM_AUTO, GEMM_BLAS, GEMM_INT, GEMM_SIMD, BUCKET_NAMES, ERR_TOKEN_OVERFLOW, ERR_UNFINISHED, FIELD_NAMES, N_FIELDS, N_PARAMS,
-                              N_S, N_UNITS, N_US, P_ALU_PIPE, P_BATCH, P_BLOCK, P_BURST, P_BUS_BYTES,
-                              P_CMDQ, P_EB_UOP, P_FETCH_INSNS, P_GEMM_MODE, P_GEMM_PIPE, P_INSN_ADDR, P_INSN_COUNT,
-                              P_LATENCY, P_LAY, P_TOKQ, P_UOP_DST_LO, P_UOP_DST_MASK, P_UOP_SRC_LO,
+                              N_S, N_UNITS, N_US, P_BATCH, P_BLOCK,
+                              P_EB_UOP, P_GEMM_MODE, P_INSN_ADDR, P_INSN_COUNT,
+                              P_LAY, P_UOP_DST_LO, P_UOP_DST_MASK, P_UOP_SRC_LO,
                               P_UOP_SRC_MASK, P_UOP_WGT_LO, P_UOP_WGT_MASK, S_ERR_CODE, S_ERR_FIELD,
                               S_ERR_INSN, S_ERR_LIMIT, S_ERR_VALUE, S_NRET, S_STATUS, S_T, S_TOK0, ST_DEADLOCK,
                               ST_DONE, ST_ERROR, TOKEN_NAMES, UNIT_NAMES, US_NTOTAL, US_QOFF)
+from sim.engines import Option
 from sim.errors import ProgramError, RunError, SimError, TokenOverflowError
 from sim.program import Program, load_program
 from sim.result import COUNTER_NAMES, RetireRecord, RunResult
@@ -61,14 +64,8 @@ def _config_params(cfg: VTAConfig, gemm: str) -> np.ndarray:
     if mode in (GEMM_AUTO, GEMM_BLAS) and not float32_exact(cfg.inp_width, cfg.wgt_width, cfg.block_in):
         mode = GEMM_SIMD
     P[P_GEMM_MODE] = mode
-    P[P_LATENCY] = cfg.DRAM_LATENCY
-    P[P_BUS_BYTES] = cfg.bus_bytes
-    P[P_BURST] = cfg.BURST_BEATS
-    P[P_CMDQ] = cfg.CMD_QUEUE_DEPTH
-    P[P_TOKQ] = cfg.TOKEN_QUEUE_DEPTH
-    P[P_FETCH_INSNS] = cfg.FETCH_INSNS
-    P[P_GEMM_PIPE] = cfg.GEMM_PIPE_DEPTH
-    P[P_ALU_PIPE] = cfg.ALU_PIPE_DEPTH
+    for key in TIMING_KEYS:                              # hw/timing.py: every knob has its slot
+        P[timing_slot(key)] = key.engine_value(getattr(cfg, key.name))
     P[P_BATCH] = cfg.batch
     P[P_BLOCK] = cfg.block_in
     uop = layout(cfg).uop
@@ -137,7 +134,7 @@ class _MemoryPool:
             del self._free[:-self._keep]
 
 
-_memory_pool = _MemoryPool()
+memory_pool = _MemoryPool()
 
 
 class LazyRows(Sequence):
@@ -342,50 +339,61 @@ def warm_up(cfg: VTAConfig | None = None) -> None:
     _warmed.append(True)
 
 
-_programs = weakref.WeakKeyDictionary()     # image -> (what it was checked for, Program)
+_programs: "OrderedDict[tuple, Program]" = OrderedDict()     # what a program was checked for -> Program
+_PROGRAMS_KEPT = 256                # compiled layers of a few networks
+_programs_lock = threading.Lock()
 
 
 def cached_program(image) -> Program:
-    """:func:`sim.program.load_program` of ``image``, kept with the image object and reused while its
-    config, DRAM size and instruction bytes are the same (the bytes are hashed on every call: a few
-    microseconds for a layer, where decoding and checking again costs ~0.4 ms)."""
+    """:func:`sim.program.load_program` of ``image``, reused for every image of the same config, DRAM size
+    and instruction bytes (the bytes are hashed on every call: a few microseconds for a layer, where
+    decoding and checking again costs ~0.4 ms).  Keyed by content, not by image object, so a compiled
+    layer whose images differ only in their input segment (one new image per input) decodes once."""
     key = (image.cfg, image.dram_size, image.insn_addr, hashlib.blake2b(image.insn_bytes(), digest_size=16).digest())
-    hit = _programs.get(image)
-    if hit is not None and hit[0] == key:
-        return hit[1]
+    with _programs_lock:
+        prog = _programs.get(key)
+        if prog is not None:
+            _programs.move_to_end(key)
+            return prog
     prog = load_program(image)
-    _programs[image] = (key, prog)
+    with _programs_lock:
+        _programs[key] = prog
+        while len(_programs) > _PROGRAMS_KEPT:
+            _programs.popitem(last=False)
     return prog
 
 
-def run_image(image, trace=None, perfetto=None, progress=None, gemm="auto", **ignored) -> RunResult:
+# The engine contract (sim.engines); trace / perfetto files are written by sim.engines.run_engine.
+TIMED = True
+OPTIONS = (
+    Option("progress", (bool,), "a progress line on stderr: None = for runs over 2 s on a terminal, "
+                                "True = also when stderr is not one, False = never"),
+    Option("gemm", (str,), "GEMM data path (same bytes, records and cycles)", GEMM_PATHS),
+)
+BATCH_OPTIONS = OPTIONS + (Option("workers", (int,), "images run at a time in threads (None = the CPUs)"),)
+
+
+def run_image(image, progress=None, gemm="auto") -> RunResult:
+    """Run one image (:mod:`sim.cycle` says what the result holds)."""
     warm_up(image.cfg)
     prog = cached_program(image)
     t0, c0 = time.perf_counter(), time.process_time()
-    mem = _memory_pool.take(image.cfg)
+    mem = memory_pool.take(image.cfg)
     try:
         m = CycleMachine(prog, image.dram(), image.insn_addr, gemm, mem)
         m.run(progress)
     finally:
-        _memory_pool.give(image.cfg, mem)
+        memory_pool.give(image.cfg, mem)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    records = m.records()
-    result = RunResult(engine="cycle", dram=m.dram, counters=dict(zip(COUNTER_NAMES, (int(c) for c in m.CNT))),
-                       outputs=image.outputs_from(m.dram),
-                       leftover_tokens={k: v for k, v in m.tokens().items() if v},
-                       cycles=m.cycles, trace=records, breakdown=m.breakdown(), wall_s=wall, cpu_s=cpu,
-                       dispatch_cycle=m.disp,
-                       fetch_chunks=LazyRows(len(m.chunk_req), lambda k: (int(m.chunk_req[k]), int(m.chunk_done[k]))))
-    if trace is not None or perfetto is not None:
-        from sim import trace as trace_io
-        if trace is not None:
-            trace_io.write_csv(trace, records)
-        if perfetto is not None:
-            trace_io.write_perfetto(perfetto, result)
-    return result
+    return RunResult(engine="cycle", dram=m.dram, counters=dict(zip(COUNTER_NAMES, (int(c) for c in m.CNT))),
+                     outputs=image.outputs_from(m.dram),
+                     leftover_tokens={k: v for k, v in m.tokens().items() if v},
+                     cycles=m.cycles, trace=m.records(), breakdown=m.breakdown(), wall_s=wall, cpu_s=cpu,
+                     dispatch_cycle=m.disp,
+                     fetch_chunks=LazyRows(len(m.chunk_req), lambda k: (int(m.chunk_req[k]), int(m.chunk_done[k]))))
 
 
-def run_images(images, workers: int | None = None, **opts) -> list:
+def run_images(images, workers: int | None = None, progress=None, gemm="auto") -> list:
     """:func:`run_image` of each image (same options), ``workers`` runs at a time in threads; the results
     in the order of ``images``.  The compiled core releases the GIL, so on a machine with two cores two
     images run side by side (Python setup and result building still take turns).  ``workers``: None =
@@ -396,12 +404,10 @@ def run_images(images, workers: int | None = None, **opts) -> list:
         raise SimError(f"workers = {workers!r} must be a positive integer")
     n = min(len(images), workers or os.cpu_count() or 1)
     if n <= 1:
-        return [run_image(img, **opts) for img in images]
+        return [run_image(img, progress, gemm) for img in images]
     for img in images:
         warm_up(img.cfg)                      # compile (or load) once, before any thread needs the core
     from concurrent.futures import ThreadPoolExecutor
     with ThreadPoolExecutor(max_workers=n) as pool:
-        futures = [pool.submit(run_image, img, **opts) for img in images]
+        futures = [pool.submit(run_image, img, progress, gemm) for img in images]
         return [f.result() for f in futures]
-
-

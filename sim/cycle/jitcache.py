@@ -28,7 +28,8 @@ from numba.core import caching, event
 _HERE = Path(__file__).resolve().parent
 _DEPS = (_HERE / "core.py", _HERE / "kernels.py", _HERE / "gemm_fast.py", _HERE / "gemm_simd.py", _HERE / "simd.py", _HERE / "layout.py",
          _HERE.parent.parent / "hw" / "isa.py", _HERE.parent.parent / "hw" / "config.py",
-         _HERE.parent.parent / "hw" / "fields.py", _HERE.parent.parent / "hw" / "alu.py")
+         _HERE.parent.parent / "hw" / "fields.py", _HERE.parent.parent / "hw" / "alu.py",
+         _HERE.parent.parent / "hw" / "timing.py")
 _ALSO = (_HERE.parent / "functional.py",)     # outside sim/cycle, compiled with the ALU opcodes
 
 

@@ -6,6 +6,7 @@ holds what; numba folds module-level ints into constants.
 """
 
 from hw.isa import INSN_FIELDS, TOKEN_QUEUES
+from sim.errors import SimError
 
 # ---- field numbers (order of hw.isa.Insn).  The core reads fields straight from the 16-byte
 # instruction words F[n_insn, 2] (uint64 halves) with the bit table P_LAY, never a decoded matrix ----
@@ -25,6 +26,8 @@ assert INSN_FIELDS == ("opcode", "pop_prev", "pop_next", "push_prev", "push_next
  P_UOP_WGT_LO, P_UOP_WGT_MASK, P_EB_UOP, P_EB_WGT, P_EB_INP, P_EB_ACC, P_EB_OUT, P_EB_ACC8, P_GEMM_MODE) = range(25)
 N_FIELDS = 29
 P_LAY = 25
+# P_LATENCY .. P_ALU_PIPE hold the timing keys, one slot per row of hw.timing.TIMING_KEYS (its ``slot``
+# names P_<slot>), filled with TimingKey.engine_value by sim.cycle.engine.
 N_PARAMS = P_LAY + 8 * N_FIELDS * 3
 # P_EB_<mem> are DRAM element bytes indexed by memory type (P_EB_UOP + memory_type).
 # P_GEMM_MODE: how non-reset GEMMs run (reset GEMMs always take the integer kernel, kernels.gemm_kernel):
@@ -77,3 +80,13 @@ UNIT_NAMES = ("fetch", "load", "compute", "store")
 
 # ---- counters CNT (order of sim.result.COUNTER_NAMES) ----
 CNT_INP, CNT_WGT, CNT_ACC, CNT_UOP, CNT_OUT, CNT_GEMM, CNT_ALU = range(7)
+
+
+def timing_slot(key) -> int:
+    """The index ``P_<key.slot>`` of a timing key (a :class:`hw.timing.TimingKey`); a SimError names a
+    row with no slot here."""
+    slot = globals().get(f"P_{key.slot}")
+    if not isinstance(slot, int):
+        raise SimError(f"timing key {key.name}: the cycle engine has no parameter slot P_{key.slot} "
+                       f"(sim/cycle/layout.py)")
+    return slot

@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from sim.cycle.engine import CycleMachine, _memory_pool, cached_program, run_image, warm_up
+from sim.cycle.engine import CycleMachine, memory_pool, cached_program, run_image, warm_up
 from sim.program import load_program
 
 __all__ = ["stage_times"]
@@ -43,14 +43,14 @@ def stage_times(image, repeat: int = 5, gemm: str = "auto") -> dict:
 
     def timed(use):
         """Seconds of ``use(machine)`` on a machine built as run_image builds it (pooled memories)."""
-        mem = _memory_pool.take(cfg)
+        mem = memory_pool.take(cfg)
         try:
             m = CycleMachine(prog, image.dram(), image.insn_addr, gemm, mem)
             t = time.perf_counter()
             use(m)
             return time.perf_counter() - t
         finally:
-            _memory_pool.give(cfg, mem)
+            memory_pool.give(cfg, mem)
 
     first = CycleMachine(prog, image.dram(), image.insn_addr, gemm)
     first.run(progress=False)
@@ -61,9 +61,9 @@ def stage_times(image, repeat: int = 5, gemm: str = "auto") -> dict:
     data = min(timed(lambda m: m.replay(order, kinds)) for _ in range(repeat))
 
     def setup():
-        mem = _memory_pool.take(cfg)
+        mem = memory_pool.take(cfg)
         CycleMachine(prog, image.dram(), image.insn_addr, gemm, mem)
-        _memory_pool.give(cfg, mem)
+        memory_pool.give(cfg, mem)
 
     idle = CycleMachine(prog, image.dram(), image.insn_addr, gemm)
     out = {"decode": _best(lambda: load_program(image), repeat),

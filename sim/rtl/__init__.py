@@ -1,6 +1,7 @@
 """RTL engine: run memory images on the Verilog VTA under cocotb (Verilator, or Icarus).
 
-The same contract as every engine (``run_image(image, **opts) -> RunResult``)::
+The same contract as every engine (:mod:`sim.engines`: ``run_image``, ``run_images``, the options
+they take in :data:`OPTIONS` / :data:`BATCH_OPTIONS`)::
 
     >>> from sim.rtl import run_image, run_images
     >>> result = run_image(image)                        # doctest: +SKIP
@@ -23,9 +24,31 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from sim.engines import Option
+from sim.rtl.coverage import Coverage
 from sim.rtl.tools import require
 
-__all__ = ["run_image", "run_images", "watchdog_for", "require"]
+__all__ = ["run_image", "run_images", "watchdog_for", "require", "TIMED", "OPTIONS", "BATCH_OPTIONS"]
+
+# The engine contract (sim.engines); trace / perfetto files are written by sim.engines.run_engine.
+TIMED = True
+_SHARED = (
+    Option("sim", (str,), "HDL simulator: verilator or icarus"),
+    Option("waves", (bool, str), "waveforms: True = FST, 'fst' or 'vcd'"),
+    Option("waves_file", (str, Path), "the waveform file (default ./vtasim_rtl.<format>)"),
+)
+OPTIONS = _SHARED + (
+    Option("max_cycles", (int,), "the HDL watchdog, 1 .. 2^32 - 1"),
+    Option("coverage", (str, Path), "a directory the run's RTL coverage is merged into"),
+)
+BATCH_OPTIONS = _SHARED + (
+    Option("max_cycles", (int, list, tuple), "the HDL watchdog: one for all images or one per image"),
+    Option("errors", (str,), "a failing image's exception raised, or returned in its slot", ("raise", "return")),
+    Option("rtl_dir", (str, Path), "the Verilog directory (default hw/rtl)"),
+    Option("tb_file", (str, Path), "the testbench top (default hw/rtl/tb/tb_top.v)"),
+    Option("work_dir", (str, Path), "where the simulator runs (default a temp directory)"),
+    Option("coverage", (Coverage,), "a Coverage the runs' points are added to (Verilator coverage build)"),
+)
 
 
 def watchdog_for(model_cycles: int) -> int:
@@ -107,26 +130,19 @@ def run_images(images, sim: str = "verilator", waves=False, max_cycles: int | No
 
 
 def run_image(image, sim: str = "verilator", waves=False, max_cycles: int | None = None,
-              waves_file=None, trace=None, perfetto=None, coverage=None, **ignored):
+              waves_file=None, coverage=None):
     """Run one image on the RTL.
 
     ``waves`` (True = FST, ``"fst"``, ``"vcd"``) also writes waveforms (``waves_file``, default
-    ``./vtasim_rtl.<format>``; path in ``result.waves``); ``trace``/``perfetto`` write the retire trace as the cycle engine does.
+    ``./vtasim_rtl.<format>``; path in ``result.waves``).
     ``coverage``: a directory; the run's RTL coverage is merged into what it holds (:mod:`sim.rtl.coverage`),
-    also when the run stops with an error, and its reports are rewritten."""
+    also when the run stops with an error, and its reports are rewritten.  Trace files:
+    ``sim.engines.run_engine("rtl", image, trace=..., perfetto=...)``."""
     if coverage is None:
-        result = run_images([image], sim=sim or "verilator", waves=waves, max_cycles=max_cycles,
-                            waves_file=waves_file)[0]
-    else:
-        result = _run_with_coverage(image, Path(coverage), sim=sim or "verilator", waves=waves,
-                                    max_cycles=max_cycles, waves_file=waves_file)
-    if trace or perfetto:
-        from sim.trace import write_csv, write_perfetto
-        if trace:
-            write_csv(trace, result.trace)
-        if perfetto:
-            write_perfetto(perfetto, result)
-    return result
+        return run_images([image], sim=sim or "verilator", waves=waves, max_cycles=max_cycles,
+                          waves_file=waves_file)[0]
+    return _run_with_coverage(image, Path(coverage), sim=sim or "verilator", waves=waves,
+                              max_cycles=max_cycles, waves_file=waves_file)
 
 
 def _run_with_coverage(image, directory: Path, **opts):

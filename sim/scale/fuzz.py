@@ -140,7 +140,7 @@ def fuzz_chunk(cfg_dict: dict, lo: int, hi: int, opts: dict) -> dict:
 
     from hw.config import VTAConfig
     from sim.diff import compare
-    from sim.rtl import run_images
+    from sim.engines import run_many
     from sim.rtl.runner import get_build
     from sim.scale.shrink import rtl_still_fails, shrink, signature
     cfg = VTAConfig.from_dict(cfg_dict)
@@ -151,7 +151,7 @@ def fuzz_chunk(cfg_dict: dict, lo: int, hi: int, opts: dict) -> dict:
         cov = Coverage()
     get_build(cfg, sim, rtl_dir=rtl_dir, coverage=cov is not None)   # built once per cache; memoised here
     batch = fuzz_batch(cfg, range(lo, hi), sim, opts.get("max_cycles"), opts.get("imm_src_ne_dst", False),
-                       partial(run_images, rtl_dir=rtl_dir, coverage=cov))
+                       partial(run_many, "rtl", rtl_dir=rtl_dir, coverage=cov))
     res = {"lo": lo, "hi": hi, "n_run": 0, "matched": 0, "hit": {}, "errors": [], "divergences": []}
     for seed, image, exp, act in batch:
         if image is None:

@@ -49,7 +49,7 @@ def with_insns(image: MemoryImage, insns: list) -> MemoryImage:
     segs = [Segment(s.addr, raw + bytes(old_n - len(raw)) + s.data[old_n:]) if s.addr == image.insn_addr else s
             for s in image.segments]
     return MemoryImage(image.cfg, image.insn_addr, len(insns), segs, outputs=image.outputs,
-                       dram_size=image._explicit_dram_size)
+                       dram_size=image.explicit_dram_size)
 
 
 def legal_run(image: MemoryImage):
@@ -204,10 +204,11 @@ def rtl_still_fails(sig, sim: str = "icarus", rtl_dir=None):
     when its divergence has signature ``sig``."""
     def still_fails(pairs):
         from sim.errors import SimulatorError
-        from sim.rtl import run_images, watchdog_for
+        from sim.engines import run_many
+        from sim.rtl import watchdog_for
         images = [img for img, _ in pairs]
         try:
-            acts = run_images(images, sim=sim, rtl_dir=rtl_dir, errors="return",
+            acts = run_many("rtl", images, sim=sim, rtl_dir=rtl_dir, errors="return",
                               max_cycles=[watchdog_for(exp.cycles) for _, exp in pairs])
         except SimulatorError:              # the simulator crashed on the batch: none counts as failing
             return [False] * len(pairs)

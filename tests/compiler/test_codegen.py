@@ -74,11 +74,6 @@ class _Recorder:
         self.items.append(("uop",) + a)
 
 
-@pytest.fixture(scope="module")
-def cfg():
-    return load_config()
-
-
 def _run_fake(builder, cfg, **kw):
     func, _, _ = builder(cfg, **kw)
     q = FakeQueue()

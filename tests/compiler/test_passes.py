@@ -31,11 +31,6 @@ from phase0_programs import ACC, INP, conv2d_vt, gemm_blocked, gemm_simple, nest
 MEM = {0: "UOP", 1: "WGT", 2: "INP", 3: "ACC", 4: "OUT", 5: "ACC_8BIT"}
 
 
-@pytest.fixture(scope="module")
-def cfg():
-    return load_config()
-
-
 # ---- spec 6.1 notation ------------------------------------------------------------------------
 def _e(x):
     return ir.to_text(x) if isinstance(x, ir.Expr) else str(x)

@@ -8,10 +8,18 @@ pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
 
-@pytest.fixture(scope="session")
-def cfg():
-    from hw.config import load_config
-    return load_config(None)
+@pytest.fixture(scope="session", autouse=True)
+def network_cache(tmp_path_factory):
+    """``vtasim onnx`` caches compiled networks; the tests' go to a private directory, not ~/.cache."""
+    import os
+    d = tmp_path_factory.mktemp("network-cache")
+    old = os.environ.get("VTASIM_NETWORK_CACHE")
+    os.environ["VTASIM_NETWORK_CACHE"] = str(d)
+    yield d
+    if old is None:
+        os.environ.pop("VTASIM_NETWORK_CACHE", None)
+    else:
+        os.environ["VTASIM_NETWORK_CACHE"] = old
 
 
 @pytest.fixture(scope="session")
@@ -25,3 +33,20 @@ def resnet_small(tmp_path_factory):
 def digits_split():
     from compiler.frontend.models.digits import load_split
     return load_split()
+
+
+@pytest.fixture(scope="session")
+def torch_model():
+    """``get(name, mode, image=32)``: a bundled torchvision model (random weights, 10 classes) quantised in
+    ``mode`` for fbgemm, built once per session: (module, input shape)."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("torchvision")
+    from compiler.frontend.models.torchvision_quant import build
+    torch.set_num_threads(1)          # two cores shared: PyTorch's thread pool only contends
+    cache = {}
+
+    def get(name, mode, image=32):
+        if (name, mode, image) not in cache:
+            cache[name, mode, image] = build(name, mode, image=image, classes=10, seed=0, calibration=32)
+        return cache[name, mode, image]
+    return get

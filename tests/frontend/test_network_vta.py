@@ -87,7 +87,8 @@ def test_per_channel_weights_run_the_fixed_point_path(cfg, digits_split, tmp_pat
 
 
 def test_resnet_shaped_every_conv_from_the_second_on_vta_bit_exact(resnet_small, cfg):
-    net = Network.from_onnx(resnet_small, cfg)
+    """One region per convolution (the single-op mode; multi-op regions: test_multiop_regions.py)."""
+    net = Network.from_onnx(resnet_small, cfg, region_mode="single")
     convs = [n for n in net.graph.nodes if n.op == "qconv"]
     assert convs[0].target == "host" and all(n.target == "vta" for n in convs[1:]) and len(convs) == 20
     x = np.random.default_rng(5).random(net.graph.inputs[net.input_name][0], np.float32)
@@ -139,7 +140,7 @@ def test_sub_network_set_regions_bit_exact(block, fmt, cfg, tmp_path):
             "downsample": lambda p: blocks.downsample_block(p, cin=32, cout=64, hw=8, format=fmt),
             "head": lambda p: blocks.dense_head(p, c=64, classes=20, hw=4, format=fmt)}[block]
     path = make(tmp_path / f"{block}.onnx")
-    net = Network.from_onnx(path, cfg, skip_first_conv=False)
+    net = Network.from_onnx(path, cfg, skip_first_conv=False, region_mode="single")
     want = {"residual": 2, "downsample": 3, "head": 1}[block]
     assert len(net.regions) == want
     x = np.random.default_rng(11).random(net.graph.inputs[net.input_name][0], np.float32)

@@ -56,7 +56,7 @@ def test_power2_weights_and_global_activations_requantise_by_shifts_only(float_m
     path = tmp_path / "pow2.onnx"
     onnx.save(q, path)
     net = Network.from_onnx(path, cfg, skip_first_conv=False)
-    plans = [r._plan(r.node.attrs["x_dtype"])[1] for r in net.regions.values()]
+    plans = [r.requant_plan(r.node.attrs["x_dtype"])[1] for r in net.regions.values()]
     assert len(plans) == 3 and all(p.path == "shift" for p in plans)
     t = layerwise_ties(path, net, [{"image": x[None]} for x in xte[:20]])
     print(t)
@@ -70,7 +70,7 @@ def test_max_weights_leave_fixed_point_plans_that_differ_off_ties(float_model, d
     path = tmp_path / "max.onnx"
     onnx.save(q, path)
     net = Network.from_onnx(path, cfg, skip_first_conv=False)
-    assert {r._plan(r.node.attrs["x_dtype"])[1].path for r in net.regions.values()} == {"fixed"}
+    assert {r.requant_plan(r.node.attrs["x_dtype"])[1].path for r in net.regions.values()} == {"fixed"}
     assert layerwise_ties(path, net, [{"image": x[None]} for x in xte[:20]])["off_tie"] > 0
 
 

@@ -9,12 +9,6 @@ from __future__ import annotations
 
 import pytest
 
-from hw.config import load_config
-
-
-@pytest.fixture(scope="session")
-def cfg():
-    return load_config()
 
 
 @pytest.fixture(scope="session")

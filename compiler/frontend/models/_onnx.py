@@ -28,11 +28,11 @@ class GraphBuilder:
 
     def __init__(self):
         self.nodes, self.inits = [], []
-        self._count = {}
+        self.counts = {}
 
     def _name(self, op: str) -> str:
-        k = self._count.get(op, 0)
-        self._count[op] = k + 1
+        k = self.counts.get(op, 0)
+        self.counts[op] = k + 1
         return f"{op.lower()}{k}"
 
     def const(self, name: str, value: np.ndarray) -> str:
@@ -47,7 +47,7 @@ class GraphBuilder:
     def conv(self, x: str, w: np.ndarray, b: np.ndarray | None, stride=1, pad=0, group: int = 1,
              op: str = "Conv", **attrs) -> str:
         """A Conv (or ``op="ConvTranspose"``, weight (C, M/group, KH, KW)) with its weight and bias."""
-        base = f"{op.lower()}{self._count.get(op, 0)}"
+        base = f"{op.lower()}{self.counts.get(op, 0)}"
         ins = [x, self.const(f"{base}.w", w.astype(np.float32))]
         if b is not None:
             ins.append(self.const(f"{base}.b", b.astype(np.float32)))
@@ -57,13 +57,13 @@ class GraphBuilder:
         return self.op(op, ins, kernel_shape=list(k), strides=[stride, stride], pads=[pad] * 4, **attrs)
 
     def batchnorm(self, x: str, scale, bias, mean, var, eps=1e-5) -> str:
-        base = f"bn{self._count.get('BatchNormalization', 0)}"
+        base = f"bn{self.counts.get('BatchNormalization', 0)}"
         ins = [x] + [self.const(f"{base}.{n}", np.asarray(v, np.float32))
                      for n, v in (("scale", scale), ("bias", bias), ("mean", mean), ("var", var))]
         return self.op("BatchNormalization", ins, epsilon=eps)
 
     def gemm(self, x: str, w: np.ndarray, b: np.ndarray) -> str:
-        base = f"gemm{self._count.get('Gemm', 0)}"
+        base = f"gemm{self.counts.get('Gemm', 0)}"
         return self.op("Gemm", [x, self.const(f"{base}.w", w.astype(np.float32)),
                                 self.const(f"{base}.b", b.astype(np.float32))], transB=1)
 

@@ -153,12 +153,12 @@ def bert_tiny_float(seq: int = 16, hidden: int = 128, heads: int = 2, layers: in
 
     def lin(x, cin, cout):
         w = (rng.standard_normal((cin, cout)) * np.sqrt(1.0 / cin)).astype(np.float32)
-        k = g._count.get("MatMul", 0)
+        k = g.counts.get("MatMul", 0)
         y = g.op("MatMul", [x, c(f"mm{k}.w", w)])
         return g.op("Add", [y, c(f"mm{k}.b", rng.normal(0, 0.02, cout).astype(np.float32))])
 
     def norm(x):
-        k = g._count.get("LayerNormalization", 0)
+        k = g.counts.get("LayerNormalization", 0)
         return g.op("LayerNormalization", [x, c(f"ln{k}.s", rng.uniform(0.8, 1.2, hidden).astype(np.float32)),
                                            c(f"ln{k}.b", rng.normal(0, 0.05, hidden).astype(np.float32))],
                     axis=-1, epsilon=1e-5)
