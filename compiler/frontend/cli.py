@@ -55,7 +55,7 @@ def cmd_onnx(args) -> int:
     if args.engine == "rtl":
         from sim.rtl import require as require_rtl
         require_rtl("verilator", "vtasim onnx --engine rtl")
-    from compiler.frontend.compare import OrtReference, agreement, output_lsb
+    from compiler.frontend.compare import OrtReference, agreement, fused_level_note, output_lsb
     from compiler.frontend.report import check_report_dir, layer_table, totals, write_report
     from hw.config import load_config
     from compiler.frontend.errors import FrontendError
@@ -87,7 +87,10 @@ def cmd_onnx(args) -> int:
           f"engine {args.engine}; {len(xs)} input(s) from {source}")
     for note in net.notes:
         print(f"  {note}")
-    ort = OrtReference(args.model)
+    ort = OrtReference(args.model, args.ort_level)
+    note = fused_level_note(args.ort_level)
+    if note:
+        print(note)
     if args.save_images is not None:
         from compiler.frontend.execute import image_dirs
         from hw.outfiles import sub_dir
@@ -165,6 +168,7 @@ def _compile_only(args, cfg, options, t0) -> int:
 
 
 def add_commands(sub) -> None:
+    from compiler.frontend.compare import ORT_LEVELS
     from compiler.frontend.execute import ENGINES
     from compiler.frontend.inputs import DATASETS
     from sim.cli.options import add_config
@@ -193,6 +197,9 @@ def add_commands(sub) -> None:
     p.add_argument("--all-convs", action="store_true", help="offload the first convolution too")
     p.add_argument("--strict", action="store_true",
                    help="fail (one error listing each) if any conv/dense layer cannot run on VTA")
+    p.add_argument("--ort-level", choices=tuple(ORT_LEVELS), default="basic",
+                   help="the onnxruntime reference: basic = each node per the ONNX spec (exact int8 "
+                        "semantics); all = onnxruntime's fused integer kernels as deployed")
     p.add_argument("--fast-math", action="store_true",
                    help="approximate the host's float Exp/Tanh/Erf/Softmax (FastMath; bounds in docs/quantisation.md)")
     p.add_argument("--combine-parallel", action="store_true",

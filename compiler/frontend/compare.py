@@ -6,21 +6,67 @@ import numpy as np
 
 from compiler.frontend.errors import FrontendError
 
-__all__ = ["OrtReference", "output_lsb", "agreement"]
+__all__ = ["ORT_LEVELS", "OrtReference", "ort_session", "cpu_has_vnni", "fused_level_note", "output_lsb",
+           "agreement"]
+
+# onnxruntime's graph optimisation level of a reference session.  "basic": every node with its ONNX
+# semantics (a QDQ group is DequantizeLinear -> the float op -> QuantizeLinear); "all": onnxruntime's
+# deployed graph, QDQ groups fused into its integer kernels (QLinearConv, QGemm, ...), whose u8 x s8
+# products saturate on x86-64 CPUs without VNNI (docs/quantisation.md, "The onnxruntime reference on
+# CPUs without VNNI").
+ORT_LEVELS = {"basic": "ORT_ENABLE_BASIC", "all": "ORT_ENABLE_ALL"}
+
+
+def ort_session(src, level: str = "basic", log_severity: int = 3):
+    """An onnxruntime CPU session of ``src`` (a path, serialised bytes or a ModelProto) on one thread
+    (reproducible) at graph optimisation ``level`` (a key of ``ORT_LEVELS``)."""
+    import onnxruntime as ort
+    if level not in ORT_LEVELS:
+        raise FrontendError(f"onnxruntime level {level!r} is not one of {', '.join(ORT_LEVELS)}")
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    opts.inter_op_num_threads = 1
+    opts.log_severity_level = log_severity
+    opts.graph_optimization_level = getattr(ort.GraphOptimizationLevel, ORT_LEVELS[level])
+    if hasattr(src, "SerializeToString"):
+        src = src.SerializeToString()
+    return ort.InferenceSession(src if isinstance(src, bytes) else str(src), opts,
+                                providers=["CPUExecutionProvider"])
+
+
+def cpu_has_vnni(cpuinfo: str = "/proc/cpuinfo") -> bool | None:
+    """Whether the CPU has an int8 dot-product instruction (x86 ``avx512_vnni``/``avx_vnni`` in
+    ``cpuinfo``'s flags); None when that cannot be told (no such file, not x86)."""
+    import platform
+    if platform.machine().lower() not in ("x86_64", "amd64", "i686", "x86"):
+        return None
+    try:
+        with open(cpuinfo, encoding="ascii", errors="replace") as f:
+            flags = next((ln.split(":", 1)[1].split() for ln in f if ln.startswith("flags")), None)
+    except OSError:
+        return None
+    return None if flags is None else bool({"avx512_vnni", "avx_vnni"} & set(flags))
+
+
+def fused_level_note(level: str, vnni: bool | None = None) -> str | None:
+    """One line for a fused-kernel reference on an x86 CPU without VNNI; None otherwise."""
+    vnni = cpu_has_vnni() if vnni is None else vnni
+    if level == "basic" or vnni is not False:
+        return None
+    return ("note: --ort-level all on a CPU without VNNI: onnxruntime's u8 x s8 kernels saturate int16 pair "
+            "sums (VPMADDUBSW), so its outputs may differ from exact int8 arithmetic by several LSBs")
 
 
 class OrtReference:
-    """An onnxruntime CPU session of the same model file."""
+    """An onnxruntime CPU session of the same model file (``level``: a key of ``ORT_LEVELS``)."""
 
-    def __init__(self, path):
+    def __init__(self, path, level: str = "basic"):
         from sim.install import require
         require(["onnxruntime"], "the onnxruntime reference")
-        import onnxruntime as ort
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = 1
-        opts.log_severity_level = 4         # fatal only: its errors come back as exceptions, said in one line
-        try:
-            self.session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        try:                                # log level fatal only: its errors come back as exceptions
+            self.session = ort_session(path, level, log_severity=4)
+        except FrontendError:
+            raise
         except Exception as e:              # noqa: BLE001 - onnxruntime's pybind errors share no base class
             raise FrontendError(f"{path}: onnxruntime cannot load the model: {_first_line(e)}") from None
         self.input_name = self.session.get_inputs()[0].name

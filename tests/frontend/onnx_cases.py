@@ -7,6 +7,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from compiler.frontend.compare import ort_session
 from compiler.frontend.execute import execute
 from compiler.frontend.onnx_import import from_onnx
 
@@ -32,12 +33,9 @@ def model(nodes, feeds: dict, inits: dict, n_out: int = 1, opset: int = 17):
 
 
 def both(model, feeds: dict):
-    """(onnxruntime's outputs, ours) for the same model and inputs."""
-    import onnxruntime as ort
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
-    opts.log_severity_level = 3
-    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    """(onnxruntime's outputs, ours) for the same model and inputs (onnxruntime at the "basic" level:
+    each node with its ONNX semantics, see ``compare.ort_session``)."""
+    sess = ort_session(model)
     ref = sess.run(None, feeds)
     g = from_onnx(model)
     outs, _ = execute(g, {}, feeds, engine="reference")

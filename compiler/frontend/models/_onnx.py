@@ -136,12 +136,9 @@ def op_counts(model: onnx.ModelProto) -> dict:
 
 
 def run(path_or_model, x: np.ndarray) -> np.ndarray:
-    """The model's first output on ``x`` with onnxruntime on the CPU (one thread: reproducible)."""
-    import onnxruntime as ort
+    """The model's first output on ``x`` with onnxruntime on the CPU (one thread: reproducible), every
+    node with its ONNX semantics (``compare.ort_session``'s "basic" level)."""
+    from compiler.frontend.compare import ort_session
 
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
-    opts.inter_op_num_threads = 1
-    src = path_or_model.SerializeToString() if isinstance(path_or_model, onnx.ModelProto) else str(path_or_model)
-    sess = ort.InferenceSession(src, opts, providers=["CPUExecutionProvider"])
+    sess = ort_session(path_or_model)
     return sess.run(None, {sess.get_inputs()[0].name: x.astype(np.float32)})[0]
