@@ -558,7 +558,8 @@ class VtaChainRegion:
             at = f"{where} kernel {k}"
             if not isinstance(kd, dict) or set(kd) != set(_KERNEL_KEYS):
                 raise FrontendError(f"{at}: {str(kd)[:80]} (rule: exactly the keys {', '.join(_KERNEL_KEYS)})")
-            ns = [by_name.get(x) for x in kd["nodes"]] if isinstance(kd["nodes"], list) else [None]
+            ns = [by_name.get(x) if isinstance(x, str) else None for x in kd["nodes"]] \
+                if isinstance(kd["nodes"], list) else [None]
             ops = [n.op if n is not None else None for n in ns]
             if ops == ["qconv", "qadd"] and ns[0].outputs[0] in ns[1].inputs:
                 ins = [ns[0].inputs[0]] + [v for v in ns[1].inputs if v != ns[0].outputs[0]]
@@ -581,9 +582,10 @@ class VtaChainRegion:
                 except CompileError as e:
                     raise FrontendError(str(e)) from None
                 VtaRegion(ns[0], self.cfg, path=self.path).check_layer(layer, np.int8, at)
-                if layer.in_shape != self.shapes.get(ins[0]):
-                    raise FrontendError(f"{at}: the layer takes {layer.in_shape}, the graph gives "
-                                        f"{self.shapes.get(ins[0])} (rule: the graph's shape)")
+                shapes = (self.shapes.get(ins[0]), self.shapes.get(ns[0].outputs[0]))
+                if (layer.in_shape, layer.out_shape) != shapes:
+                    raise FrontendError(f"{at}: the layer maps {layer.in_shape} to {layer.out_shape}, the graph "
+                                        f"{shapes[0]} to {shapes[1]} (rule: the graph's shapes)")
                 members.append(_Conv.restored(ns, ins, layer))
             elif kd["conv"] is not None:
                 raise FrontendError(f"{at}: an add with a convolution state (rule: conv is null for an add)")

@@ -394,6 +394,11 @@ def _set_edge(index, key, change):
     return edit
 
 
+def _first_conv_kernel(doc) -> dict:
+    rec = next(r for r in doc["regions"].values() if r["kind"] == "chain")
+    return next(k["conv"] for k in rec["images"][0]["state"]["kernels"] if k["conv"] is not None)
+
+
 def _tuple_first(t, f):
     return {"$tuple": [f(t["$tuple"][0])] + t["$tuple"][1:]}
 
@@ -405,6 +410,8 @@ CHAIN_TAMPER = {
     "members": (lambda doc: next(r for r in doc["regions"].values() if r["kind"] == "chain")["members"].pop(),
                 "one region per VTA node"),
     "kind": (lambda doc: doc["options"].__setitem__("region_mode", "single"), "in region_mode single"),
+    "conv zero point": (lambda doc: _first_conv_kernel(doc).__setitem__("za", _first_conv_kernel(doc)["za"] + 1),
+                        "zero point / requantisation steps differ"),
     "kernel range": (lambda doc: next(r for r in doc["regions"].values() if r["kind"] == "chain")["images"][0]
                      ["state"]["kernels"][1].__setitem__("insns", {"$tuple": [0, 5]}), "increasing range"),
 }
