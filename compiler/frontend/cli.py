@@ -83,7 +83,7 @@ def cmd_onnx(args) -> int:
         xs = xs[:args.limit]
         labels = labels[:args.limit] if labels is not None else None
     print(f"model {args.model}: {len(net.graph.nodes)} ops after the passes, "
-          f"{len({id(r) for r in net.regions.values()})} VTA region(s) ({args.regions}-op); config {cfg.batch}x{cfg.block_in}x{cfg.block_out}; "
+          f"{net.region_count} VTA region(s) ({args.regions}-op); config {cfg.batch}x{cfg.block_in}x{cfg.block_out}; "
           f"engine {args.engine}; {len(xs)} input(s) from {source}")
     for note in net.notes:
         print(f"  {note}")
@@ -162,7 +162,7 @@ def _compile_only(args, cfg, options, t0) -> int:
     data = read_regular(args.model, "ONNX model", MAX_MODEL_BYTES, error=ModelFileError)
     _, meta = compile_key(data, cfg, options)
     net = compile_network(args.model, data, cfg, options, meta, args.out)
-    print(f"model {args.model}: {len(net.graph.nodes)} ops after the passes, {len(net.regions)} VTA region(s) "
+    print(f"model {args.model}: {len(net.graph.nodes)} ops after the passes, {net.region_count} VTA region(s) "
           f"compiled in {time.perf_counter() - t0:.1f} s -> {args.out} (run: vtasim infer {args.out} --input X.npy)")
     return 0
 

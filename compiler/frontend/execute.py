@@ -48,7 +48,7 @@ def image_dir_name(k: int, region) -> str:
     return f"{k:03d}_{region.layer_name}"
 
 
-def _first_nodes(g, regions: dict) -> list:
+def region_starts(g, regions: dict) -> list:
     """(index, region) of the node that runs each region: a multi-op region runs at its first member."""
     seen, out = set(), []
     for k, n in enumerate(g.nodes):
@@ -60,7 +60,7 @@ def _first_nodes(g, regions: dict) -> list:
 
 def image_dirs(g, regions: dict) -> list[str]:
     """Every ``--save-images`` sub-directory :func:`execute` writes, in order."""
-    return [image_dir_name(k, r) for k, r in _first_nodes(g, regions)]
+    return [image_dir_name(k, r) for k, r in region_starts(g, regions)]
 
 
 def _run_chain(g, region, k, values, engine, save_images, records_by_node):

@@ -62,7 +62,7 @@ def cmd_infer(args) -> int:
         if load_config(args.config) != net.cfg:
             raise FrontendError(f"{args.network}: compiled for another config than --config {args.config} "
                                 f"(rule: run a network on the config it was compiled for)")
-    print(f"network {args.network}: {len(net.graph.nodes)} ops, {len(net.regions)} VTA region(s), config "
+    print(f"network {args.network}: {len(net.graph.nodes)} ops, {net.region_count} VTA region(s), config "
           f"{net.cfg.batch}x{net.cfg.block_in}x{net.cfg.block_out}; loaded in {time.perf_counter() - t0:.2f} s")
     if args.dataset is not None:
         xs, labels, source = load_dataset(net.graph, args.dataset, pre)

@@ -3,7 +3,8 @@ cache directory keyed by what the compilation depends on, so a second ``vtasim o
 model loads it instead of importing, partitioning and compiling again.
 
 The key is the SHA-256 of: the model file's bytes, the VTA config (every key, timing included), the
-compile options (partitioning mode, threshold, requantisation path, first-conv rule, strict, knobs),
+compile options (partitioning mode, region mode ``multi``/``single``, threshold, requantisation path,
+first-conv rule, strict, knobs; a missing region mode is the default ``multi``),
 vtasim's version and the hash of the compiler's sources (every file under ``compiler/`` and ``hw/``,
 and ``sim/image.py``: a changed compiler never loads a stale network).
 
@@ -68,10 +69,12 @@ def vtasim_version() -> str:
 
 
 def compile_key(model_bytes: bytes, cfg, options: dict) -> tuple[str, dict]:
-    """``(key, meta)``: the cache key and the ``vtasim``/``model``/``options`` entries of ``network.json``."""
+    """``(key, meta)``: the cache key and the ``vtasim``/``model``/``options`` entries of ``network.json``
+    (the options always name their ``region_mode``)."""
+    from compiler.frontend.partition import REGION_MODES
     meta = {"vtasim": {"version": vtasim_version(), "source": source_hash()},
             "model": {"sha256": hashlib.sha256(model_bytes).hexdigest()},
-            "options": dict(options)}
+            "options": {"region_mode": REGION_MODES[0], **options}}
     blob = json.dumps({**meta, "config": cfg.to_dict()}, sort_keys=True).encode()
     return hashlib.sha256(blob).hexdigest()[:32], meta
 

@@ -5,7 +5,9 @@ times by ``vtasim infer NET``.
 
     NET/network.json                   format, vtasim version and source hash, model hash, config, options,
                                        the graph (nodes, inputs, outputs, constants, shapes, notes) and
-                                       one entry per VTA region: its kind, host-side edge and images
+                                       one entry per VTA region: its kind (``qlayer``: one convolution or
+                                       dense layer; ``chain``: a multi-op region), its member nodes, its
+                                       host-side edge and its images
     NET/params.npz                     every array of the graph and the regions (numpy.savez, no pickle)
     NET/model.onnx                     a copy of the model (onnxruntime's reference in ``vtasim infer``)
     NET/regions/NNN_NAME/K/image.json  the K-th memory image of a region (sim.image format), input all zeros
@@ -19,7 +21,8 @@ symbolic link on the way, read through the bounded reader (:mod:`hw.files`: ``ne
 :data:`MAX_JSON_BYTES`, ``params.npz`` at most :data:`MAX_PARAMS_BYTES`, images as
 :meth:`sim.image.MemoryImage.load`), the JSON is strict and its schema checked, every array's dtype and
 shape equal what ``network.json`` declares, no array is missing or extra, the graph is topologically
-ordered and each VTA node has exactly one region, each checked against its node.  A refusal is one
+ordered, each VTA node is a member of exactly one region of a known kind (a ``chain`` only in
+``region_mode`` multi), each checked against its nodes.  A refusal is one
 :class:`~compiler.frontend.errors.FrontendError` line naming the file, the value and the rule.
 """
 
@@ -40,7 +43,7 @@ __all__ = ["save_network", "load_network", "NETWORK_FORMAT", "NETWORK_VERSION", 
            "MAX_PARAMS_BYTES", "MAX_MODEL_BYTES", "NETWORK_FILES"]
 
 NETWORK_FORMAT = "vtasim-network"
-NETWORK_VERSION = 1
+NETWORK_VERSION = 2                # 2: region entries name their members; multi-op (chain) regions
 MAX_JSON_BYTES = 64 << 20          # a ResNet-18's graph and region states are a few MB
 MAX_PARAMS_BYTES = 1 << 30         # as a memory image's DRAM
 MAX_MODEL_BYTES = 1 << 30          # compiler.frontend.onnx_import's bound
@@ -49,6 +52,7 @@ _TOP_KEYS = ("format", "version", "vtasim", "model", "config", "options", "graph
 _GRAPH_KEYS = ("name", "inputs", "outputs", "consts", "nodes", "notes", "shapes")
 _NODE_KEYS = ("op", "inputs", "outputs", "attrs", "name", "where", "target")
 _TAGS = ("$array", "$tuple", "$dtype", "$float")
+_REGION_KEYS = ("kind", "members", "edge", "images")
 
 
 # ---- values <-> JSON ------------------------------------------------------------------------------
@@ -157,7 +161,7 @@ def _node_doc(n: Node, enc) -> dict:
 def save_network(net, out, meta: dict, model_bytes: bytes | None = None) -> Path:
     """Write ``net`` (a :class:`~compiler.frontend.network.Network` whose regions are compiled) into the
     directory ``out``; ``meta`` holds ``vtasim``, ``model`` and ``options`` (see :mod:`.netcache`)."""
-    from compiler.frontend.execute import image_dir_name
+    from compiler.frontend.execute import region_starts, image_dir_name
     g = net.graph
     enc = _Encoder()
     graph = {"name": g.name,
@@ -168,18 +172,16 @@ def save_network(net, out, meta: dict, model_bytes: bytes | None = None) -> Path
              "shapes": [[k, enc(v, "shapes")] for k, v in g.shapes.items()]}
     d = out_dir(out, "--out network directory")
     regions, images = {}, []
-    for k, n in enumerate(g.nodes):
-        if n.target != "vta":
-            continue
-        region = net.regions[n.name]
+    for k, region in region_starts(g, net.regions):      # a multi-op region once, at its first member
         rec = region.export()
         rdir = image_dir_name(k, region)      # the --save-images name
         steps = []
         for i, step in enumerate(rec["images"]):
             rel = f"regions/{rdir}/{i}"
             images.append((rdir, str(i), step["image"]))
-            steps.append({"dir": rel, "state": enc(step["state"], f"region {n.name}")})
-        regions[n.name] = {"kind": rec["kind"], "edge": enc(rec["edge"], f"region {n.name}"), "images": steps}
+            steps.append({"dir": rel, "state": enc(step["state"], f"region {region.name}")})
+        regions[region.name] = {"kind": rec["kind"], "members": list(rec["members"]),
+                                "edge": enc(rec["edge"], f"region {region.name}"), "images": steps}
     doc = {"format": NETWORK_FORMAT, "version": NETWORK_VERSION, "vtasim": meta["vtasim"], "model": meta["model"],
            "config": net.cfg.to_dict(), "options": meta["options"], "graph": graph, "regions": regions}
     text = json.dumps(doc, indent=1, allow_nan=False) + "\n"
@@ -283,11 +285,21 @@ def _graph(doc, dec, shown) -> Graph:
     return Graph(nodes, inputs, list(outputs), consts, doc["name"], list(doc["notes"]), shapes)
 
 
+def _region_kinds(region_mode: str) -> dict:
+    """{kind: restore(nodes, graph, cfg, record, where, requant path)} of the region kinds a network of
+    ``region_mode`` holds: ``qlayer`` (one node), and in multi mode ``chain`` (a multi-op region)."""
+    from compiler.frontend.region import REGION_KIND, VtaRegion
+    from compiler.frontend.region_chain import CHAIN_KIND, VtaChainRegion
+    kinds = {REGION_KIND: lambda nodes, g, cfg, rec, where, path: VtaRegion.restore(nodes[0], cfg, rec, where, path)}
+    if region_mode == "multi":
+        kinds[CHAIN_KIND] = VtaChainRegion.restore
+    return kinds
+
+
 def load_network(path, cfg=None):
     """``(Network, doc)`` of the compiled network directory ``path`` (see the module docstring); ``cfg``,
     when given, must equal the network's config.  ``doc`` is ``network.json`` without the graph."""
     from compiler.frontend.network import Network
-    from compiler.frontend.region import VtaRegion
     from hw.config import ConfigError, VTAConfig
     from sim.errors import SimError
     from sim.image import MemoryImage
@@ -320,20 +332,35 @@ def load_network(path, cfg=None):
         raise FrontendError(f"{shown}: graph nested too deeply (rule: the few levels vtasim writes)") from None
     if not isinstance(doc["regions"], dict):
         raise FrontendError(f"{shown}: regions (rule: an object of regions by node name)")
+    from compiler.frontend.partition import REGION_MODES
+    from compiler.qnn.vta_requant import REQUANT_PATHS
+    options = doc["options"] if isinstance(doc["options"], dict) else {}
+    requant, region_mode = options.get("requant", "auto"), options.get("region_mode")
+    if requant not in REQUANT_PATHS or region_mode not in REGION_MODES:
+        raise FrontendError(f"{shown}: options = {brief(doc['options'])} (rule: an object whose requant is one of "
+                            f"{', '.join(REQUANT_PATHS)} and region_mode one of {', '.join(REGION_MODES)})")
+    kinds = _region_kinds(region_mode)
     vta = {n.name: (k, n) for k, n in enumerate(g.nodes) if n.target == "vta"}
-    if set(vta) != set(doc["regions"]):
+    claimed: dict = {}
+    for name, rec in doc["regions"].items():
+        _keys(rec, _REGION_KEYS, shown, f"region {name}")
+        members = rec["members"]
+        if rec["kind"] not in kinds:
+            raise FrontendError(f"{shown}: region {name}: kind {brief(rec['kind'])} (rule: one of "
+                                f"{', '.join(kinds)} in region_mode {region_mode})")
+        if not isinstance(members, list) or not members or members[0] != name or \
+                any(not isinstance(m, str) or m not in vta or m in claimed for m in members) or \
+                [vta[m][0] for m in members] != sorted(vta[m][0] for m in members) or \
+                (rec["kind"] == "qlayer" and len(members) != 1):
+            raise FrontendError(f"{shown}: region {name}: members {brief(members)} (rule: VTA nodes in graph order, "
+                                f"the first the region's name, each in one region; one for a qlayer)")
+        claimed.update(dict.fromkeys(members, name))
+    if set(vta) != set(claimed):
         raise FrontendError(f"{shown}: regions {brief(sorted(doc['regions']))} for VTA nodes {brief(sorted(vta))} "
                             f"(rule: one region per VTA node)")
-    from compiler.qnn.vta_requant import REQUANT_PATHS
-    options = doc["options"] if isinstance(doc["options"], dict) else None
-    requant = options.get("requant", "auto") if options is not None else None
-    if requant not in REQUANT_PATHS:
-        raise FrontendError(f"{shown}: options = {brief(doc['options'])} (rule: an object whose requant is one of "
-                            f"{', '.join(REQUANT_PATHS)})")
     regions = {}
     for name, rec in doc["regions"].items():
         where = f"{shown}: region {name}"
-        _keys(rec, ("kind", "edge", "images"), shown, f"region {name}")
         if not isinstance(rec["images"], list) or not rec["images"]:
             raise FrontendError(f"{where}: images (rule: a non-empty list)")
         steps = []
@@ -349,13 +376,15 @@ def load_network(path, cfg=None):
                 edge = dec(rec["edge"], f"region {name}.edge")
             except RecursionError:
                 raise FrontendError(f"{where}: nested too deeply (rule: the few levels vtasim writes)") from None
-        record = {"kind": rec["kind"], "edge": edge, "images": steps}
+        record = {"kind": rec["kind"], "members": rec["members"], "edge": edge, "images": steps}
+        nodes = [vta[m][1] for m in rec["members"]]
         try:
-            regions[name] = VtaRegion.restore(vta[name][1], net_cfg, record, where, path=requant)
+            region = kinds[rec["kind"]](nodes, g, net_cfg, record, where, requant)
         except FrontendError:
             raise
         except SimError as e:           # CompileError / QnnError of the layer state
             raise FrontendError(str(e) if str(e).startswith(shown) else f"{where}: {e}") from None
+        regions.update(dict.fromkeys(rec["members"], region))
     unused = sorted(set(arrays) - dec.used)
     if unused:
         raise FrontendError(f"{shown}: params.npz holds arrays the graph does not name: {brief(unused)} "

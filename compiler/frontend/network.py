@@ -62,6 +62,11 @@ class Network:
         return next(iter(self.graph.inputs))
 
     @property
+    def region_count(self) -> int:
+        """How many VTA regions run (a multi-op region is one, however many nodes it holds)."""
+        return len({id(r) for r in self.regions.values()})
+
+    @property
     def notes(self) -> list:
         return self.graph.notes
 

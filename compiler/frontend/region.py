@@ -94,7 +94,7 @@ class VtaRegion:
         """The compiled layer for this input; ``residual`` (a QAddPlan) fuses an add into the epilogue
         (multi-op regions), ``name`` overrides the layer name."""
         from compiler.ops.quantized import build_qconv, build_qdense
-        key = (tuple(x_shape), np.dtype(x_dtype).str, id(residual), name)
+        key = self._key(x_shape, x_dtype, residual, name)
         if self.key == key:
             return self.layer
         a = self.node.attrs
@@ -109,6 +109,11 @@ class VtaRegion:
                                       knobs=self.knobs, name=name)
         self.key, self.plan = key, plan
         return self.layer
+
+    @staticmethod
+    def _key(x_shape, x_dtype, residual=None, name=None) -> tuple:
+        """The compile cache key: input shape and type, the fused add (by identity) and the name override."""
+        return (tuple(x_shape), np.dtype(x_dtype).str, id(residual), name)
 
     def _to_int8(self, x):
         if x.dtype == np.uint8:
@@ -156,20 +161,26 @@ class VtaRegion:
 
     # ---- a compiled network's region (compiler.frontend.netfile) ---------------------------------
     def edge(self) -> dict:
-        """The host side of the region: the input it was compiled for and the uint8 <-> int8 shifts."""
-        shape, dtype = self.key
+        """The host side of the region: the input it was compiled for and the uint8 <-> int8 shifts.  A
+        compiled network's single-op region is the plain compile (no fused add, the node's own name); a
+        fused or renamed compile is a member of a multi-op region, saved by the region."""
+        shape, dtype = self.key[:2]
+        if self.key != self._key(shape, dtype):
+            raise FrontendError(f"{self.node.where}: region {self.name!r} was compiled with a fused add or another "
+                                f"name (rule: a saved single-op region is the plain compile)")
         return {"in_shape": tuple(shape), "in_dtype": np.dtype(dtype).name, "in_shift": self._shift(dtype),
                 "out_dtype": np.dtype(self.node.attrs["y_dtype"]).name,
                 "out_shift": self._shift(self.node.attrs["y_dtype"])}
 
     def export(self) -> dict:
-        """``{"kind", "edge", "images": [{"image": MemoryImage, "state": dict}]}`` of the compiled region
+        """``{"kind", "members", "edge", "images": [{"image": MemoryImage, "state": dict}]}`` of the compiled region
         (one image per compiled program, in the order they run); :meth:`restore` takes it back."""
         from compiler.ops.qlayer_state import layer_state
         if self.layer is None:
             raise FrontendError(f"{self.node.where}: region {self.name!r} is not compiled yet (run one input first)")
         state, image = layer_state(self.layer)
-        return {"kind": REGION_KIND, "edge": self.edge(), "images": [{"image": image, "state": state}]}
+        return {"kind": REGION_KIND, "members": [self.name], "edge": self.edge(),
+                "images": [{"image": image, "state": state}]}
 
     @classmethod
     def restore(cls, node, cfg, record: dict, where: str, path: str = "auto") -> "VtaRegion":
@@ -189,7 +200,7 @@ class VtaRegion:
             pass
         if dtype not in (np.dtype(np.int8), np.dtype(np.uint8)) or not isinstance(shape, tuple):
             raise FrontendError(f"{where}: edge = {edge!r:.100} (rule: in_shape and an int8/uint8 in_dtype)")
-        region.key = (shape, dtype.str)
+        region.key = cls._key(shape, dtype)
         want = region.edge()
         if edge != want:
             diff = sorted(set(edge) ^ set(want)) or [k for k in want if edge[k] != want[k]]
@@ -200,10 +211,17 @@ class VtaRegion:
         layer = restore_layer(cfg, step["state"], step["image"], where)
         if layer.in_shape != shape:
             raise FrontendError(f"{where}: the layer takes {layer.in_shape}, the edge says {shape}")
-        za, plan = region.requant_plan(dtype)
-        if layer.za != za or layer.plan.steps != plan.steps:
-            raise FrontendError(f"{where}: the layer's zero point / requantisation steps differ from the node's")
-        if not np.array_equal(layer.weight.reshape(node.attrs["weight"].shape), node.attrs["weight"]):
-            raise FrontendError(f"{where}: the layer's weight differs from the node's")
+        region.check_layer(layer, dtype, where)
         region.layer, region.plan = layer, layer.plan
         return region
+
+    def check_layer(self, layer, x_dtype, where: str) -> None:
+        """Refuse a restored ``layer`` whose zero point, requantisation steps or weight are not the node's."""
+        node = self.node
+        za, plan = self.requant_plan(x_dtype)
+        if layer.za != za or layer.plan.steps != plan.steps:
+            raise FrontendError(f"{where}: the layer's zero point / requantisation steps differ from the node's "
+                                f"(rule: the node's quantisation)")
+        w = node.attrs["weight"]
+        if layer.weight.size != w.size or not np.array_equal(layer.weight.reshape(w.shape), w):
+            raise FrontendError(f"{where}: the layer's weight differs from the node's (rule: the node's weight)")

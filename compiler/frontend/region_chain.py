@@ -15,8 +15,15 @@ same integers (``QLayer.reference``, ``QAddPlan.apply``), the oracle of ``engine
 
 The region interface (shared with :class:`compiler.frontend.region.VtaRegion`): ``name``,
 ``layer_name``, ``inputs`` / ``outputs`` (value names at the host edge), ``images(feeds)`` and
-``run(feeds, engine)``, ``edge_bytes``; a chain also gives ``nodes`` and ``edge_info`` (the buffer, address,
+``run(feeds, engine)``, ``edge_bytes``, ``export()`` / ``restore()`` (a compiled network's region,
+:mod:`compiler.frontend.netfile`); a chain also gives ``nodes`` and ``edge_info`` (the buffer, address,
 packed shape, padding and fill of each edge value: enough to run its image without the compiler).
+
+A saved chain (kind :data:`CHAIN_KIND`) is its one image, its edge (``edge_info`` per edge value) and one
+record per kernel: the nodes it computes, the values it reads and writes, its instructions' index range
+(``[start, end)``, what the per-layer shares of the retire trace are cut by) and, for a convolution, its
+arithmetic (:func:`compiler.ops.qlayer_state.arith_state`: the numpy reference of ``engine="reference"``).
+A restored chain runs its image with only the input segments swapped; its images carry no expected output.
 """
 
 from __future__ import annotations
@@ -28,9 +35,12 @@ import numpy as np
 from compiler.frontend.composite import act_limits
 from compiler.frontend.errors import FrontendError
 
-__all__ = ["VtaChainRegion", "chain_member_problem", "CHAIN_OPS"]
+__all__ = ["VtaChainRegion", "chain_member_problem", "CHAIN_OPS", "CHAIN_KIND", "EDGE_KEYS"]
 
 CHAIN_OPS = ("qconv", "qadd")
+CHAIN_KIND = "chain"            # a multi-op region (one image) in a compiled network
+EDGE_KEYS = ("value", "role", "buffer", "addr", "nbytes", "shape", "packed", "pads", "fill")
+_KERNEL_KEYS = ("nodes", "ins", "out", "insns", "conv")
 
 
 def chain_member_problem(node) -> str | None:
@@ -103,8 +113,15 @@ class _Add:
     def pads(self, k: int):
         return (0, 0, 0, 0)
 
+    @classmethod
+    def restored(cls, node):
+        """The add of a saved chain: its ALU plan (from the node), no program of its own."""
+        m = cls.__new__(cls)
+        m.nodes, m.ins, m.out, m.plan, m.layer = [node], list(node.inputs), node.outputs[0], _add_plan(node), None
+        return m
+
     def reference(self, args):
-        return {self.out: self.layer.reference(*args)}
+        return {self.out: self.plan.apply(*args).astype(np.int8)}
 
     def packed_eval(self, views):
         return self.layer.packed_reference(*views)
@@ -128,6 +145,14 @@ class _Conv:
         self.data_names = ("data", "res")[:len(self.ins)]
         g = self.layer.geom
         self.host_pad = tuple(g.pads) if g.host_pad else None
+
+    @classmethod
+    def restored(cls, nodes, ins, layer):
+        """The convolution (and fused add) of a saved chain: its restored arithmetic, no program of its own."""
+        m = cls.__new__(cls)
+        m.nodes, m.ins, m.out, m.layer, m.plan = list(nodes), list(ins), nodes[-1].outputs[0], layer, layer.plan
+        m.residual = _add_plan(nodes[1], swap=nodes[1].inputs[1] == nodes[0].outputs[0]) if len(nodes) > 1 else None
+        return m
 
     def pads(self, k: int):
         return (self.host_pad or (0, 0, 0, 0)) if k == 0 else (0, 0, 0, 0)
@@ -187,6 +212,7 @@ class VtaChainRegion:
                         if o in g.outputs or any(id(c) not in members for c in cons.get(o, []))]
         self.shapes = {v: g.shapes.get(v) for v in self.inputs + [o for n in self.nodes for o in n.outputs]}
         self._built = None
+        self.restored = False           # restored from a compiled network: no tensor expressions
 
     # ---- names -------------------------------------------------------------------------------------
     @property
@@ -334,7 +360,7 @@ class VtaChainRegion:
         base = b["image"]
         segments = [Segment(s.addr, swap[s.addr]) if s.addr in swap else s for s in base.segments]
         want = {}
-        if expected:
+        if expected and not self.restored:
             phys = self._expected(phys, b)
             want = {bufs[v].name: phys[v].tobytes() for v in self.outputs}
         return MemoryImage(base.cfg, base.insn_addr, base.insn_count, segments, base.outputs, want)
@@ -439,3 +465,138 @@ class VtaChainRegion:
         b = self.compile(feeds_shapes) if feeds_shapes is not None else self._built
         return {"in": sum(b["bufs"][v].nbytes for v in self.inputs),
                 "out": sum(b["bufs"][v].nbytes for v in self.outputs)}
+
+    # ---- a compiled network's region (compiler.frontend.netfile) ---------------------------------------
+    def export(self) -> dict:
+        """``{"kind", "members", "edge", "images": [{"image", "state"}]}`` of the compiled region (see the
+        module docstring); :meth:`restore` takes it back."""
+        from compiler.ops.qlayer_state import arith_state
+        if self._built is None:
+            raise FrontendError(f"{self.nodes[0].where}: region {self.layer_name!r} is not compiled yet "
+                                f"(run one input first)")
+        b = self._built
+        kernels = [{"nodes": [n.name for n in m.nodes], "ins": list(m.ins), "out": m.out, "insns": tuple(bounds),
+                    "conv": arith_state(m.layer) if isinstance(m, _Conv) else None}
+                   for m, bounds in zip(b["members"], b["bounds"])]
+        edge = [{"value": v, **e} for v, e in self.edge_info().items()]
+        return {"kind": CHAIN_KIND, "members": [n.name for n in self.nodes], "edge": edge,
+                "images": [{"image": b["image"], "state": {"kernels": kernels}}]}
+
+    @classmethod
+    def restore(cls, nodes, g, cfg, record: dict, where: str, path: str = "auto") -> "VtaChainRegion":
+        """The chain of ``nodes`` (graph order) compiled as ``record`` (what :meth:`export` gave), every field
+        checked against the graph's nodes and the image (one FrontendError line); it runs without compiling."""
+        from hw.isa import decode_stream
+        region = cls(nodes, g, cfg, path=path)
+        bad = [f"{n.name}: {why}" for n in nodes for why in [chain_member_problem(n)] if why]
+        images = record.get("images")
+        if record.get("kind") != CHAIN_KIND or not isinstance(images, list) or len(images) != 1 or bad:
+            raise FrontendError(f"{where}: kind {record.get('kind')!r} with {len(images or ())} image(s) "
+                                f"{'; '.join(bad)} (rule: kind {CHAIN_KIND!r}, one image, {'/'.join(CHAIN_OPS)} "
+                                f"int8 members)")
+        image, state = images[0]["image"], images[0]["state"]
+        if image.cfg != cfg:
+            raise FrontendError(f"{where}: the image's config differs from the network's (rule: one config per network)")
+        lay, bufs = region._restore_edge(record.get("edge"), image, where)
+        if not isinstance(state, dict) or set(state) != {"kernels"} or not isinstance(state["kernels"], list):
+            raise FrontendError(f"{where}: state = {str(state)[:80]} (rule: an object with the list kernels)")
+        members = region._restore_kernels(state["kernels"], image, where)
+        bounds = [k["insns"] for k in state["kernels"]]
+        region._built = dict(key=tuple((lay[v].n, lay[v].c, lay[v].h, lay[v].w) for v in region.inputs), members=members, layouts=lay,
+                             bufs=bufs, image=image, bounds=bounds, insns=decode_stream(cfg, image.insn_bytes()))
+        region.restored = True
+        return region
+
+    def _restore_edge(self, edge, image, where):
+        """``(layouts, buffers)`` of the edge values of a saved chain, each checked against the graph's shapes
+        and the image's segments and outputs."""
+        from compiler.runtime.queue import DramBuffer
+        cfg = self.cfg
+        want = [(v, "input") for v in self.inputs] + [(v, "output") for v in self.outputs]
+        got = [(e.get("value"), e.get("role")) if isinstance(e, dict) else None for e in edge] \
+            if isinstance(edge, list) else None
+        if got != want:
+            raise FrontendError(f"{where}: edge values {str(got)[:100]} (rule: the region's inputs then outputs "
+                                f"{str(want)[:100]})")
+        lay, bufs = {}, {}
+        for e in edge:
+            v = e["value"]
+            if set(e) != set(EDGE_KEYS):
+                raise FrontendError(f"{where}: edge {v!r} has keys {sorted(e)} (rule: exactly {', '.join(EDGE_KEYS)})")
+            shape, pads, fill = e["shape"], e["pads"], e["fill"]
+            ok = isinstance(shape, tuple) and len(shape) == 4 and all(_posint(x) for x in shape) and \
+                isinstance(pads, tuple) and len(pads) == 4 and all(_posint(x, 0) for x in pads) and \
+                _posint(fill, -128) and fill < 128 and isinstance(e["buffer"], str)
+            known = self.shapes.get(v)
+            if not ok or (known is not None and tuple(known) != shape):
+                raise FrontendError(f"{where}: edge {v!r}: shape {shape!r} pads {pads!r} fill {fill!r} (rule: the "
+                                    f"graph's NCHW shape {known}, four paddings >= 0, an int8 fill)")
+            n, c, h, w = shape
+            L = _Layout(n, c, h, w, -(-n // cfg.batch), -(-c // cfg.block_in), pads, fill)
+            nbytes = int(np.prod(L.physical_shape(cfg)))
+            addr = e["addr"]
+            if e["role"] == "input":
+                found = any(s.addr == addr and s.nbytes == nbytes for s in image.segments)
+            else:
+                found = any(o.name == e["buffer"] and o.addr == addr and o.nbytes == nbytes for o in image.outputs)
+            if e["packed"] != L.physical_shape(cfg) or e["nbytes"] != nbytes or not found:
+                raise FrontendError(f"{where}: edge {v!r}: {e['nbytes']!r} bytes packed {e['packed']!r} at "
+                                    f"{addr!r} (rule: the {e['role']} {'segment' if e['role'] == 'input' else 'region'}"
+                                    f" {e['buffer']!r} of the image, {L.physical_shape(cfg)} = {nbytes} bytes)")
+            lay[v], bufs[v] = L, DramBuffer(e["buffer"], addr, nbytes, e["role"] == "output", 0)
+        return lay, bufs
+
+    def _restore_kernels(self, kernels, image, where) -> list:
+        """The members of a saved chain: each kernel's nodes, operands and instruction range checked against
+        the graph's nodes and the image, a convolution's arithmetic against its node."""
+        from compiler.errors import CompileError
+        from compiler.frontend.region import VtaRegion
+        from compiler.ops.qlayer_state import restore_arith
+        by_name = {n.name: n for n in self.nodes}
+        members, covered, made, prev = [], [], set(self.inputs), 0
+        for k, kd in enumerate(kernels):
+            at = f"{where} kernel {k}"
+            if not isinstance(kd, dict) or set(kd) != set(_KERNEL_KEYS):
+                raise FrontendError(f"{at}: {str(kd)[:80]} (rule: exactly the keys {', '.join(_KERNEL_KEYS)})")
+            ns = [by_name.get(x) if isinstance(x, str) else None for x in kd["nodes"]] \
+                if isinstance(kd["nodes"], list) else [None]
+            ops = [n.op if n is not None else None for n in ns]
+            if ops == ["qconv", "qadd"] and ns[0].outputs[0] in ns[1].inputs:
+                ins = [ns[0].inputs[0]] + [v for v in ns[1].inputs if v != ns[0].outputs[0]]
+            elif ops in (["qconv"], ["qadd"]):
+                ins = [ns[0].inputs[0]] if ops == ["qconv"] else list(ns[0].inputs)
+            else:
+                raise FrontendError(f"{at}: nodes {str(kd['nodes'])[:80]} (rule: a member convolution, add, or "
+                                    f"convolution with the add of its output)")
+            span = kd["insns"]
+            ok_span = isinstance(span, tuple) and len(span) == 2 and all(_posint(x, 0) for x in span) and \
+                prev <= span[0] < span[1] <= image.insn_count
+            if kd["ins"] != ins or kd["out"] != ns[-1].outputs[0] or any(v not in made for v in ins) or not ok_span:
+                raise FrontendError(f"{at}: reads {str(kd['ins'])[:60]}, writes {kd['out']!r}, instructions "
+                                    f"{span!r} (rule: the nodes' operands {ins}, computed before it, and an "
+                                    f"increasing range within the image's {image.insn_count} instructions)")
+            prev = span[1]
+            if ops[0] == "qconv":
+                try:
+                    layer = restore_arith(self.cfg, kd["conv"], at)
+                except CompileError as e:
+                    raise FrontendError(str(e)) from None
+                VtaRegion(ns[0], self.cfg, path=self.path).check_layer(layer, np.int8, at)
+                shapes = (self.shapes.get(ins[0]), self.shapes.get(ns[0].outputs[0]))
+                if (layer.in_shape, layer.out_shape) != shapes:
+                    raise FrontendError(f"{at}: the layer maps {layer.in_shape} to {layer.out_shape}, the graph "
+                                        f"{shapes[0]} to {shapes[1]} (rule: the graph's shapes)")
+                members.append(_Conv.restored(ns, ins, layer))
+            elif kd["conv"] is not None:
+                raise FrontendError(f"{at}: an add with a convolution state (rule: conv is null for an add)")
+            else:
+                members.append(_Add.restored(ns[0]))
+            covered += [n.name for n in ns]
+            made.update(n.outputs[0] for n in ns)
+        if covered != [n.name for n in self.nodes]:
+            raise FrontendError(f"{where}: kernels compute {str(covered)[:100]} (rule: every member once, in order)")
+        return members
+
+
+def _posint(v, lo: int = 1) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= lo

@@ -23,9 +23,10 @@ from compiler.qnn.vta_requant import RequantPlan
 from compiler.runtime.queue import DramBuffer
 from hw.files import brief
 
-__all__ = ["layer_state", "restore_layer", "STATE_KEYS"]
+__all__ = ["layer_state", "restore_layer", "arith_state", "restore_arith", "STATE_KEYS", "ARITH_KEYS"]
 
-STATE_KEYS = ("name", "geom", "weight", "bias", "za", "plan", "knobs", "knob_source", "input", "output")
+ARITH_KEYS = ("name", "geom", "weight", "bias", "za", "plan", "knobs", "knob_source")
+STATE_KEYS = ARITH_KEYS + ("input", "output")
 
 
 @dataclass
@@ -44,13 +45,18 @@ class _OutputRef:
     shape: tuple
 
 
+def arith_state(layer: QLayer) -> dict:
+    """The layer's arithmetic (geometry, weight, bias, zero point, requantisation plan, knobs): what its
+    numpy :meth:`~compiler.ops.quantized.QLayer.reference` needs; a multi-op region keeps one per member."""
+    return {"name": layer.name, "geom": asdict(layer.geom), "weight": np.asarray(layer.weight),
+            "bias": np.asarray(layer.bias), "za": int(layer.za), "plan": asdict(layer.plan),
+            "knobs": dict(layer.knobs), "knob_source": layer.knob_source}
+
+
 def layer_state(layer: QLayer):
     """``(state, image)`` of a compiled layer (see the module docstring)."""
     buf = layer.built.buffers["data"]
-    state = {"name": layer.name, "geom": asdict(layer.geom), "weight": np.asarray(layer.weight),
-             "bias": np.asarray(layer.bias), "za": int(layer.za), "plan": asdict(layer.plan),
-             "knobs": dict(layer.knobs), "knob_source": layer.knob_source,
-             "input": {"addr": int(buf.addr), "nbytes": int(buf.nbytes)},
+    state = {**arith_state(layer), "input": {"addr": int(buf.addr), "nbytes": int(buf.nbytes)},
              "output": {"name": layer.output.name, "shape": tuple(int(v) for v in layer.output.shape)}}
     return state, layer.built.image
 
@@ -125,9 +131,9 @@ def _plan(raw, where, channels: int) -> RequantPlan:
     return RequantPlan(**raw)
 
 
-def restore_layer(cfg, state, image, where: str = "layer") -> QLayer:
-    """The QLayer of ``state`` and ``image`` (see the module docstring); every field checked."""
-    _keys(state, STATE_KEYS, where, "layer state")
+def _arith(state, where, keys):
+    """The checked arithmetic fields of ``state`` (exactly ``keys``): (name, geometry, weight, bias, za, plan)."""
+    _keys(state, keys, where, "layer state")
     name = state["name"]
     if not isinstance(name, str) or not name:
         raise _bad(where, "name", name, "rule: a non-empty string")
@@ -138,6 +144,19 @@ def restore_layer(cfg, state, image, where: str = "layer") -> QLayer:
     plan = _plan(state["plan"], where, g.o)
     if not isinstance(state["knobs"], dict) or not isinstance(state["knob_source"], str):
         raise _bad(where, "knobs", state["knobs"], "rule: an object and a knob source string")
+    return name, g, weight, bias, za, plan
+
+
+def restore_arith(cfg, state, where: str = "layer") -> QLayer:
+    """A QLayer of :func:`arith_state`'s ``state``, every field checked: its ``reference`` runs, it has no
+    program of its own (a member of a multi-op region runs in the region's image)."""
+    name, g, weight, bias, za, plan = _arith(state, where, ARITH_KEYS)
+    return QLayer(name, cfg, g, weight, bias, za, plan, dict(state["knobs"]), state["knob_source"], None, None, None)
+
+
+def restore_layer(cfg, state, image, where: str = "layer") -> QLayer:
+    """The QLayer of ``state`` and ``image`` (see the module docstring); every field checked."""
+    name, g, weight, bias, za, plan = _arith(state, where, STATE_KEYS)
     if image.cfg != cfg:
         raise CompileError(f"{where}: the image's config differs from the network's (rule: one config per network)")
     inp = _keys(state["input"], ("addr", "nbytes"), where, "input")

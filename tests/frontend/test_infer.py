@@ -307,3 +307,144 @@ def test_round_trip_of_every_region_kind(model, cfg, tmp_path, request):
         (ya, ra), (yb, rb) = fresh.run(feeds[0], engine=engine), loaded.run(feeds[0], engine=engine)
         assert ya.dtype == yb.dtype and np.array_equal(ya, yb) and np.std(ya) > 0
         assert [r.cycles for r in ra] == [r.cycles for r in rb]
+
+
+# ---- multi-op regions in a compiled network ---------------------------------------------------------
+@pytest.fixture(scope="module")
+def resnet_net(resnet_small, tmp_path_factory):
+    """The reduced ResNet-18 compiled in the default multi mode (its body one chain region), and an input."""
+    d = tmp_path_factory.mktemp("resnet-net")
+    x = np.random.default_rng(7).random((1, 3, 32, 32), np.float32)
+    np.save(d / "x.npy", x)
+    _ok("onnx", resnet_small, "--compile-only", "--out", d / "net")
+    return d / "net", x, d / "x.npy"
+
+
+def _table(out: str) -> list[str]:
+    lines = out.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("layer "))
+    end = next(i for i, ln in enumerate(lines) if ln.startswith("total (VTA regions)"))
+    return lines[start:end + 1]
+
+
+def _chain_record(d):
+    doc = json.loads((d / "network.json").read_text())
+    (name, rec), = ((k, r) for k, r in doc["regions"].items() if r["kind"] == "chain")
+    return doc, name, rec
+
+
+def test_multi_op_network_reloads_with_the_one_shot_outputs_table_and_cycles(resnet_net, resnet_small, cfg, tmp_path):
+    """Compiled in one process, run in another: the one-shot ``vtasim onnx``'s per-layer table (every member of
+    the body with its share of the launch's cycles) and cycles; the in-process fresh network's bytes."""
+    from compiler.frontend.network import Network
+    d, x, xp = resnet_net
+    doc, name, rec = _chain_record(d)
+    assert doc["options"]["region_mode"] == "multi" and len(rec["members"]) == 27 and len(rec["images"]) == 1
+    assert len(doc["regions"]) == 2                                     # the body and the dense head
+    yp = tmp_path / "y.npy"
+    inf = _ok("infer", d, "--input", xp, "--engine", "cycle", "--outputs", yp)
+    one = _ok("onnx", resnet_small, "--input", xp, "--engine", "cycle", "--no-cache")
+    fresh = Network.from_onnx(resnet_small, cfg)
+    y, recs = fresh.run(x, engine="cycle")
+    got = np.load(yp)
+    assert got.dtype == y.dtype and np.array_equal(got, y[None] if got.ndim > y.ndim else y) and np.std(y) > 0
+    cycles = sum(r.cycles for r in recs if r.target == "vta")
+    assert f"total {cycles:,} over 1 input(s)" in inf and f"{cycles:,} cycles" in one
+    table = _table(one)
+    assert table == _table(inf)
+    body = [ln for ln in table if ln.split()[1:3] in (["qconv", "vta"], ["qadd", "vta"])]
+    assert len(body) >= 27 and len({ln.split()[5] for ln in body}) > 5      # per-member shares, not one figure
+    # the loaded chain's numpy reference gives the engine's bytes too
+    rp = tmp_path / "r.npy"
+    _ok("infer", d, "--input", xp, "--engine", "reference", "--outputs", rp, "--no-reference")
+    assert np.array_equal(np.load(rp), got)
+
+
+def test_corrupt_weight_byte_in_a_chain_image_changes_the_outputs(resnet_net, cfg, tmp_path):
+    """Mutation: one byte of the last convolution's kernel in the saved chain image: the reloaded network's
+    outputs are no longer the compiled one's (the reload-equality check can fail)."""
+    from compiler.frontend.netfile import load_network
+    d, x, xp = resnet_net
+    net, _ = load_network(d, cfg)
+    (chain,) = {id(r): r for r in net.regions.values() if hasattr(r, "nodes")}.values()
+    y, _ = net.run(x, engine="functional")
+    last = next(m for m in reversed(chain._built["members"]) if m.nodes[0].op == "qconv")
+    w = last.layer.weight
+    assert w.ndim == 4
+    bad = tmp_path / "bad"
+    shutil.copytree(d, bad)
+    _, name, rec = _chain_record(bad)
+    img = json.loads((bad / rec["images"][0]["dir"] / "image.json").read_text())
+    sizes = {s["file"]: (bad / rec["images"][0]["dir"] / s["file"]).stat().st_size for s in img["segments"]}
+    kernel = w.shape[0] * w.shape[1] * w.shape[2] * w.shape[3]
+    seg = bad / rec["images"][0]["dir"] / max(f for f, n in sizes.items() if n == kernel)
+    data = bytearray(seg.read_bytes())
+    data[0] ^= 0x7F
+    seg.write_bytes(bytes(data))
+    worse, _ = load_network(bad, cfg)
+    y_bad, _ = worse.run(x, engine="functional")
+    assert not np.array_equal(y_bad, y)
+
+
+def _set_edge(index, key, change):
+    def edit(doc):
+        rec = next(r for r in doc["regions"].values() if r["kind"] == "chain")
+        e = rec["edge"][index]
+        e[key] = change(e[key])
+    return edit
+
+
+def _first_conv_kernel(doc) -> dict:
+    rec = next(r for r in doc["regions"].values() if r["kind"] == "chain")
+    return next(k["conv"] for k in rec["images"][0]["state"]["kernels"] if k["conv"] is not None)
+
+
+def _tuple_first(t, f):
+    return {"$tuple": [f(t["$tuple"][0])] + t["$tuple"][1:]}
+
+
+CHAIN_TAMPER = {
+    "edge address": (_set_edge(0, "addr", lambda a: a + 16), "the input segment"),
+    "edge shape": (_set_edge(0, "shape", lambda t: _tuple_first(t, lambda n: n + 1)), "the graph's NCHW shape"),
+    "output address": (_set_edge(-1, "addr", lambda a: a + 16), "the output region"),
+    "members": (lambda doc: next(r for r in doc["regions"].values() if r["kind"] == "chain")["members"].pop(),
+                "one region per VTA node"),
+    "kind": (lambda doc: doc["options"].__setitem__("region_mode", "single"), "in region_mode single"),
+    "conv zero point": (lambda doc: _first_conv_kernel(doc).__setitem__("za", _first_conv_kernel(doc)["za"] + 1),
+                        "zero point / requantisation steps differ"),
+    "kernel range": (lambda doc: next(r for r in doc["regions"].values() if r["kind"] == "chain")["images"][0]
+                     ["state"]["kernels"][1].__setitem__("insns", {"$tuple": [0, 5]}), "increasing range"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CHAIN_TAMPER) + ["missing image"])
+def test_tampered_chain_region_is_refused_in_one_line(resnet_net, tmp_path, case):
+    d, _, xp = resnet_net
+    bad = tmp_path / "net"
+    shutil.copytree(d, bad)
+    if case == "missing image":
+        _, _, rec = _chain_record(bad)
+        shutil.rmtree(bad / rec["images"][0]["dir"])
+        fragment = "image.json"
+    else:
+        change, fragment = CHAIN_TAMPER[case]
+        _edit_json(bad / "network.json", change)
+    _one_line_error(*_vtasim("infer", bad, "--input", xp, "--engine", "reference", "--no-reference")[::2], fragment)
+
+
+def test_single_mode_network_round_trips_and_is_another_cache_entry(resnet_small, resnet_net, cfg, tmp_path):
+    """``--regions single``: every convolution its own qlayer region, the adds on the host; the reloaded run
+    gives the multi-mode network's bytes (the VTA add equals the host's), and the mode is part of the key."""
+    from compiler.frontend.netcache import compile_key
+    d, x, xp = resnet_net
+    _ok("onnx", resnet_small, "--compile-only", "--out", tmp_path / "single", "--regions", "single")
+    doc = json.loads((tmp_path / "single" / "network.json").read_text())
+    assert doc["options"]["region_mode"] == "single" and len(doc["regions"]) == 20      # 19 convs, the head
+    assert {r["kind"] for r in doc["regions"].values()} == {"qlayer"}
+    ys, ym = tmp_path / "s.npy", tmp_path / "m.npy"
+    _ok("infer", tmp_path / "single", "--input", xp, "--engine", "functional", "--outputs", ys, "--no-reference")
+    _ok("infer", d, "--input", xp, "--engine", "functional", "--outputs", ym, "--no-reference")
+    assert np.array_equal(np.load(ys), np.load(ym)) and np.std(np.load(ys)) > 0
+    data = resnet_small.read_bytes()
+    keys = {m: compile_key(data, cfg, {"region_mode": m})[0] for m in ("multi", "single")}
+    assert keys["multi"] != keys["single"] and compile_key(data, cfg, {})[0] == keys["multi"]
