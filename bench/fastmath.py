@@ -21,7 +21,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from compiler.frontend.fastmath import fast_erf, fast_exp, fast_tanh  # noqa: E402
-from compiler.frontend.host_ops import _softmax  # noqa: E402
+from compiler.frontend.host_ops import softmax  # noqa: E402
 
 
 def _best(fn, x, repeat: int) -> float:
@@ -49,7 +49,7 @@ def main(argv=None) -> int:
     cases = [("Exp", lambda v: np.exp(v), fast_exp, np.exp),
              ("Tanh", lambda v: np.tanh(v), fast_tanh, np.tanh),
              ("Erf", lambda v: special.erf(v).astype(np.float32), fast_erf, special.erf),
-             ("Softmax", lambda v: _softmax(v.reshape(rows, -1), -1), lambda v: _softmax(v.reshape(rows, -1), -1,
+             ("Softmax", lambda v: softmax(v.reshape(rows, -1), -1), lambda v: softmax(v.reshape(rows, -1), -1,
                                                                                         exp=fast_exp), None)]
     print(f"{args.size:,} float32 elements, best of {args.repeat}")
     print(f"{'op':8} {'exact ms':>9} {'fast ms':>9} {'fast/exact':>10} {'max rel err':>12}")

@@ -168,14 +168,14 @@ def _cycles(g: Graph, nodes: list, cfg, requant: str):
     partitioning's estimate), or the reason there are none: an unknown input shape, or a layer that
     does not compile (a merged plan's vectors take accumulator space)."""
     from compiler.errors import CompileError
-    from compiler.frontend.partition import _estimate_cycles
+    from compiler.frontend.partition import estimate_cycles
     shape = g.shapes.get(nodes[0].inputs[0])
     if shape is None:
         return f"the input shape of {nodes[0].name!r} is unknown (no cycle estimate)"
     total = 0
     for n in nodes:
         try:
-            total += _estimate_cycles(VtaRegion(n, cfg, path=requant), shape, n.attrs["x_dtype"])
+            total += estimate_cycles(VtaRegion(n, cfg, path=requant), shape, n.attrs["x_dtype"])
         except CompileError as e:
             return f"{n.name}: {e}"
     return total

@@ -45,12 +45,12 @@ def model_reference(net_dir: Path, doc: dict):
     """onnxruntime on the compiled network's copy of the model (a regular file inside it whose SHA-256 is
     the one recorded), or None when the network has no copy."""
     from compiler.frontend.compare import OrtReference
-    from compiler.frontend.netfile import MAX_MODEL_BYTES, _child
+    from compiler.frontend.netfile import MAX_MODEL_BYTES, child_file
     from hw.files import read_regular
     name = doc["model"].get("file") if isinstance(doc["model"], dict) else None
     if name is None:
         return None
-    path = _child(Path(net_dir), name, f"compiled network {net_dir}: model")
+    path = child_file(Path(net_dir), name, f"compiled network {net_dir}: model")
     data = read_regular(path, "network model copy", MAX_MODEL_BYTES, error=FrontendError, follow_symlinks=False)
     if hashlib.sha256(data).hexdigest() != doc["model"].get("sha256"):
         raise FrontendError(f"{path}: its SHA-256 is not the model's recorded in network.json (rule: the copy the "

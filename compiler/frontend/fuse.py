@@ -28,14 +28,14 @@ from compiler import qnn
 from compiler.frontend.composite import qadd_node, qconv_node, qdense_node, qparam
 from compiler.frontend.graph import Graph, Node
 
-__all__ = ["fuse_ops"]
+__all__ = ["fuse_ops", "lut_fn"]
 
 _LUT = {"Sigmoid": "sigmoid", "Tanh": "tanh", "HardSwish": "hardswish", "HardSigmoid": "hardsigmoid",
         "LeakyRelu": "leaky_relu"}
 _PASSIVE = ("MaxPool", "Flatten", "Reshape", "Relu", "Transpose", "Squeeze", "Unsqueeze", "Slice", "Gather")
 
 
-def _lut_fn(node: Node, fn: str):
+def lut_fn(node: Node, fn: str):
     """The float function a table samples: :mod:`compiler.qnn`'s by name (sigmoid, tanh, silu); the hard
     activations, which qnn does not name, here - HardSigmoid with the node's alpha and beta."""
     if fn == "hardswish":
@@ -213,7 +213,7 @@ def _match_unary(ctx: _Ctx, q: Node, ys, yz, ydt):
     if silu is not None or p.op in _LUT:
         fn = "silu" if silu is not None else _LUT[p.op]
         # the QuantizeLinear the table replaces rounds half to even
-        table = qnn.lut_table(_lut_fn(p, fn), xs, xz, ys, yz, np.dtype(xdt).name, np.dtype(ydt).name,
+        table = qnn.lut_table(lut_fn(p, fn), xs, xz, ys, yz, np.dtype(xdt).name, np.dtype(ydt).name,
                               rounding="half_even")
         node = Node("qlut", [xq], [q.outputs[0]], dict(table=table, fn=fn, x_dtype=xdt), p.name, p.where)
         return node, [p] + ([silu] if silu is not None else [])

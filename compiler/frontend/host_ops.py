@@ -17,7 +17,7 @@ from compiler.frontend.fastmath import fast_erf, fast_exp, fast_tanh
 from compiler.frontend.host_tensor import TENSOR_OPS
 from compiler.frontend.shape_ops import SHAPE_OPS
 
-__all__ = ["run_host", "conv2d", "pool2d", "requantize_acc", "qconv_acc", "qdense_acc"]
+__all__ = ["run_host", "conv2d", "pool2d", "requantize_acc", "qconv_acc", "qdense_acc", "softmax"]
 
 
 def _pad4(x, pads, value=0):
@@ -249,11 +249,11 @@ def _matmul_integer(node, a, b, az, bz):
     return ((a.astype(np.int64) - az) @ (b.astype(np.int64) - bz)).astype(np.int32)
 
 
-def _softmax(x, axis, coerce_2d=0, exp=np.exp):
+def softmax(x, axis, coerce_2d=0, exp=np.exp):
     """``exp``: :func:`compiler.frontend.fastmath.fast_exp` for ``fast_softmax``."""
     if coerce_2d:                # opset < 13: over every axis from `axis` on, as one row per leading index
         axis = axis % max(x.ndim, 1)
-        return _softmax(x.reshape(int(np.prod(x.shape[:axis])), -1), 1, exp=exp).reshape(x.shape)
+        return softmax(x.reshape(int(np.prod(x.shape[:axis])), -1), 1, exp=exp).reshape(x.shape)
     e = exp(x - x.max(axis=axis, keepdims=True))
     return (e / e.sum(axis=axis, keepdims=True)).astype(np.float32)
 
@@ -270,7 +270,7 @@ _HOST = {
     "HardSigmoid": lambda n, x: np.clip(n.attrs.get("alpha", 0.2) * x + n.attrs.get("beta", 0.5), 0, 1).astype(
         np.float32),
     "HardSwish": lambda n, x: (x * np.clip(x / 6 + 0.5, 0, 1)).astype(np.float32),
-    "Softmax": lambda n, x: _softmax(x, n.attrs.get("axis", -1), n.attrs.get("coerce_2d", 0)),
+    "Softmax": lambda n, x: softmax(x, n.attrs.get("axis", -1), n.attrs.get("coerce_2d", 0)),
     "Identity": lambda n, x: x,
     "Dropout": lambda n, x, *r: x,
     "Cast": lambda n, x: x.astype(_cast_type(n)),
@@ -304,7 +304,7 @@ _HOST = {
     "fast_exp": lambda n, x: fast_exp(x),
     "fast_tanh": lambda n, x: fast_tanh(x),
     "fast_erf": lambda n, x: fast_erf(x),
-    "fast_softmax": lambda n, x: _softmax(x, n.attrs.get("axis", -1), n.attrs.get("coerce_2d", 0), exp=fast_exp),
+    "fast_softmax": lambda n, x: softmax(x, n.attrs.get("axis", -1), n.attrs.get("coerce_2d", 0), exp=fast_exp),
 }
 
 

@@ -39,7 +39,7 @@ from compiler.frontend.graph import Graph, Node
 from hw.files import brief, load_json, load_npz
 from hw.outfiles import open_out, out_dir, sub_dir, write_bytes, write_text
 
-__all__ = ["save_network", "load_network", "NETWORK_FORMAT", "NETWORK_VERSION", "MAX_JSON_BYTES",
+__all__ = ["save_network", "load_network", "child_file", "NETWORK_FORMAT", "NETWORK_VERSION", "MAX_JSON_BYTES",
            "MAX_PARAMS_BYTES", "MAX_MODEL_BYTES", "NETWORK_FILES"]
 
 NETWORK_FORMAT = "vtasim-network"
@@ -197,7 +197,7 @@ def save_network(net, out, meta: dict, model_bytes: bytes | None = None) -> Path
 
 
 # ---- loading --------------------------------------------------------------------------------------
-def _child(base: Path, rel: str, shown: str) -> Path:
+def child_file(base: Path, rel: str, shown: str) -> Path:
     from sim.errors import ImageError
     from sim.image import safe_child
     try:
@@ -307,7 +307,7 @@ def load_network(path, cfg=None):
     if not base.is_dir():
         raise FrontendError(f"compiled network {base}: not a directory (rule: the --out directory of "
                             f"vtasim onnx --compile-only)")
-    meta = _child(base, "network.json", f"compiled network {base}")
+    meta = child_file(base, "network.json", f"compiled network {base}")
     shown = str(meta)
     doc = load_json(meta, "compiled network", MAX_JSON_BYTES, limit="MAX_JSON_BYTES", error=FrontendError,
                     follow_symlinks=False)
@@ -322,7 +322,7 @@ def load_network(path, cfg=None):
     if cfg is not None and cfg != net_cfg:
         raise FrontendError(f"{shown}: compiled for another config than --config (rule: run a network on the "
                             f"config it was compiled for)")
-    params = _child(base, "params.npz", shown)
+    params = child_file(base, "params.npz", shown)
     arrays = load_npz(params, "network parameters", MAX_PARAMS_BYTES, limit="MAX_PARAMS_BYTES",
                       error=FrontendError, follow_symlinks=False)
     dec = _Decoder(arrays, shown)
@@ -366,7 +366,7 @@ def load_network(path, cfg=None):
         steps = []
         for i, step in enumerate(rec["images"]):
             _keys(step, ("dir", "state"), shown, f"region {name} images[{i}]")
-            d = _child(base, step["dir"], f"{where} images[{i}].dir")
+            d = child_file(base, step["dir"], f"{where} images[{i}].dir")
             try:
                 image = MemoryImage.load(d)
             except (SimError, OSError) as e:

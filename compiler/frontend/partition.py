@@ -18,7 +18,7 @@ import numpy as np
 from compiler.frontend.graph import Graph
 from compiler.frontend.region import VtaRegion, region_problem
 
-__all__ = ["partition", "graph_pack", "node_macs", "PARTITION_MODES", "REGION_MODES", "group_chains"]
+__all__ = ["partition", "graph_pack", "node_macs", "PARTITION_MODES", "REGION_MODES", "group_chains", "estimate_cycles"]
 
 PARTITION_MODES = ("pattern", "cost", "host")
 REGION_MODES = ("multi", "single")
@@ -45,7 +45,7 @@ def node_macs(g: Graph, node) -> int:
     return 0
 
 
-def _estimate_cycles(region: VtaRegion, shape, dtype) -> int:
+def estimate_cycles(region: VtaRegion, shape, dtype) -> int:
     from sim.engines import run_engine
     layer = region.compile(shape, dtype)
     image = layer.image(np.zeros(shape, np.int8))
@@ -105,7 +105,7 @@ def partition(g: Graph, cfg, mode: str = "pattern", skip_first_conv: bool = True
             if x_shape is None:
                 g.notes.append(f"partition: {n.where}: on the host: input shape unknown")
                 continue
-            cycles = _estimate_cycles(region, x_shape, x_dtype)
+            cycles = estimate_cycles(region, x_shape, x_dtype)
             vta_s = cycles / (vta_mhz * 1e6)
             host_s = node_macs(g, n) / (host_gmacs * 1e9)
             ratio = host_s / vta_s if vta_s else float("inf")

@@ -284,7 +284,7 @@ class _Importer:
 def _lut_fn(fn: str, **attrs):
     """The float function of a table: the QDQ fusion pass's, by its ONNX activation name and attributes
     (PyTorch's Hardsigmoid is ONNX's HardSigmoid with alpha 1/6, beta 1/2)."""
-    from compiler.frontend.fuse import _lut_fn as onnx_lut_fn
+    from compiler.frontend.fuse import lut_fn as onnx_lut_fn
     return onnx_lut_fn(Node(fn, [], [], attrs), fn)
 
 

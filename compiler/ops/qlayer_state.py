@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, fields
 import numpy as np
 
 from compiler.errors import CompileError
-from compiler.ops.quantized import _STEP_KINDS, QLayer, _Geometry
+from compiler.ops.quantized import STEP_KINDS, QLayer, Geometry
 from compiler.qnn.vta_requant import RequantPlan
 from compiler.runtime.queue import DramBuffer
 from hw.files import brief
@@ -83,8 +83,8 @@ def _keys(d, want, where, field, optional=()) -> dict:
     return d
 
 
-def _geometry(raw, where) -> _Geometry:
-    names = [f.name for f in fields(_Geometry)]
+def _geometry(raw, where) -> Geometry:
+    names = [f.name for f in fields(Geometry)]
     _keys(raw, names, where, "geom")
     vals = {}
     for k in names:
@@ -100,7 +100,7 @@ def _geometry(raw, where) -> _Geometry:
             vals[k] = v
         else:
             vals[k] = _int(v, where, f"geom.{k}", 0 if k.endswith("_pad") else 1, 1 << 20)
-    return _Geometry(**vals)
+    return Geometry(**vals)
 
 
 def _array(v, where, field, dtype, shape) -> np.ndarray:
@@ -122,11 +122,11 @@ def _plan(raw, where, channels: int) -> RequantPlan:
     if not isinstance(steps, list):
         raise _bad(where, "plan.steps", steps, "rule: a list of (kind, operand)")
     for i, st in enumerate(steps):
-        ok = isinstance(st, tuple) and len(st) == 2 and st[0] in _STEP_KINDS and (
+        ok = isinstance(st, tuple) and len(st) == 2 and st[0] in STEP_KINDS and (
             (isinstance(st[1], int) and not isinstance(st[1], bool) and -(1 << 31) <= st[1] < (1 << 31))
             or (isinstance(st[1], str) and st[1] in vectors))
         if not ok:
-            raise _bad(where, f"plan.steps[{i}]", st, f"rule: (kind in {', '.join(_STEP_KINDS)}, an int32 immediate "
+            raise _bad(where, f"plan.steps[{i}]", st, f"rule: (kind in {', '.join(STEP_KINDS)}, an int32 immediate "
                                                        f"or the name of a plan vector)")
     return RequantPlan(**raw)
 

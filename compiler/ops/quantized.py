@@ -57,14 +57,14 @@ from compiler.workloads import RESNET18, Conv2d, GroupConv2d
 from sim.engines import run_engine
 from sim.image import MemoryImage, Segment
 
-__all__ = ["build_qconv", "build_qdense", "QLayer", "check_qconv_packing"]
+__all__ = ["build_qconv", "build_qdense", "QLayer", "check_qconv_packing", "Geometry", "STEP_KINDS"]
 
-_STEP_KINDS = ("add", "mul", "min", "max", "shr", "shl")
+STEP_KINDS = ("add", "mul", "min", "max", "shr", "shl")
 _DMA_PAD_MAX = 15            # the 4-bit pad fields of a LOAD
 
 
 @dataclass
-class _Geometry:
+class Geometry:
     n: int                   # real batch, channels, spatial sizes
     c: int
     h: int
@@ -96,7 +96,7 @@ class QLayer:
 
     name: str
     cfg: object
-    geom: _Geometry
+    geom: Geometry
     weight: np.ndarray       # int8, OIHW (dense: O, K, 1, 1), un-padded
     bias: np.ndarray         # int32 (O,), the caller's bias
     za: int
@@ -227,13 +227,13 @@ def _check_plan(plan, o, name):
         raise qnn.QnnError(f"{name}: the plan has {plan.channels} per-channel multipliers, the layer {o} "
                            f"output channels")
     for kind, operand in plan.steps:
-        if kind not in _STEP_KINDS:
-            raise qnn.QnnError(f"{name}: plan step {kind!r} is not one of {', '.join(_STEP_KINDS)}")
+        if kind not in STEP_KINDS:
+            raise qnn.QnnError(f"{name}: plan step {kind!r} is not one of {', '.join(STEP_KINDS)}")
         if isinstance(operand, str) and (kind not in ("add", "mul", "min", "max") or operand not in plan.vectors):
             raise qnn.QnnError(f"{name}: plan step ({kind!r}, {operand!r}) names no vector of the plan")
 
 
-def _knob_workload(name, g: _Geometry, hw=None, vta_pad=(0, 0)):
+def _knob_workload(name, g: Geometry, hw=None, vta_pad=(0, 0)):
     """The catalogue's ResNet-18 layer of this shape (for TopHub), else a workload with its extents
     (a grouped layer: its ``GroupConv2d``, whose tiles count the dilated halo)."""
     if g.grouped:
@@ -270,7 +270,7 @@ def _epilogue(acc, bias, vecs, steps, roles):
     return x
 
 
-def _compile(cfg, g: _Geometry, name, weight, folded_bias, plan, knobs, za, residual=None):
+def _compile(cfg, g: Geometry, name, weight, folded_bias, plan, knobs, za, residual=None):
     bo, bi, bb = cfg.block_out, cfg.block_in, cfg.batch
     w_full = np.zeros((g.o_pad, g.c_pad // g.groups, g.kh, g.kw), dtype=np.int8)
     w_full[:g.o, :g.c // g.groups] = weight
@@ -397,7 +397,7 @@ def _geometry(cfg, x_shape, weight, strides, pads, name, dense=False, groups=1, 
     # channels of a grouped layer are not padded (a padded channel would shift every later group)
     c_pad = c if groups > 1 else _round_up(c, cfg.block_in)
     o_pad = o if groups > 1 else _round_up(o, cfg.block_out)
-    g = _Geometry(n, c, h, w, o, kh, kw, (sh, sw), p, oh, ow, _round_up(n, cfg.batch), c_pad, o_pad, False, dense,
+    g = Geometry(n, c, h, w, o, kh, kw, (sh, sw), p, oh, ow, _round_up(n, cfg.batch), c_pad, o_pad, False, dense,
                   int(groups), dil)
     if groups > 1:
         try:
