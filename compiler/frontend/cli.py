@@ -56,11 +56,11 @@ def cmd_onnx(args) -> int:
         from sim.rtl import require as require_rtl
         require_rtl("verilator", "vtasim onnx --engine rtl")
     from compiler.frontend.compare import OrtReference, agreement, fused_level_note, output_lsb
-    from compiler.frontend.report import check_report_dir, layer_table, totals, write_report
+    from compiler.frontend.report import check_report_dir, network_summary, write_report
+    from compiler.frontend.run_options import check_limit
     from hw.config import load_config
     from compiler.frontend.errors import FrontendError
-    if args.limit is not None and args.limit < 1:
-        raise FrontendError(f"--limit {args.limit} must be at least 1 (rule: run at least one input)")
+    check_limit(args.limit)
     cfg = load_config(args.config)
     t0 = time.perf_counter()
     if args.report is not None:
@@ -110,10 +110,7 @@ def cmd_onnx(args) -> int:
     sim_s = time.perf_counter() - t0
     ours, refs = np.concatenate(ours), np.concatenate(refs)
     print()
-    print(layer_table(first))
-    t = totals(first)
-    print(f"network: {t['vta_layers']} VTA layer(s), {t['cycles']:,} cycles, {t['vta_macs']:,} MACs on VTA, "
-          f"{t['host_macs']:,} on the host, {t['dram_bytes']:,} DRAM bytes; wall {sim_s:.1f} s")
+    print(network_summary(first, sim_s))
     m = agreement(ours, refs, output_lsb(net.graph))
     lsb = f"{m['max_lsb']:g} output LSB" if m["max_lsb"] is not None else f"{m['max_abs']:.3g} (float output)"
     line = f"vs onnxruntime int8 (CPU): max abs error {lsb}, relative error {m['rel_err']:.2e}"
@@ -169,23 +166,16 @@ def _compile_only(args, cfg, options, t0) -> int:
 
 def add_commands(sub) -> None:
     from compiler.frontend.compare import ORT_LEVELS
-    from compiler.frontend.execute import ENGINES
     from compiler.frontend.inputs import DATASETS
-    from sim.cli.options import add_config
+    from compiler.frontend.run_options import add_input_source, add_run_options
     from compiler.frontend.partition import PARTITION_MODES, REGION_MODES
     p = sub.add_parser("onnx", help="run an int8 ONNX model: VTA regions on an engine, the rest on the host; "
                                     "compare with onnxruntime")
     p.add_argument("model", type=Path, help="ONNX model (QDQ or QOperator int8)")
-    src = p.add_mutually_exclusive_group()
-    src.add_argument("--input", action="append", default=None, metavar="[NAME=]FILE.npy",
-                     help="a .npy array: one input or a stack of them; NAME=FILE.npy feeds the model input NAME "
-                          "(repeat for each input of a multi-input model)")
-    src.add_argument("--dataset", choices=DATASETS, default=None, help="a bundled data set (labels give accuracy)")
-    p.add_argument("--limit", type=int, default=None, help="only the first N inputs")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random input when no --input/--dataset")
-    p.add_argument("--engine", choices=ENGINES, default="cycle",
-                   help="where the VTA regions run (reference = their numpy execution)")
-    add_config(p)
+    add_input_source(p, "a .npy array: one input or a stack of them; NAME=FILE.npy feeds the model input NAME "
+                        "(repeat for each input of a multi-input model)",
+                     choices=DATASETS, help="a bundled data set (labels give accuracy)")
+    add_run_options(p)
     p.add_argument("--partition", choices=PARTITION_MODES, default="pattern",
                    help="pattern: every convertible layer; cost: only where VTA beats the host estimate")
     p.add_argument("--regions", choices=REGION_MODES, default="multi",

@@ -38,10 +38,10 @@ def cmd_infer(args) -> int:
     from compiler.frontend.errors import FrontendError
     from compiler.frontend.evaluate import aggregate, loaded, network_id, run_inputs
     from compiler.frontend.report import layer_table
+    from compiler.frontend.run_options import check_limit
     from sim.scale.cluster import wants_cluster
     t0 = time.perf_counter()
-    if args.limit is not None and args.limit < 1:
-        raise FrontendError(f"--limit {args.limit} must be at least 1 (rule: run at least one input)")
+    check_limit(args.limit)
     if args.engine == "rtl":
         from sim.rtl import require as require_rtl
         require_rtl("verilator", "vtasim infer --engine rtl")
@@ -108,22 +108,14 @@ def cmd_infer(args) -> int:
 
 def add_commands(sub) -> None:
     from compiler.frontend.dataset import LAYOUTS
-    from compiler.frontend.execute import ENGINES
-    from sim.cli.options import add_config
+    from compiler.frontend.run_options import add_input_source, add_run_options
     from sim.scale.cluster import add_cluster_options
     p = sub.add_parser("infer", help="run a compiled network (vtasim onnx --compile-only) on inputs or a data set, "
                                      "optionally on Dask workers")
     p.add_argument("network", type=Path, help="the compiled network directory (vtasim onnx MODEL --compile-only --out NET)")
-    src = p.add_mutually_exclusive_group()
-    src.add_argument("--input", action="append", default=None, metavar="[NAME=]FILE.npy",
-                     help="a .npy array: one input or a stack of them")
-    src.add_argument("--dataset", default=None, metavar="digits|FILE.npz",
+    add_input_source(p, "a .npy array: one input or a stack of them", metavar="digits|FILE.npz",
                      help="the bundled digits test split, or an .npz with x (samples) and optional y (labels)")
-    p.add_argument("--limit", type=int, default=None, help="only the first N inputs")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random input when no --input/--dataset")
-    p.add_argument("--engine", choices=ENGINES, default="cycle",
-                   help="where the VTA regions run (reference = their numpy execution)")
-    add_config(p)
+    add_run_options(p)
     p.add_argument("--layout", choices=LAYOUTS, default="nchw", help="--dataset samples' layout (nhwc: transposed)")
     p.add_argument("--scale", type=float, default=1.0, help="--dataset preprocessing: x * scale")
     p.add_argument("--mean", default="0", help="--dataset preprocessing: minus mean (one value or one per channel)")

@@ -153,11 +153,13 @@ class VtaRegion:
 
     def edge_bytes(self) -> dict:
         """Host<->VTA activation bytes per inference of the compiled layer: the packed (padded) input the
-        host writes and the packed output it reads back."""
+        host writes and the packed output it reads back (the image's output region: a compiled network's
+        restored layer keeps the image and the input buffer, not the output's)."""
         if self.layer is None:
             raise FrontendError(f"{self.node.where}: edge_bytes before the region was compiled")
-        b = self.layer.built.buffers
-        return {"in": b["data"].nbytes, "out": b[self.layer.output.name].nbytes}
+        built = self.layer.built
+        out = next(o for o in built.image.outputs if o.name == self.layer.output.name)
+        return {"in": built.buffers["data"].nbytes, "out": out.nbytes}
 
     # ---- a compiled network's region (compiler.frontend.netfile) ---------------------------------
     def edge(self) -> dict:

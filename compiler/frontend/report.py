@@ -9,7 +9,7 @@ from hw.outfiles import check_out, open_out
 from hw.outfiles import out_dir as make_dir
 from waveforms.plot import LEGEND_OUTSIDE
 
-__all__ = ["edge_bytes", "layer_table", "write_report", "totals", "roofline_points", "roofline_figure", "REPORT_FILES",
+__all__ = ["edge_bytes", "layer_table", "network_summary", "write_report", "totals", "roofline_points", "roofline_figure", "REPORT_FILES",
            "check_report_dir"]
 
 REPORT_FILES = ("layers.csv", "cycles.png", "utilisation.png", "roofline.png")
@@ -44,6 +44,14 @@ def edge_bytes(regions: dict) -> dict:
         tot["out"] += e["out"]
         tot["regions"] += 1
     return tot
+
+
+def network_summary(records, wall_s: float) -> str:
+    """The per-layer table of a run and its totals line (``vtasim onnx``, ``vtasim torch``)."""
+    t = totals(records)
+    return (layer_table(records) + f"\nnetwork: {t['vta_layers']} VTA layer(s), {t['cycles']:,} cycles, "
+            f"{t['vta_macs']:,} MACs on VTA, {t['host_macs']:,} on the host, {t['dram_bytes']:,} DRAM bytes; "
+            f"wall {wall_s:.1f} s")
 
 
 def layer_table(records, only_compute: bool = True) -> str:

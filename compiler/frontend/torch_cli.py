@@ -82,11 +82,11 @@ def cmd_torch(args) -> int:
     from compiler.frontend.errors import FrontendError
     from compiler.frontend.inputs import load_feeds
     from compiler.frontend.network import Network
-    from compiler.frontend.report import check_report_dir, layer_table, totals, write_report
+    from compiler.frontend.report import check_report_dir, network_summary, write_report
+    from compiler.frontend.run_options import check_limit
     from compiler.frontend.torch_reference import TorchReference, input_scale, layer_lsb, noisy_runs
     from hw.config import load_config
-    if args.limit is not None and args.limit < 1:
-        raise FrontendError(f"--limit {args.limit} must be at least 1 (rule: run at least one input)")
+    check_limit(args.limit)
     for opt in ("image", "classes", "calibration"):
         if getattr(args, opt) < 1:
             raise FrontendError(f"--{opt} {getattr(args, opt)} must be at least 1")
@@ -105,7 +105,7 @@ def cmd_torch(args) -> int:
         xs = list(np.random.default_rng(args.seed + 2).standard_normal((n,) + shape).astype(np.float32))
         source = f"standard-normal random inputs (seed {args.seed})"
     xs = xs[:args.limit] if args.limit is not None else xs
-    print(f"model {what}: {len(net.graph.nodes)} ops after the passes, {len(net.regions)} VTA region(s); "
+    print(f"model {what}: {len(net.graph.nodes)} ops after the passes, {net.region_count} VTA region(s); "
           f"config {cfg.batch}x{cfg.block_in}x{cfg.block_out}; engine {args.engine}; {len(xs)} input(s) from {source}")
     for note in net.notes:
         print(f"  {note}")
@@ -119,10 +119,7 @@ def cmd_torch(args) -> int:
     wall = time.perf_counter() - t0
     ours, refs = np.concatenate(ours), np.concatenate(refs)
     print()
-    print(layer_table(first))
-    t = totals(first)
-    print(f"network: {t['vta_layers']} VTA layer(s), {t['cycles']:,} cycles, {t['vta_macs']:,} MACs on VTA, "
-          f"{t['host_macs']:,} on the host, {t['dram_bytes']:,} DRAM bytes; wall {wall:.1f} s")
+    print(network_summary(first, wall))
     steps = layer_lsb(net, module, xs[0], engine=args.engine)
     worst = max(steps.items(), key=lambda kv: kv[1]) if steps else ("-", 0)
     print(f"each op fed PyTorch's own input integers (first input): worst step {worst[1]} LSB ({worst[0]}) over "
@@ -140,11 +137,10 @@ def cmd_torch(args) -> int:
 
 
 def add_commands(sub) -> None:
-    from compiler.frontend.execute import ENGINES
     from compiler.frontend.models.torchvision_quant import QUANT_MODES, TORCH_MODELS
     from compiler.frontend.partition import PARTITION_MODES
     from compiler.frontend.torch_reference import ENGINES as QENGINES
-    from sim.cli.options import add_config
+    from compiler.frontend.run_options import add_run_options
     p = sub.add_parser("torch", help="run a PyTorch model quantised in eager mode or with FX: VTA regions on an "
                                      "engine, the rest on the host; compare with PyTorch's quantised CPU run")
     p.add_argument("model", help=f"a bundled model ({', '.join(TORCH_MODELS)}: torchvision's quantizable version, "
@@ -161,11 +157,8 @@ def add_commands(sub) -> None:
                    help="PyTorch's quantised CPU engine (the reference; bundled models are quantised for it)")
     p.add_argument("--input", action="append", default=None, metavar="FILE.npy",
                    help="a .npy array: one input or a stack of them (default: --limit random inputs)")
-    p.add_argument("--limit", type=int, default=None, help="only the first N inputs (random inputs: N, default 8)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the weights, calibration and random inputs")
-    p.add_argument("--engine", choices=ENGINES, default="cycle",
-                   help="where the VTA regions run (reference = their numpy execution)")
-    add_config(p)
+    add_run_options(p, limit_help="only the first N inputs (random inputs: N, default 8)",
+                    seed_help="seed of the weights, calibration and random inputs")
     p.add_argument("--partition", choices=PARTITION_MODES, default="pattern",
                    help="pattern: every convertible layer; cost: only where VTA beats the host estimate")
     p.add_argument("--requant", choices=("auto", "shift", "fixed"), default="auto",

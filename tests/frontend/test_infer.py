@@ -448,3 +448,24 @@ def test_single_mode_network_round_trips_and_is_another_cache_entry(resnet_small
     data = resnet_small.read_bytes()
     keys = {m: compile_key(data, cfg, {"region_mode": m})[0] for m in ("multi", "single")}
     assert keys["multi"] != keys["single"] and compile_key(data, cfg, {})[0] == keys["multi"]
+
+
+def test_edge_bytes_of_a_reloaded_single_mode_network(cfg, tmp_path):
+    """``--regions single``: the reloaded network's single-op regions count the host<->VTA bytes the freshly
+    compiled ones do (the restored layer keeps no output buffer: the bytes come from the image)."""
+    from compiler.frontend.inputs import load_feeds
+    from compiler.frontend.netfile import load_network
+    from compiler.frontend.network import Network
+    from compiler.frontend.region import VtaRegion
+    from compiler.frontend.report import edge_bytes
+    _ok("onnx", DIGITS_QDQ, "--compile-only", "--out", tmp_path / "single", "--regions", "single")
+    loaded, _ = load_network(tmp_path / "single", cfg)
+    fresh = Network.from_onnx(DIGITS_QDQ, cfg, region_mode="single")
+    feeds, _, _ = load_feeds(fresh.graph, None, None, seed=3)
+    fresh.run(feeds[0], engine="reference")                     # compiles the fresh regions
+    assert all(isinstance(r, VtaRegion) for r in loaded.regions.values()) and loaded.region_count >= 2
+    for name, r in fresh.regions.items():
+        b = r.layer.built.buffers
+        assert loaded.regions[name].edge_bytes() == {"in": b["data"].nbytes, "out": b[r.layer.output.name].nbytes}
+    got = edge_bytes(loaded.regions)
+    assert got == edge_bytes(fresh.regions) and got["in"] > 0 and got["out"] > 0

@@ -65,6 +65,29 @@ def test_bundled_resnet18_fx():
     assert ours["rel_err"] <= 1.25 * floor["rel_err"], out
 
 
+def test_a_region_of_several_nodes_is_counted_once(monkeypatch, capsys):
+    """``Network.regions`` maps each member node to its region (a multi-op region appears once per member):
+    the command prints the number of distinct regions.  PyTorch's uint8 activations keep its networks'
+    regions single-op, so the test names one region under a second member, as a multi-op region does."""
+    from compiler.frontend.network import Network
+    from sim.cli import main
+    real, built = Network.from_torch.__func__, []
+
+    def with_a_second_member(cls, *args, **kw):
+        net = real(cls, *args, **kw)
+        name, region = next(iter(net.regions.items()))
+        net.regions[name + "_member"] = region
+        built.append(net)
+        return net
+    monkeypatch.setattr(Network, "from_torch", classmethod(with_a_second_member))
+    rc = main(["torch", "torch_cases:tiny", "--input-shape", "1,3,16,16", "--limit", "1", "--all-convs",
+               "--engine", "reference"])
+    out = capsys.readouterr().out
+    distinct = len({id(r) for r in built[0].regions.values()})
+    assert rc == 0 and len(built[0].regions) == distinct + 1 and distinct >= 2, out
+    assert f"{distinct} VTA region(s)" in out, out
+
+
 def test_bad_models_and_options(tmp_path):
     _one_line_error(*_vtasim("nosuchnet"), "'nosuchnet'", "package.module:function")
     _one_line_error(*_vtasim("model.pt"), "saved whole modules are not loaded: a pickle runs code")
