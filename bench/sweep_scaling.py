@@ -1,4 +1,4 @@
-"""Sweep scaling on Dask (issue 11 target): points per second with 1 and 2 worker processes measured in one
+"""Sweep scaling on Dask: points per second with 1 and 2 worker processes measured in one
 run, the parallel efficiency, the scheduler overhead per point, and a paper estimate of a full DSE.
 
     python bench/sweep_scaling.py                     # 80 points: ResNet-18 C2..C11 x 8 configs (1x16x16 base)

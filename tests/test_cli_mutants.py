@@ -1,4 +1,4 @@
-"""CLI tests that kill the mutations issue 9 item 13 found surviving: each makes the thing under test
+"""CLI tests that kill the mutations a mutation run of the CLI found surviving: each makes the thing under test
 differ from blank or default behaviour, and asserts against an independent reference (the builder's
 uop triples, the image's counters, the cycle engine)."""
 

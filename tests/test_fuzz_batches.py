@@ -1,4 +1,4 @@
-"""``vtasim fuzz`` at scale (issue 9 item 7): batches generated, run and dropped one after another; a
+"""``vtasim fuzz`` at scale: batches generated, run and dropped one after another; a
 seed that fails is reported and the campaign goes on.
 
 The RTL is replaced by a stand-in that returns the cycle engine's own result (the reference), so

@@ -1,4 +1,4 @@
-"""Memory image format: round trip, and every hostile-image rule of issue 2."""
+"""Memory image format: round trip, and every hostile-image rule of the image loader."""
 
 import json
 import os

@@ -1,5 +1,5 @@
 """Inputs a careless or hostile user gives vtasim end in one line and exit 2, never a hang, a traceback or
-a MemoryError (issue 9 items 4, 5, 8, 9, 10, 12).
+a MemoryError.
 
 CLI cases run ``python -m sim.cli`` in a real process under a 2 GiB address-space limit and with a
 ``timeout``: both are safety bounds (a regression hangs on a FIFO or reads /dev/zero until memory runs

@@ -1,4 +1,4 @@
-"""Design-space sweeps on Dask (issue 11, items 1-2): ``vtasim sweep SPEC`` and ``vtasim dse RESULTS``.
+"""Design-space sweeps on Dask: ``vtasim sweep SPEC`` and ``vtasim dse RESULTS``.
 
 ``spec``     parse and check a sweep spec (TOML or JSON) into points
 ``point``    evaluate one point (validate the config, compile, run the cycle engine, metrics, area proxy)

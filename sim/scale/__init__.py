@@ -1,4 +1,4 @@
-"""Scale-out on Dask (issue 11): the cluster helper shared by ``vtasim fuzz`` (here) and the compiler's
+"""Scale-out on Dask: the cluster helper shared by ``vtasim fuzz`` (here) and the compiler's
 ``vtasim sweep`` / ``vtasim tune`` (which import it; ``sim`` never imports ``compiler``).
 
 ``cluster``  a Dask client on a LocalCluster of worker processes, or on an existing scheduler (address

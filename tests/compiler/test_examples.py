@@ -1,4 +1,4 @@
-"""The four TVM VTA tutorials ported in examples/ (issue 8, item 5).
+"""The four TVM VTA tutorials ported in examples/.
 
 Each example's ``main`` is run (``--out`` saves its memory image) and must exit 0: it compiled
 the schedule, ran the image on the functional and the cycle engine and matched the numpy

@@ -1,4 +1,4 @@
-"""vtasim sweep / dse (compiler/scale, issue 11 items 1-2) on a LocalCluster of in-process workers.
+"""vtasim sweep / dse (compiler/scale) on a LocalCluster of in-process workers.
 
 References are independent of compiler/scale: each point is recompiled with compile_workload and run
 with sim.cycle.run_image here; the area proxy is recomputed from its formula; the Pareto front is

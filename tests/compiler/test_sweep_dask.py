@@ -1,4 +1,4 @@
-"""Issue 11 acceptance on real worker processes: a 24-point sweep on a LocalCluster of 2 processes equals the
+"""Sweeps on real worker processes: a 24-point sweep on a LocalCluster of 2 processes equals the
 same points run serially here; a worker killed mid-sweep loses nothing; an interrupted sweep resumes with
 only the missing points; a failing point records its error; distributed tuning = serial tuning; the
 sweep's "tuned" knob source = the tuner's best record.

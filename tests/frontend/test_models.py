@@ -1,4 +1,4 @@
-"""The int8 ONNX models of issue 10: the shipped digits CNN, the ResNet-18-shaped and sub-network generators.
+"""The bundled int8 ONNX models: the shipped digits CNN, the ResNet-18-shaped and sub-network generators.
 
 References: scikit-learn's labels (top-1), the numpy network the digits model was trained as (float
 logits), onnxruntime running each file, the shipped files themselves (regeneration), and the

@@ -1,4 +1,4 @@
-"""Distributed fuzz (issue 11 item 3) on Icarus, 1x8x8: ``vtasim fuzz --workers 2`` finds the same
+"""Distributed fuzz on Icarus, 1x8x8: ``vtasim fuzz --workers 2`` finds the same
 divergences as the serial fuzz for the same seeds on a deliberately broken RTL copy (the WRONG_BIT
 mutant of test_mutation.py: bit 0 of every ALU result flipped), and each saved minimal program still
 diverges (``vtasim diff`` on it, run here), is legal and is smaller than the original.

@@ -1,4 +1,4 @@
-"""An RTL run ended by SIGTERM removes its work directory (issue 9 item 10) and exits 143."""
+"""An RTL run ended by SIGTERM removes its work directory and exits 143."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Real int8 ONNX models for the quantised front end (issue 10, build item 6).
+"""Real int8 ONNX models for the quantised front end.
 
 * ``digits``: a small CNN for scikit-learn's digits, trained in numpy; the float model and its
   onnxruntime int8 quantisations (QDQ and QOperator) ship next to this file (``DIGITS_*``).
