@@ -11,7 +11,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-__all__ = ["vtasim", "one_line", "ROOT"]
+__all__ = ["vtasim", "one_line", "one_line_error", "ROOT"]
 
 
 def vtasim(*args, timeout: float = 600, as_limit: int | None = None, cwd=None):
@@ -32,3 +32,13 @@ def one_line(proc, *needles) -> str:
     for n in needles:
         assert n in lines[0], (n, lines[0])
     return lines[0]
+
+
+def one_line_error(rc: int, err: str, *fragments, out: str = "") -> None:
+    """Exit 2 and exactly one non-empty stderr line, no traceback, holding every fragment (for tests
+    that ran the command themselves and hold its return code and streams)."""
+    assert rc == 2, (out, err)
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    for f in fragments:
+        assert f in lines[0], lines[0]

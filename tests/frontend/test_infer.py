@@ -12,6 +12,7 @@ import sys
 
 import numpy as np
 import pytest
+from cli_checks import one_line_error as _one_line_error
 
 from compiler.frontend.models import DIGITS_QDQ
 
@@ -26,14 +27,6 @@ def _ok(*args, env=None) -> str:
     rc, out, err = _vtasim(*args, env=env)
     assert rc == 0, err + out
     return out
-
-
-def _one_line_error(rc, err, *fragments):
-    assert rc == 2, err
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    for f in fragments:
-        assert f in lines[0], lines[0]
 
 
 @pytest.fixture(scope="module")

@@ -7,6 +7,7 @@ import sys
 
 import numpy as np
 import pytest
+from cli_checks import one_line_error as _one_line_error
 
 from compiler.frontend.models import DIGITS_QDQ
 
@@ -15,14 +16,6 @@ def _vtasim(*args, cwd=None):
     r = subprocess.run([sys.executable, "-m", "sim.cli", "onnx", *map(str, args)], capture_output=True, text=True,
                        cwd=cwd, timeout=600)
     return r.returncode, r.stdout, r.stderr
-
-
-def _one_line_error(rc, err, *fragments):
-    assert rc == 2, err
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    for f in fragments:
-        assert f in lines[0], lines[0]
 
 
 def test_not_onnx_and_truncated(tmp_path):

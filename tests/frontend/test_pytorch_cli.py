@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_checks import one_line_error
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchvision")
@@ -28,11 +29,7 @@ def _vtasim(*args):
 
 
 def _one_line_error(rc, out, err, *fragments):
-    assert rc == 2, (out, err)
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    for f in fragments:
-        assert f in lines[0], lines[0]
+    one_line_error(rc, err, *fragments, out=out)
 
 
 def _figures(out: str, what: str) -> dict:

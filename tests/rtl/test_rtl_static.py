@@ -263,18 +263,11 @@ def test_finish_with_a_store_outstanding_is_error_5(default_vvp, tmp_path):
 def test_token_overflow_is_error_1_at_the_cycle_engine_cycle(tmp_path):
     """TOKEN_QUEUE_DEPTH = 1, two l2g pushes while compute is busy: error 1 at the second push's
     end cycle, the cycle the cycle engine names in its TokenOverflowError."""
-    from sim.builder import ProgramBuilder
     from sim.cycle import run_image
     from sim.errors import TokenOverflowError
+    from timing_conformance import token_burst
     cfg = load_config().replace(TOKEN_QUEUE_DEPTH=1)
-    b = ProgramBuilder(cfg)
-    b.gemm(uop_bgn=0, uop_end=1, iter_out=10, iter_in=10)
-    b.nop("load", push_next=1)
-    b.nop("load", push_next=1)
-    b.nop("compute", pop_prev=1)
-    b.nop("compute", pop_prev=1)
-    b.finish()
-    image = b.build()
+    image = token_burst(cfg)
     with pytest.raises(TokenOverflowError) as info:
         run_image(image)
     cycle = int(re.search(r"at cycle (\d+)", str(info.value)).group(1))
