@@ -28,6 +28,22 @@ def _modules() -> dict:
     return out
 
 
+def _unprefixed(name: str) -> str:
+    """``vtasim.hw.config`` -> ``hw.config``: the packages live under the ``vtasim`` namespace."""
+    return name[len("vtasim."):] if name.startswith("vtasim.") else name
+
+
+def _bare_imports(path: Path) -> list:
+    """Imports of a project package without its ``vtasim.`` prefix (``from hw.config import X``):
+    they would load a second copy of the module beside ``vtasim.hw.config``."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+        out += [f"{path.name}:{node.lineno}: {n}" for n in names if n.split(".")[0] in LAYERS]
+    return out
+
+
 def _imports(name: str, path: Path, modules: dict) -> set:
     """Project modules that module ``name`` imports."""
     tree = ast.parse(path.read_text(), str(path))
@@ -35,9 +51,9 @@ def _imports(name: str, path: Path, modules: dict) -> set:
     found = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            targets = [a.name for a in node.names]
+            targets = [_unprefixed(a.name) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
+            base = _unprefixed(node.module or "")
             if node.level:
                 anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
                 base = ".".join(anchor + ([base] if base else []))
@@ -91,8 +107,8 @@ def _cycles(graph: dict) -> list:
 
 def test_the_walk_sees_the_packages():
     graph = _graph()
-    assert {"vtasim.hw.config", "vtasim.hw.isa", "vtasim.sim.engines", "vtasim.sim.cli", "vtasim.sim.rtl.runner", "vtasim.waveforms.vcd"} <= set(graph)
-    assert "vtasim.hw.config" in graph["vtasim.hw.isa"] and "vtasim.sim.engines" in graph["vtasim.sim.cli.run"]
+    assert {"hw.config", "hw.isa", "sim.engines", "sim.cli", "sim.rtl.runner", "waveforms.vcd"} <= set(graph)
+    assert "hw.config" in graph["hw.isa"] and "sim.engines" in graph["sim.cli.run"]
 
 
 @pytest.mark.parametrize("layer", LAYERS)
@@ -101,6 +117,16 @@ def test_no_upward_import(layer):
     bad = sorted(f"{src} imports {dst}" for src, dsts in _graph().items() if src.split(".")[0] == layer
                  for dst in dsts if rank[dst.split(".")[0]] > rank[layer])
     assert not bad, f"imports against {' <- '.join(LAYERS)}:\n" + "\n".join(bad)
+
+
+def test_every_import_names_the_vtasim_namespace(tmp_path):
+    files = [p for top in (*LAYERS, "tests", "bench", "examples") for p in sorted((ROOT / top).rglob("*.py"))
+             if "__pycache__" not in p.parts]
+    bad = [line for p in files for line in _bare_imports(p)]
+    assert not bad, "imports without the vtasim. prefix:\n" + "\n".join(bad)
+    planted = tmp_path / "planted.py"
+    planted.write_text("import os\nfrom hw.config import VTAConfig\nimport sim.cycle\nfrom vtasim.hw import isa\n")
+    assert [line.split(": ", 1)[1] for line in _bare_imports(planted)] == ["hw.config", "sim.cycle"]
 
 
 def test_no_import_circles():

@@ -55,7 +55,8 @@ def defined_names(tree: ast.AST) -> set:
 
 
 def _project(src: str) -> bool:
-    return src.startswith(".") or src.split(".")[0] in PACKAGES
+    parts = src.split(".")
+    return src.startswith(".") or parts[0] in PACKAGES or (parts[0] == "vtasim" and (len(parts) == 1 or parts[1] in PACKAGES))
 
 
 def private_uses(path: Path, tree: ast.AST, project_private: set = frozenset()) -> list:

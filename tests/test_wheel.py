@@ -36,9 +36,15 @@ def test_wheel_ships_config_and_runs_the_demo(tmp_path):
     _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(dist), str(src)])
     (wheel,) = dist.glob("vtasim-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    shipped = {"config/vta_config.json", "hw/rtl/tb/tb_top.v", "hw/rtl/vta_top.v"}
-    shipped |= {f"compiler/frontend/models/digits_{k}.onnx" for k in ("float", "int8_qdq", "int8_qop")}
-    shipped |= {f"config/presets/{p.name}" for p in (ROOT / "config" / "presets").glob("*.json")}
+    # One top-level name in site-packages: the vtasim package (and the wheel's metadata).
+    tops = {n.split("/")[0] for n in names}
+    assert tops == {"vtasim", f"{wheel.name.split('-')[0]}-{wheel.name.split('-')[1]}.dist-info"}, sorted(tops)
+    shipped = {"vtasim/config/vta_config.json", "vtasim/hw/rtl/tb/tb_top.v", "vtasim/hw/rtl/vta_top.v"}
+    shipped |= {f"vtasim/compiler/frontend/models/digits_{k}.onnx" for k in ("float", "int8_qdq", "int8_qop")}
+    shipped |= {f"vtasim/config/presets/{p.name}" for p in (ROOT / "config" / "presets").glob("*.json")}
+    # Every Python module of the tree is in the wheel (pyproject lists the packages one by one).
+    shipped |= {f"vtasim/{p.relative_to(ROOT).as_posix()}" for top in ("hw", "sim", "compiler", "waveforms")
+                for p in (ROOT / top).rglob("*.py") if "__pycache__" not in p.parts}
     assert shipped <= names, f"missing from the wheel: {sorted(shipped - names)}"
     assert not [n for n in names if "__pycache__" in n]
 
