@@ -157,13 +157,14 @@ def _channel_const(cfg, v: np.ndarray) -> np.ndarray:
 
 
 def candidate_knobs(ks: dict):
-    """``ks``, then with one output-channel block per tile, then one phase row per tile, then both
-    halved until they are 1: the per-tile correction must fit the accumulator beside the output tile
-    and its ALU add at most two hardware loops (which a tile of several channel blocks and rows of a
-    column-wise correction exceeds)."""
+    """``ks``, then with one output-channel block per tile, then one phase row per tile, then both, then
+    the columns halved while they divide: the per-tile correction must fit the accumulator beside the
+    output tile, and its ALU add takes at most two hardware loops, which a tile of several channel
+    blocks and several rows exceeds with the phase correction (one output-channel block per tile
+    measured fastest on DCGAN's layers, ``bench/qconv_transpose.py``)."""
     seen = []
-    for co in (ks["tile_co"][1], 1):
-        for h in (ks["tile_h"][1], 1):
+    for h in (ks["tile_h"][1], 1):
+        for co in (ks["tile_co"][1], 1):
             out = {**ks, "tile_co": [ks["tile_co"][0] * ks["tile_co"][1] // co, co],
                    "tile_h": [ks["tile_h"][0] * ks["tile_h"][1] // h, h]}
             if out not in seen:
