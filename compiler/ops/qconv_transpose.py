@@ -24,7 +24,7 @@ with 0 only, so the host pads the halo when ``za != 0`` (when ``za == 0`` the DM
 and not a per-position correction tensor is measured in ``docs/compiler.md``
 (``python bench/qconv_transpose.py``).  Channels are padded to the blocks and the batch to
 ``cfg.batch``; the padding is removed from the output.  Knobs: the largest tiles that fit
-(:func:`compiler.knobs.fitting_knobs`), else the fallback.
+(:func:`compiler.knobs.fitting_knobs`) as :func:`candidate_knobs` adapts them, else the fallback.
 """
 
 from __future__ import annotations
@@ -176,7 +176,7 @@ def candidate_knobs(ks: dict):
     return seen
 
 
-def _bias_layout(cfg, g: Geometry, per: np.ndarray) -> np.ndarray:
+def _bias_layout(cfg, per: np.ndarray) -> np.ndarray:
     """``per`` ``(OB, H', S, W', S, o)`` (extents 1 or the output's) as the int64 bias ``(1, OB, H', S, W', S, b, o)``."""
     out = per[None, :, :, :, :, :, None, :]
     return np.ascontiguousarray(np.broadcast_to(out, out.shape[:6] + (cfg.batch, per.shape[-1])))
@@ -189,7 +189,7 @@ def _phase_bias(cfg, g: Geometry, bias, za: int, kernel, w_full) -> np.ndarray:
     ob, s, bo = kernel.shape[0], kernel.shape[2], cfg.block_out
     folded = b_full.reshape(ob, 1, 1, bo) - za * phase_weight_sums(kernel)            # (OB, S, S, o)
     per = np.broadcast_to(folded[:, None, :, None, :, :], (ob, 1, s, g.ow // s, s, bo))
-    return _bias_layout(cfg, g, per)
+    return _bias_layout(cfg, per)
 
 
 def _position_bias(cfg, g: Geometry, bias, za: int, kernel, w_full) -> np.ndarray:
@@ -201,7 +201,7 @@ def _position_bias(cfg, g: Geometry, bias, za: int, kernel, w_full) -> np.ndarra
     folded = b_full.reshape(-1, 1, 1) - za * taps
     ob, s, bo = kernel.shape[0], g.strides[0], cfg.block_out
     per = folded.reshape(ob, bo, g.oh // s, s, g.ow // s, s).transpose(0, 2, 3, 4, 5, 1)
-    return _bias_layout(cfg, g, per)
+    return _bias_layout(cfg, per)
 
 
 def _program(cfg, g: Geometry, wl, consts: dict, plan, knobs: dict, name: str, bias_axes: str):

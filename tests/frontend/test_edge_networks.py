@@ -3,7 +3,7 @@
 MobileNetV2-shaped (depthwise convs, inverted residuals, ReLU6), YOLO-tiny-shaped (LeakyReLU,
 MaxPool, nearest Resize, Concat), BERT-tiny-shaped (embeddings, LayerNormalization, attention with
 Softmax, Gelu as Erf, its linear layers as dense layers on VTA) and a DCGAN-style generator
-(ConvTranspose), with random He-initialised weights, quantised by onnxruntime's static quantisation
+(ConvTranspose, all four on VTA with non-zero input zero points), with random He-initialised weights, quantised by onnxruntime's static quantisation
 at test time (reduced sizes here; ``bench/edge_networks.py`` runs them at full size).
 
 References: onnxruntime on the CPU for the network (top-1 of the flattened output over 32 inputs, the
