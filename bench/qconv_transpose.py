@@ -6,7 +6,7 @@
     python bench/qconv_transpose.py --config config/presets/1x32x32.json
 
 Output ``(Y, X)`` of ``sum (x - za) w`` meets fewer taps near the borders, so ``za * sum w`` depends on
-the position there.  The two forms of :func:`compiler.ops.qconv_transpose.build_qconv_transpose`:
+the position there.  The two forms of :func:`vtasim.compiler.ops.qconv_transpose.build_qconv_transpose`:
 
 * ``phase``: the host pads the input's halo with ``za`` (more input bytes), so each phase's correction
   is constant; it is loaded as one vector per channel, row phase and column (its ALU add allows at most
@@ -36,9 +36,9 @@ DCGAN = [("convT1 1->4", 1, 32, 256, 4, 1, 0), ("convT2 4->8", 4, 256, 128, 4, 2
 
 
 def _best(cfg, shape, w, b, s, p, za, plan, correction, x):
-    from compiler.errors import CompileError
-    from compiler.knobs import fitting_knobs
-    from compiler.ops.qconv_transpose import build_qconv_transpose, candidate_knobs, transpose_geometry
+    from vtasim.compiler.errors import CompileError
+    from vtasim.compiler.tuning.knobs import fitting_knobs
+    from vtasim.compiler.ops.qconv_transpose import build_qconv_transpose, candidate_knobs, transpose_geometry
     g = transpose_geometry(cfg, shape, w.shape, s, p)
     wl = g.transpose_workload()
     best = None
@@ -57,8 +57,8 @@ def _best(cfg, shape, w, b, s, p, za, plan, correction, x):
 
 
 def main(argv=None) -> int:
-    from compiler import qnn
-    from hw.config import load_config
+    from vtasim.compiler import qnn
+    from vtasim.hw.config import load_config
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", type=Path, default=None)
     ap.add_argument("--za", type=int, default=-128, help="input zero point (int8)")

@@ -17,31 +17,32 @@ the zero-point term ``za * sum w`` over those taps depends on the position.  The
         + (bias[o] - za * sum_{c,a,a2} Wph[o, c, p, a, q, a2])         one int32 vector per phase (p, q)
     y   = plan.steps(acc)                                                ALU, in the accumulator
 
-``Xh`` is the input with its halo (:func:`~compiler.ops.conv2d_transpose.input_halo`) holding ``za``, so a
+``Xh`` is the input with its halo (:func:`~vtasim.compiler.ops.conv2d_transpose.input_halo`) holding ``za``, so a
 tap past the border adds ``(za - za) * w = 0`` and the correction is the same at every position of a
 phase: the whole-phase sum, folded into a bias of ``S x S`` vectors per channel block.  The DMA pads
 with 0 only, so the host pads the halo when ``za != 0`` (when ``za == 0`` the DMA does); why this
 and not a per-position correction tensor is measured in ``docs/compiler.md``
 (``python bench/qconv_transpose.py``).  Channels are padded to the blocks and the batch to
 ``cfg.batch``; the padding is removed from the output.  Knobs: the largest tiles that fit
-(:func:`compiler.knobs.fitting_knobs`) as :func:`candidate_knobs` adapts them, else the fallback.
+(:func:`vtasim.compiler.tuning.knobs.fitting_knobs`) as :func:`candidate_knobs` adapts them, else the fallback.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from compiler import qnn, te
-from compiler.build import build
-from compiler.environment import Environment
-from compiler.errors import CompileError
-from compiler.knobs import check_knobs, fallback_knobs, fitting_knobs
-from compiler.ops.conv2d_transpose import ROLES, TRANSPOSE_TAG, conv2d_transpose_packed, pack_transpose_kernel
-from compiler.ops.conv_family import schedule_conv_family
-from compiler.ops.layout import pack_channel_const
-from compiler.ops.quantized import Geometry, QLayer, check_acc_bound, check_layer_args, requant_epilogue
-from compiler.qnn.conv import norm_pads, norm_pair
-from compiler.qnn.conv_transpose import conv_transpose2d, conv_transpose_out_hw
+from vtasim.compiler import qnn
+from vtasim.compiler.dsl import te
+from vtasim.compiler.lowering.build import build
+from vtasim.compiler.dsl.environment import Environment
+from vtasim.compiler.errors import CompileError
+from vtasim.compiler.tuning.knobs import check_knobs, fallback_knobs, fitting_knobs
+from vtasim.compiler.ops.conv2d_transpose import ROLES, TRANSPOSE_TAG, conv2d_transpose_packed, pack_transpose_kernel
+from vtasim.compiler.ops.conv_family import schedule_conv_family
+from vtasim.compiler.ops.layout import pack_channel_const
+from vtasim.compiler.ops.quantized import Geometry, QLayer, check_acc_bound, check_layer_args, requant_epilogue
+from vtasim.compiler.qnn.conv import norm_pads, norm_pair
+from vtasim.compiler.qnn.conv_transpose import conv_transpose2d, conv_transpose_out_hw
 
 __all__ = ["build_qconv_transpose", "transpose_problem", "transpose_geometry", "phase_weight_sums", "candidate_knobs",
            "CORRECTIONS"]
@@ -106,7 +107,7 @@ def build_qconv_transpose(cfg, x_shape, weight, bias, strides, pads, za, plan, k
                           groups: int = 1, correction: str = "phase") -> QLayer:
     """A quantised transposed conv2d: ``x_shape`` NCHW int8 with zero point ``za`` (any), ``weight`` int8
     ``(C, M, K, K)`` symmetric (``zw`` 0), ``bias`` int32 (M,) or None, ``plan`` from
-    :func:`compiler.qnn.plan_requant` made for at least :func:`compiler.qnn.conv_transpose_acc_bound`.
+    :func:`vtasim.compiler.qnn.plan_requant` made for at least :func:`vtasim.compiler.qnn.conv_transpose_acc_bound`.
     One group, dilation 1, no output padding, ``K`` a multiple of the stride, equal pads.
     ``correction``: ``"phase"`` (the default) pads the halo with ``za`` on the host and folds the
     whole-phase weight sums into the bias; ``"position"`` lets the DMA pad with 0 and loads the

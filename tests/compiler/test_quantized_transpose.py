@@ -18,9 +18,9 @@ import zlib
 import numpy as np
 import pytest
 
-from compiler import qnn
-from compiler.ops.qconv_transpose import CORRECTIONS, build_qconv_transpose
-from hw.config import load_config
+from vtasim.compiler import qnn
+from vtasim.compiler.ops.qconv_transpose import CORRECTIONS, build_qconv_transpose
+from vtasim.hw.config import load_config
 
 PRESETS = ["config/presets/1x16x16.json", "config/presets/2x16x16.json", "config/presets/1x32x32.json",
            "config/presets/1x8x8.json"]

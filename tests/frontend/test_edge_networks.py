@@ -23,9 +23,9 @@ import numpy as np
 import onnx
 import pytest
 
-from compiler.frontend.compare import OrtReference, agreement, output_lsb
-from compiler.frontend.models import edge
-from compiler.frontend.network import Network
+from vtasim.compiler.frontend.compare import OrtReference, agreement, output_lsb
+from vtasim.compiler.frontend.models import edge
+from vtasim.compiler.frontend.network import Network
 
 SMALL = {"mobilenet_v2": dict(hw=32, width=0.5, classes=16), "yolo_tiny": dict(hw=64, classes=3),
          "bert_tiny": dict(), "dcgan": dict()}
@@ -64,8 +64,8 @@ def test_dcgan_transposed_convs_on_vta_equal_their_host_execution(tmp_path_facto
     output on the cycle engine equals the host's exact int32 accumulator (``qnn.qconv2d_transpose``,
     zero-point correction at the borders included) requantised by the region's plan, bit for bit, and
     the host's own requantisation within the plan's 1 LSB (the ALU's fixed-point multiplier)."""
-    from compiler.frontend.execute import execute
-    from compiler.frontend.host_ops import qconv_transpose_acc
+    from vtasim.compiler.frontend.execute import execute
+    from vtasim.compiler.frontend.host_ops import qconv_transpose_acc
     path = edge.make("dcgan", tmp_path_factory.mktemp("dcgan") / "dcgan.onnx", **SMALL["dcgan"])
     net = Network.from_onnx(path, cfg)
     host = Network.from_onnx(path, cfg, mode="host")

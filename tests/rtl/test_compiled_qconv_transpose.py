@@ -13,12 +13,12 @@ pytestmark = pytest.mark.rtl
 
 @pytest.mark.parametrize("correction", ["phase", "position"])
 def test_compiled_qconv_transpose_matches_on_the_rtl(correction, cfg, verilator_build, same_run):
-    from compiler import qnn
-    from compiler.ops.conv2d_transpose import unpack_transpose_output
-    from compiler.ops.qconv_transpose import build_qconv_transpose
-    from sim.cycle import run_image
-    from sim.engines import check_result
-    from sim.rtl import run_images
+    from vtasim.compiler import qnn
+    from vtasim.compiler.ops.conv2d_transpose import unpack_transpose_output
+    from vtasim.compiler.ops.qconv_transpose import build_qconv_transpose
+    from vtasim.sim.cycle import run_image
+    from vtasim.sim.engines import check_result
+    from vtasim.sim.rtl import run_images
     rng = np.random.default_rng(5)
     c, o, za = 2 * cfg.block_in, cfg.block_out, -128
     w = rng.integers(-24, 25, (c, o, 4, 4)).astype(np.int8)
