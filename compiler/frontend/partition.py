@@ -95,6 +95,9 @@ def partition(g: Graph, cfg, mode: str = "pattern", skip_first_conv: bool = True
                 from vtasim.compiler.ops.quantized import check_qconv_packing  # whether the groups pack into blocks
                 check_qconv_packing(cfg, n.attrs["weight"], n.attrs["strides"], n.attrs["pads"], n.attrs["group"],
                                     n.attrs["dilations"], n.name, x_shape)
+            if n.op == "qconv_transpose" and x_shape is not None:      # the sizes the phases need
+                from vtasim.compiler.ops.qconv_transpose import transpose_geometry
+                transpose_geometry(cfg, x_shape, n.attrs["weight"].shape, n.attrs["strides"], n.attrs["pads"], n.name)
         except CompileError as e:
             if requant != "auto":        # the user asked for this path: its limit is the answer
                 raise
@@ -218,6 +221,11 @@ def graph_pack(g: Graph, cfg, regions: dict | None = None) -> Graph:
             nb, c, h, w = x
             pad_c = -c % cfg.block_in
             n.attrs["layout"] = dict(data=f"NCHW{cfg.batch}n{cfg.block_in}c", in_channels=c + pad_c,
+                                     out_channels=o + (-o % cfg.block_out), batch=nb + (-nb % cfg.batch))
+        elif n.op == "qconv_transpose" and x is not None:
+            o = n.attrs["weight"].shape[1]
+            nb, c, h, w = x
+            n.attrs["layout"] = dict(data=f"NCHW{cfg.batch}n{cfg.block_in}c", in_channels=c + (-c % cfg.block_in),
                                      out_channels=o + (-o % cfg.block_out), batch=nb + (-nb % cfg.batch))
         elif n.op == "qdense" and x is not None:
             o = n.attrs["weight"].shape[0]

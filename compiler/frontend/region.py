@@ -1,4 +1,4 @@
-"""One VTA region: a composite ``qconv``/``qdense`` node compiled for the accelerator.
+"""One VTA region: a composite ``qconv``/``qdense``/``qconv_transpose`` node compiled for the accelerator.
 
 The region maps the node's quantisation onto VTA's signed 8-bit data path: a uint8 tensor with zero
 point z is the int8 tensor ``q - 128`` with zero point ``z - 128`` (exact), so uint8 inputs and
@@ -21,14 +21,16 @@ REGION_KIND = "qlayer"          # a region of one compiled QLayer (one image)
 def region_problem(node) -> str | None:
     """Why ``node`` cannot run on VTA (None when it can, before the requantisation check)."""
     a = node.attrs
-    if node.op == "qconv_transpose":
-        return "transposed convolutions have no VTA lowering in the front end yet"
-    if node.op not in ("qconv", "qdense"):
+    if node.op not in ("qconv", "qdense", "qconv_transpose"):
         return f"{node.op} has no VTA lowering"
     if a["weight"].dtype != np.int8:
         return f"weights are {a['weight'].dtype.name} (VTA needs int8)"
     if np.any(np.asarray(a["w_zp"]) != 0):
         return "weight zero point is not 0 (VTA needs symmetric weights)"
+    if node.op == "qconv_transpose":
+        from vtasim.compiler.ops.qconv_transpose import transpose_problem
+        return transpose_problem(a["weight"].shape, a["strides"], a["pads"], a["dilations"], a["output_padding"],
+                                 a["group"])
     if node.op == "qconv":
         o, i, kh, kw = a["weight"].shape
         dil = a.get("dilations", (1, 1))
@@ -82,8 +84,12 @@ class VtaRegion:
         lo, hi = out_limits(a)
         mult = np.asarray(a["x_scale"], np.float64) * np.asarray(a["w_scale"], np.float64) / a["y_scale"]
         mult = mult if mult.ndim and mult.size > 1 else float(mult)
-        plan = plan_requant(mult, acc_bound(a["weight"], a["bias"], za), int(a["y_zp"]) - ys, lo - ys, hi - ys,
-                            self.cfg, path=self.path)
+        if self.node.op == "qconv_transpose":      # per tap class of the phases (qnn.conv_transpose_acc_bound)
+            from vtasim.compiler.qnn import conv_transpose_acc_bound
+            bound = conv_transpose_acc_bound(a["weight"], a["bias"], za, a["strides"])
+        else:
+            bound = acc_bound(a["weight"], a["bias"], za)
+        plan = plan_requant(mult, bound, int(a["y_zp"]) - ys, lo - ys, hi - ys, self.cfg, path=self.path)
         return za, plan
 
     def check(self, x_dtype=np.int8):
@@ -93,6 +99,7 @@ class VtaRegion:
     def compile(self, x_shape, x_dtype, residual=None, name: str | None = None):
         """The compiled layer for this input; ``residual`` (a QAddPlan) fuses an add into the epilogue
         (multi-op regions), ``name`` overrides the layer name."""
+        from vtasim.compiler.ops.qconv_transpose import build_qconv_transpose
         from vtasim.compiler.ops.quantized import build_qconv, build_qdense
         key = self._key(x_shape, x_dtype, residual, name)
         if self.key == key:
@@ -104,6 +111,11 @@ class VtaRegion:
             self.layer = build_qconv(self.cfg, tuple(x_shape), a["weight"], a["bias"], a["strides"], a["pads"], za,
                                      plan, knobs=self.knobs, name=name, groups=int(a.get("group", 1)),
                                      dilations=tuple(a.get("dilations", (1, 1))), residual=residual)
+        elif self.node.op == "qconv_transpose":
+            self.layer = build_qconv_transpose(self.cfg, tuple(x_shape), a["weight"], a["bias"], a["strides"],
+                                               a["pads"], za, plan, knobs=self.knobs, name=name,
+                                               dilations=a["dilations"], output_padding=a["output_padding"],
+                                               groups=a["group"])
         else:
             self.layer = build_qdense(self.cfg, tuple(x_shape), a["weight"], a["bias"], za, plan,
                                       knobs=self.knobs, name=name)

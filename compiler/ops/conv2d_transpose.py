@@ -30,7 +30,7 @@ from vtasim.compiler.ops.layout import pack_channel_const, pack_nchw, unpack_nch
 from vtasim.compiler.ops.visible_data import visible_conv_inputs
 
 __all__ = ["conv2d_transpose_packed", "fused_conv2d_transpose", "pack_transpose_kernel",
-           "unpack_transpose_output", "transpose_program", "transpose_inputs", "ROLES"]
+           "unpack_transpose_output", "transpose_program", "transpose_inputs", "input_halo", "ROLES", "TRANSPOSE_TAG"]
 
 TRANSPOSE_TAG = "packed_conv2d_transpose"
 ROLES = "bcypxqBC"
@@ -45,13 +45,21 @@ def _pads(wl):
     return e, lo, hi_h, hi_w
 
 
-def conv2d_transpose_packed(env, data, kernel, wl, out_dtype=None):
-    """The phase form of ``wl`` (a :class:`vtasim.compiler.tuning.workloads.Conv2dTranspose`) over packed ``data``."""
+def input_halo(wl) -> tuple:
+    """``(top, left, bottom, right)``: the rows and columns of padding around the un-dilated input that
+    the phase convolutions read (the DMA pads them with 0; a host pads them with the zero point)."""
+    _, lo, hi_h, hi_w = _pads(wl)
+    return lo, lo, hi_h, hi_w
+
+
+def conv2d_transpose_packed(env, data, kernel, wl, out_dtype=None, host_padded: bool = False):
+    """The phase form of ``wl`` (a :class:`vtasim.compiler.tuning.workloads.Conv2dTranspose`) over packed ``data``;
+    ``host_padded``: ``data`` already holds the :func:`input_halo` (no pad stage, no DMA padding)."""
     out_dtype = out_dtype or env.acc_dtype
     e, lo, hi_h, hi_w = _pads(wl)
     e0 = e[0]
     e1 = e[1] - e[0] if wl.stride > 1 else 0
-    if lo or hi_h or hi_w:
+    if not host_padded and (lo or hi_h or hi_w):
         data = te.pad(data, (0, 0, lo, lo, 0, 0), (0, 0, hi_h, hi_w, 0, 0), name="data_pad")
     nb, _, _, _, bb, bi = data.shape
     ob, ib, st, na, _, _, bo, _ = kernel.shape

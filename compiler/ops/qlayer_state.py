@@ -85,7 +85,8 @@ def _keys(d, want, where, field, optional=()) -> dict:
 
 def _geometry(raw, where) -> Geometry:
     names = [f.name for f in fields(Geometry)]
-    _keys(raw, names, where, "geom")
+    _keys(raw, [k for k in names if k != "transposed"], where, "geom", optional=("transposed",))
+    raw = {"transposed": False, **raw}          # a network saved before transposed convs ran on VTA
     vals = {}
     for k in names:
         v = raw[k]
@@ -94,7 +95,7 @@ def _geometry(raw, where) -> Geometry:
             if not isinstance(v, tuple) or len(v) != size:
                 raise _bad(where, f"geom.{k}", v, f"rule: {size} integers")
             vals[k] = tuple(_int(x, where, f"geom.{k}", 0, 1 << 16) for x in v)
-        elif k in ("host_pad", "dense"):
+        elif k in ("host_pad", "dense", "transposed"):
             if not isinstance(v, bool):
                 raise _bad(where, f"geom.{k}", v, "rule: true or false")
             vals[k] = v
@@ -138,7 +139,8 @@ def _arith(state, where, keys):
     if not isinstance(name, str) or not name:
         raise _bad(where, "name", name, "rule: a non-empty string")
     g = _geometry(state["geom"], where)
-    weight = _array(state["weight"], where, "weight", np.int8, (g.o, g.c // g.groups, g.kh, g.kw))
+    wshape = (g.c, g.o, g.kh, g.kw) if g.transposed else (g.o, g.c // g.groups, g.kh, g.kw)
+    weight = _array(state["weight"], where, "weight", np.int8, wshape)
     bias = _array(state["bias"], where, "bias", np.int32, (g.o,))
     za = _int(state["za"], where, "za", -128, 127)
     plan = _plan(state["plan"], where, g.o)
@@ -162,8 +164,7 @@ def restore_layer(cfg, state, image, where: str = "layer") -> QLayer:
     inp = _keys(state["input"], ("addr", "nbytes"), where, "input")
     addr = _int(inp["addr"], where, "input.addr", 0)
     nbytes = _int(inp["nbytes"], where, "input.nbytes", 1)
-    hp = g.h + (g.pads[0] + g.pads[2] if g.host_pad else 0)
-    wp = g.w + (g.pads[1] + g.pads[3] if g.host_pad else 0)
+    hp, wp = g.data_hw
     want = g.n_pad * g.c_pad * hp * wp
     if nbytes != want or not any(s.addr == addr and len(s.data) == nbytes for s in image.segments):
         raise CompileError(f"{where}: input = {nbytes} bytes at {addr:#x}, but the image has no such segment or the "

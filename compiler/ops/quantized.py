@@ -45,6 +45,7 @@ from vtasim.compiler.errors import CompileError
 from vtasim.compiler.tuning.knobs import check_knobs, fallback_knobs, fitting_knobs, tophub_knobs
 from vtasim.compiler.ops.alu import alu_expr
 from vtasim.compiler.ops.conv2d import conv2d_packed, schedule_conv2d_packed
+from vtasim.compiler.ops.conv2d_transpose import input_halo, unpack_transpose_output
 from vtasim.compiler.ops.conv_family import bias_shape
 from vtasim.compiler.ops.group_conv2d import ROLES as GROUP_ROLES
 from vtasim.compiler.ops.group_conv2d import (group_conv2d_packed, pack_group_bias, pack_group_kernel,
@@ -54,11 +55,12 @@ from vtasim.compiler.qnn.grouped import conv2d_grouped_int32
 from vtasim.compiler.qnn.conv import norm_pads, norm_pair
 from vtasim.compiler.qnn.errors import check_zero_point
 from vtasim.compiler.dsl.reference import evaluate
-from vtasim.compiler.tuning.workloads import RESNET18, Conv2d, GroupConv2d
+from vtasim.compiler.tuning.workloads import RESNET18, Conv2d, Conv2dTranspose, GroupConv2d
 from vtasim.sim.engines import run_engine
 from vtasim.sim.image import MemoryImage, Segment
 
-__all__ = ["build_qconv", "build_qdense", "QLayer", "check_qconv_packing", "Geometry", "STEP_KINDS"]
+__all__ = ["build_qconv", "build_qdense", "QLayer", "check_qconv_packing", "Geometry", "STEP_KINDS", "requant_epilogue",
+           "check_layer_args", "check_acc_bound"]
 
 STEP_KINDS = ("add", "mul", "min", "max", "shr", "shl")
 _DMA_PAD_MAX = 15            # the 4-bit pad fields of a LOAD
@@ -84,11 +86,29 @@ class Geometry:
     dense: bool = False
     groups: int = 1
     dilation: tuple = (1, 1)
+    transposed: bool = False # a transposed conv (weight (C, O, KH, KW)), compiled by conv2d_transpose_packed
 
     @property
     def grouped(self) -> bool:
         """Compiled by ``group_conv2d_packed`` (groups or dilation), else by ``conv2d_packed``."""
         return self.groups > 1 or self.dilation != (1, 1)
+
+    def transpose_workload(self, name: str = "qconv_transpose") -> Conv2dTranspose:
+        """The padded transposed conv as a catalogue workload (its phases, halo, knob space)."""
+        return Conv2dTranspose(name, self.h, self.w, self.c_pad, self.o_pad, self.kh, self.pads[0], self.strides[0],
+                               batch=self.n_pad)
+
+    @property
+    def halo(self) -> tuple:
+        """``(top, left, bottom, right)`` padding of the input the program reads: the convolution's pads,
+        or a transposed conv's :func:`~vtasim.compiler.ops.conv2d_transpose.input_halo`."""
+        return input_halo(self.transpose_workload()) if self.transposed else self.pads
+
+    @property
+    def data_hw(self) -> tuple:
+        """Height and width of the packed input in DRAM (the halo included when the host pads it)."""
+        t, l, b, r = self.halo if self.host_pad else (0, 0, 0, 0)
+        return self.h + t + b, self.w + l + r
 
 
 @dataclass
@@ -124,6 +144,8 @@ class QLayer:
     @property
     def macs(self) -> int:
         g = self.geom
+        if g.transposed:             # the products of the phase convolutions (no inserted zero)
+            return g.n * g.o * g.oh * g.ow * g.c * (g.kh // g.strides[0]) * (g.kw // g.strides[1])
         return g.n * g.o * g.oh * g.ow * (g.c // g.groups) * g.kh * g.kw
 
     # ---- data --------------------------------------------------------------------------------------
@@ -145,12 +167,13 @@ class QLayer:
         full = np.zeros((g.n_pad, g.c_pad, g.h, g.w), dtype=np.int8)
         full[:g.n, :g.c] = x
         if g.host_pad:
-            full = qnn.pad_q(full, g.pads, self.za)
+            full = qnn.pad_q(full, g.halo, self.za)
         return pack_nchw(full, self.cfg.batch, self.cfg.block_in)
 
     def _unpack_output(self, packed: np.ndarray) -> np.ndarray:
         g = self.geom
-        y = (unpack_group_output(packed) if g.grouped else unpack_nchw(packed))[:g.n, :g.o]
+        unpack = unpack_transpose_output if g.transposed else unpack_group_output if g.grouped else unpack_nchw
+        y = unpack(packed)[:g.n, :g.o]
         return y.reshape(g.n, g.o) if g.dense else y
 
     def image(self, x, expected: bool = True) -> MemoryImage:
@@ -185,6 +208,8 @@ class QLayer:
         g = self.geom
         if g.dense:
             acc = qnn.qdense(x, self.weight[:, :, 0, 0], self.za, 0)
+        elif g.transposed:          # ONNX's ConvTranspose of x - za: every tap, cropped by the pads
+            acc = qnn.qconv2d_transpose(x, self.weight, self.za, 0, g.strides, g.pads)
         elif g.grouped:             # sum (x - za) w: x padded with za, then the za * sum(w) term
             acc = conv2d_grouped_int32(x, self.weight, g.strides, g.pads, g.groups, g.dilation, pad_value=self.za)
             acc = acc.astype(np.int64) - self.za * self.weight.astype(np.int64).sum(axis=(1, 2, 3)).reshape(1, -1, 1, 1)
@@ -250,22 +275,23 @@ def _knob_workload(name, g: Geometry, hw=None, vta_pad=(0, 0)):
 
 _PLAIN_ROLES = "bcyxBC"          # conv2d_packed's output axes (vtasim.compiler.ops.conv_family names)
 
-def _stage(prev, kind, operand, vecs, n, roles):
+def _stage(prev, kind, operand, vecs, n, roles, axes="gcBC"):
     """One elementwise stage ``prev <kind> operand`` (an immediate, or a per-channel vector, read at
-    the output's channel axes ``g c B C`` of ``roles`` and index 0 elsewhere)."""
+    the output's axes ``axes`` of ``roles`` - the channel axes ``g c B C`` - and index 0 elsewhere)."""
     op = functools.partial(alu_expr, kind)
     if isinstance(operand, str):
         v = vecs[operand]
-        keep = [r in "gcBC" for r in roles]
+        keep = [r in axes for r in roles]
         return te.compute(prev.shape, lambda *i: op(prev(*i), v(*[a if k else 0 for a, k in zip(i, keep)])),
                           name=f"q_s{n}_{kind}")
     imm = int(operand)
     return te.compute(prev.shape, lambda *i: op(prev(*i), imm), name=f"q_s{n}_{kind}")
 
 
-def _epilogue(acc, bias, vecs, steps, roles):
-    """``acc + bias`` then each plan step as one elementwise stage (one ALU instruction each)."""
-    x = _stage(acc, "add", "bias", {"bias": bias}, "b", roles)
+def requant_epilogue(acc, bias, vecs, steps, roles, bias_axes="gcBC"):
+    """``acc + bias`` then each plan step as one elementwise stage (one ALU instruction each); the bias
+    is read at the output axes ``bias_axes`` (a transposed conv's bias has one vector per phase)."""
+    x = _stage(acc, "add", "bias", {"bias": bias}, "b", roles, bias_axes)
     for n, (kind, operand) in enumerate(steps):
         x = _stage(x, kind, operand, vecs, n, roles)
     return x
@@ -296,8 +322,7 @@ def _compile(cfg, g: Geometry, name, weight, folded_bias, plan, knobs, za, resid
         consts[f"vec_{vname}"] = channel_const(v_full)
     for vname, value in (residual.vectors.items() if residual is not None else ()):
         consts[f"vec_add_{vname}"] = channel_const(np.full(g.o_pad, value, dtype=np.int32))
-    hp = g.h + (g.pads[0] + g.pads[2] if g.host_pad else 0)
-    wp = g.w + (g.pads[1] + g.pads[3] if g.host_pad else 0)
+    hp, wp = g.data_hw
     vta_pad = (0, 0) if g.host_pad else (g.pads[0], g.pads[1])
     wl = _knob_workload(name, g, (hp, wp), vta_pad)
     user = knobs is not None
@@ -342,7 +367,7 @@ def _program(cfg, g, consts, plan, knobs, name, hw, vta_pad, residual=None):
             conv = group_conv2d_packed(env, data, kernel, vta_pad, g.strides, g.dilation)
         else:
             conv = conv2d_packed(env, data, kernel, vta_pad, g.strides)
-        last = _epilogue(conv, bias, vecs, plan.steps, GROUP_ROLES if g.grouped else _PLAIN_ROLES)
+        last = requant_epilogue(conv, bias, vecs, plan.steps, GROUP_ROLES if g.grouped else _PLAIN_ROLES)
         extra, inputs = [], {**consts, "data": np.zeros(data.shape, np.int8)}
         if residual is not None:
             from vtasim.compiler.ops.residual import qadd_stages
@@ -408,17 +433,27 @@ def _geometry(cfg, x_shape, weight, strides, pads, name, dense=False, groups=1, 
     return g, weight
 
 
-def _build(cfg, g, weight, bias, za, plan, knobs, name, residual=None):
+def check_layer_args(g: Geometry, weight, bias, za, plan, name: str):
+    """``(za, weight int8, bias int32 (O,))`` checked (zero point in int8, the plan's steps and channels)."""
     za = int(check_zero_point(za, "int8", f"{name}: input zero point"))
     weight = _int_array(weight, "int8", f"{name}: weight")
     if bias is None:
         bias = np.zeros(g.o, dtype=np.int32)
     bias = _int_array(bias, "int32", f"{name}: bias", (g.o,))
     _check_plan(plan, g.o, name)
-    need = qnn.conv_acc_bound(weight, bias, za)
+    return za, weight, bias
+
+
+def check_acc_bound(need: int, plan, name: str) -> None:
+    """Refuse a plan made for a smaller accumulator than the layer's bound ``need``."""
     if need > plan.acc_bound:
         raise qnn.RequantError(f"{name}: the accumulator reaches {need} but the plan was made for acc_bound = "
-                               f"{plan.acc_bound} (rule: plan_requant with at least qnn.conv_acc_bound)")
+                               f"{plan.acc_bound} (rule: plan_requant with at least the layer's accumulator bound)")
+
+
+def _build(cfg, g, weight, bias, za, plan, knobs, name, residual=None):
+    za, weight, bias = check_layer_args(g, weight, bias, za, plan, name)
+    check_acc_bound(qnn.conv_acc_bound(weight, bias, za), plan, name)
     pads = g.pads
     g.host_pad = bool(za != 0 and any(pads)) or pads[0] != pads[2] or pads[1] != pads[3] or \
         max(pads) > _DMA_PAD_MAX

@@ -16,7 +16,7 @@ conv/dense), :mod:`~vtasim.compiler.qnn.lut` (tanh/sigmoid/SiLU tables), :mod:`~
 
 from vtasim.compiler.qnn.conv import (conv2d_int32, conv_acc_bound, conv_out_hw, dense_acc_bound, dense_int32, qconv2d,
                                qdense)
-from vtasim.compiler.qnn.conv_transpose import conv_transpose2d, qconv2d_transpose
+from vtasim.compiler.qnn.conv_transpose import conv_transpose2d, conv_transpose_acc_bound, qconv2d_transpose
 from vtasim.compiler.qnn.errors import QnnError, RequantError, dtype_range
 from vtasim.compiler.qnn.fixed_point import ROUNDINGS, fixed_point_multiplier, multiply_shift, requantize
 from vtasim.compiler.qnn.lut import LUT_FUNCTIONS, apply_lut, lut_table
@@ -26,5 +26,5 @@ from vtasim.compiler.qnn.vta_requant import REQUANT_PATHS, RequantPlan, alu_step
 
 __all__ = ["QnnError", "RequantError", "dtype_range", "fixed_point_multiplier", "multiply_shift", "requantize",
            "ROUNDINGS", "quantize", "dequantize", "conv2d_int32", "qconv2d", "dense_int32", "qdense", "conv_out_hw",
-           "conv_acc_bound", "dense_acc_bound", "conv_transpose2d", "qconv2d_transpose", "lut_table", "apply_lut", "LUT_FUNCTIONS", "pad_q", "relu_q",
+           "conv_acc_bound", "dense_acc_bound", "conv_transpose2d", "qconv2d_transpose", "conv_transpose_acc_bound", "lut_table", "apply_lut", "LUT_FUNCTIONS", "pad_q", "relu_q",
            "clip_q", "maxpool_q", "plan_requant", "RequantPlan", "alu_steps_int32", "REQUANT_PATHS"]

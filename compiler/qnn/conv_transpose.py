@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from vtasim.compiler.qnn.conv import norm_pads, norm_pair
+from vtasim.compiler.qnn.conv import conv_acc_bound, norm_pads, norm_pair
 from vtasim.compiler.qnn.errors import QnnError
 
-__all__ = ["conv_transpose_out_hw", "conv_transpose2d", "qconv2d_transpose"]
+__all__ = ["conv_transpose_out_hw", "conv_transpose2d", "qconv2d_transpose", "conv_transpose_acc_bound"]
 
 
 def conv_transpose_out_hw(h, w, kh, kw, strides, pads, dilations=1, output_padding=0) -> tuple[int, int]:
@@ -74,3 +74,13 @@ def qconv2d_transpose(qa, qw, za, zw, strides=1, pads=0, dilations=1, output_pad
     out = conv_transpose2d(qa.astype(np.int64) - int(za), w.reshape(qw.shape), strides, pads, dilations,
                            output_padding, groups, dtype)
     return out.astype(np.int64).astype(np.int32)
+
+
+def conv_transpose_acc_bound(weight, bias, za, strides=1, in_range=(-128, 127)) -> int:
+    """Largest ``|accumulator|`` (incl. bias) of a one-group transposed conv, weight int8 ``(C, M, KH, KW)``,
+    inputs in ``in_range`` with zero point ``za``: output row ``Y`` meets only the kernel rows
+    ``r = Y + pad (mod S)`` (columns alike), so the bound is the largest over those tap classes."""
+    sh, sw = norm_pair(strides, "strides")
+    w = np.asarray(weight)
+    return max(conv_acc_bound(w[:, :, i::sh, j::sw].transpose(1, 0, 2, 3), bias, za, in_range)
+               for i in range(min(sh, w.shape[2])) for j in range(min(sw, w.shape[3])))

@@ -271,10 +271,12 @@ def test_compile_only_refuses_run_options(tmp_path, inputs):
     _one_line_error(*_vtasim("onnx", DIGITS_QDQ, "--out", tmp_path / "n")[::2], "--compile-only")
 
 
-@pytest.mark.parametrize("model", ["digits_qop", "digits_fixed", "edge16", "resnet_small"])
+@pytest.mark.parametrize("model", ["digits_qop", "digits_fixed", "edge16", "resnet_small", "dcgan"])
 def test_round_trip_of_every_region_kind(model, cfg, tmp_path, request):
     """Depthwise and grouped convs (the edge net at c=16), QOperator files, a ResNet with residual adds on
-    the host: saved and reloaded, the network gives the fresh one's bytes and cycles."""
+    the host, DCGAN's transposed convs (their input halo padded with the zero point): saved and reloaded,
+    the network gives the fresh one's bytes and cycles."""
+    from vtasim.compiler.frontend.models import edge
     from vtasim.compiler.frontend.inputs import load_feeds
     from vtasim.compiler.frontend.models import DIGITS_QOP
     from vtasim.compiler.frontend.models.edge import make_edge_net
@@ -283,7 +285,8 @@ def test_round_trip_of_every_region_kind(model, cfg, tmp_path, request):
     from vtasim.compiler.frontend.network import Network
     path = {"digits_qop": lambda: DIGITS_QOP, "digits_fixed": lambda: DIGITS_QOP,
             "edge16": lambda: make_edge_net(tmp_path / "e.onnx", c=16),
-            "resnet_small": lambda: request.getfixturevalue("resnet_small")}[model]()
+            "resnet_small": lambda: request.getfixturevalue("resnet_small"),
+            "dcgan": lambda: edge.make("dcgan", tmp_path / "g.onnx")}[model]()
     options = {"requant": "fixed", "skip_first_conv": False} if model == "digits_fixed" else {}
     data = path.read_bytes()
     _, meta = compile_key(data, cfg, options)
@@ -295,6 +298,8 @@ def test_round_trip_of_every_region_kind(model, cfg, tmp_path, request):
     assert len(loaded.regions) == len(fresh.regions) >= 2
     if model == "edge16":
         assert any(n.attrs.get("group", 1) > 1 for n in loaded.graph.nodes if n.target == "vta")
+    if model == "dcgan":
+        assert all(r.layer.geom.transposed and r.layer.geom.host_pad for r in loaded.regions.values())
     feeds, _, _ = load_feeds(fresh.graph, None, None, seed=3)
     for engine in ("reference", "cycle"):
         (ya, ra), (yb, rb) = fresh.run(feeds[0], engine=engine), loaded.run(feeds[0], engine=engine)

@@ -1,0 +1,150 @@
+"""Quantised transposed conv2d with a non-zero input zero point through ``build_qconv_transpose`` (the
+entry point the ONNX front end calls for ``ConvTranspose``), on every preset.
+
+References, independent of the compiled program:
+* a plain numpy scatter written here: every input pixel times every kernel tap onto the full output,
+  ``(x - za) * w`` summed, cropped by the pads, the bias added, requantised by the layer's plan;
+* ``gemm_counter`` against the ideal count of the phase schedule derived here from the shapes.
+The data are drawn so that the outputs are visible (the plan's multiplier from the accumulators'
+spread; the fraction clipped is asserted small) and so that the border correction matters: the
+answer with the interior's correction at every position differs at the borders, and a program whose
+halo holds 0 instead of the zero point is caught.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pytest
+
+from vtasim.compiler import qnn
+from vtasim.compiler.ops.qconv_transpose import CORRECTIONS, build_qconv_transpose
+from vtasim.hw.config import load_config
+
+PRESETS = ["config/presets/1x16x16.json", "config/presets/2x16x16.json", "config/presets/1x32x32.json",
+           "config/presets/1x8x8.json"]
+
+
+def _cases(cfg):
+    b = cfg.block_in
+    return [  # (C, H, W, O, K, stride, pad, za)
+        (2 * b, 4, 4, b, 4, 2, 1, -128),         # DCGAN's upsampling layer, reduced; uint8 zp 0 as int8
+        (b, 1, 1, 2 * b, 4, 1, 0, 37),           # DCGAN's first layer: 1x1 -> 4x4, every output a border
+        (b, 5, 4, b, 3, 1, 1, -20),              # 3x3 stride 1, not square
+        (3, 3, 3, 3, 4, 2, 1, 100),              # channels padded to the blocks (DCGAN's last layer: 3)
+    ]
+
+
+def _scatter(x, w, za, stride, pad):
+    """``sum (x - za) w`` of ONNX ConvTranspose by its definition (int64)."""
+    n, c, h, wd = x.shape
+    _, o, k, _ = w.shape
+    full = np.zeros((n, o, (h - 1) * stride + k, (wd - 1) * stride + k), np.int64)
+    xs = x.astype(np.int64) - za
+    for r in range(k):
+        for s in range(k):
+            full[:, :, r:r + (h - 1) * stride + 1:stride, s:s + (wd - 1) * stride + 1:stride] += \
+                np.einsum("nchw,co->nohw", xs, w[:, :, r, s].astype(np.int64))
+    return full[:, :, pad:full.shape[2] - pad, pad:full.shape[3] - pad]
+
+
+def _interior_only(x, w, za, stride, pad):
+    """The same with the interior's correction everywhere: ``sum x w`` minus ``za`` times the sum over
+    all the taps of the output's phase (what a program without the border correction computes)."""
+    t1 = _scatter(x, w, 0, stride, pad)
+    k = w.shape[2]
+    oh, ow = t1.shape[2:]
+    corr = np.zeros((w.shape[1], oh, ow), np.int64)
+    for y in range(oh):
+        for xx in range(ow):
+            rows, cols = range((y + pad) % stride, k, stride), range((xx + pad) % stride, k, stride)
+            corr[:, y, xx] = w[:, :, list(rows)][:, :, :, list(cols)].astype(np.int64).sum(axis=(0, 2, 3))
+    return t1 - za * corr
+
+
+def _layer_data(cfg, case):
+    c, h, w, o, k, s, p, za = case
+    rng = np.random.default_rng(zlib.crc32(repr((case, cfg.batch)).encode()))
+    weight = rng.integers(-128, 128, (c, o, k, k)).astype(np.int8)
+    bias = rng.integers(-3000, 3000, o).astype(np.int32)
+    x = rng.integers(-128, 128, (cfg.batch, c, h, w)).astype(np.int8)
+    acc = _scatter(x, weight, za, s, p) + bias.reshape(1, -1, 1, 1)
+    mult = 40.0 / max(float(acc.std()), 1.0)          # outputs spread over about +-100 LSB
+    plan = qnn.plan_requant(mult, qnn.conv_transpose_acc_bound(weight, bias, za, s), 3, -128, 127, cfg)
+    return x, weight, bias, plan, acc
+
+
+@pytest.fixture(scope="module", params=PRESETS, ids=lambda p: p.split("/")[-1][:-5])
+def preset(request):
+    return load_config(request.param)
+
+
+@pytest.mark.parametrize("correction", list(CORRECTIONS))
+def test_qconv_transpose_engines_equal_numpy(preset, correction):
+    cfg = preset
+    for case in _cases(cfg):
+        c, h, w, o, k, s, p, za = case
+        x, weight, bias, plan, acc = _layer_data(cfg, case)
+        want = plan.apply(acc, axis=1).astype(np.int8)
+        inside = ((want > -128) & (want < 127)).mean()
+        assert inside >= 0.97, f"{case}: only {inside:.1%} of the outputs unclipped: the check would be blind"
+        border = want != plan.apply(_interior_only(x, weight, za, s, p) + bias.reshape(1, -1, 1, 1), axis=1)
+        assert border.any(), f"{case}: the border correction changes no output: a program without it would pass"
+        layer = build_qconv_transpose(cfg, x.shape, weight, bias, s, p, za, plan, correction=correction)
+        assert np.array_equal(layer.reference(x), want)
+        for engine in ("functional", "cycle"):
+            y, result = layer.run(x, engine=engine)
+            assert np.array_equal(y, want), (case, engine, np.argwhere(y != want)[:4])
+        taps = k // s
+        ideal = (x.shape[0] // cfg.batch) * want.shape[2] * want.shape[3] * taps * taps * \
+            (-(-c // cfg.block_in)) * (-(-o // cfg.block_out))
+        assert result.counters["gemm_counter"] == ideal, case
+        assert layer.macs == x.shape[0] * o * want.shape[2] * want.shape[3] * c * taps * taps
+
+
+def test_a_halo_of_zeros_is_caught(default_cfg):
+    """The mutation: the program's input halo holding 0 (the DMA's padding) instead of the zero point,
+    the rest unchanged.  The outputs then differ, and only at the borders."""
+    case = (2 * default_cfg.block_in, 4, 4, default_cfg.block_in, 4, 2, 1, -128)
+    x, weight, bias, plan, acc = _layer_data(default_cfg, case)
+    layer = build_qconv_transpose(default_cfg, x.shape, weight, bias, 2, 1, -128, plan, correction="phase")
+    assert layer.geom.host_pad
+    want = layer.reference(x)
+    za, layer.za = layer.za, 0                 # pack_input now pads the halo with 0
+    y, _ = layer.run(x, engine="functional")
+    layer.za = za
+    wrong = y != want
+    assert wrong.any()
+    assert not wrong[:, :, 1:-1, 1:-1].any(), "the halo reaches the border rows and columns only"
+
+
+def test_zero_point_zero_needs_no_host_padding(default_cfg):
+    """With za = 0 the DMA pads (the input segment is the plain packed input) and the result is exact."""
+    case = (default_cfg.block_in, 4, 4, default_cfg.block_in, 4, 2, 1, 0)
+    x, weight, bias, plan, acc = _layer_data(default_cfg, case)
+    layer = build_qconv_transpose(default_cfg, x.shape, weight, bias, 2, 1, 0, plan)
+    assert not layer.geom.host_pad and layer.built.buffers["data"].nbytes == x.size
+    y, _ = layer.run(x, engine="cycle")
+    assert np.array_equal(y, plan.apply(acc, axis=1).astype(np.int8))
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(output_padding=1), r"output_padding = \[1, 1\] \(a transposed conv on VTA has none\)"),
+    (dict(groups=2), r"group = 2 \(a transposed conv on VTA has one group\)"),
+    (dict(dilations=2), r"dilations = 2 \(a transposed conv on VTA has dilation 1\)"),
+    (dict(zw=3), r"weight zero point 3 is not 0"),
+    (dict(correction="tensor"), r"correction = 'tensor' is not one of phase, position"),
+])
+def test_bad_transpose_arguments(default_cfg, kw, message):
+    w = np.zeros((16, 16, 4, 4), np.int8)
+    plan = qnn.plan_requant(0.004, 1 << 16, 0, -128, 127, default_cfg)
+    with pytest.raises(qnn.QnnError, match=message):
+        build_qconv_transpose(default_cfg, (1, 16, 4, 4), w, None, 2, 1, 5, plan, **kw)
+
+
+def test_kernel_not_a_multiple_of_the_stride(default_cfg):
+    w = np.zeros((16, 16, 3, 3), np.int8)
+    plan = qnn.plan_requant(0.004, 1 << 16, 0, -128, 127, default_cfg)
+    with pytest.raises(qnn.QnnError, match="kernel 3 is not a multiple of the stride 2"):
+        build_qconv_transpose(default_cfg, (1, 16, 4, 4), w, None, 2, 1, 5, plan)
