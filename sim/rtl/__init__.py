@@ -8,7 +8,7 @@ they take in :data:`OPTIONS` / :data:`BATCH_OPTIONS`)::
     >>> result.cycles, result.trace[0]                   # doctest: +SKIP
     >>> results = run_images(images, sim="icarus")       # one simulator process for all
 
-The first call for a config compiles the RTL (about 20 s under Verilator for the default config,
+The first call for a config compiles the RTL (one to two minutes under Verilator for the default config,
 about a second under Icarus) into the build cache
 (:func:`sim.rtl.runner.cache_root`, default ``~/.cache/vtasim/rtl``); later calls, in any process,
 reuse it.  The modules: :mod:`~sim.rtl.tools` finds the simulators, :mod:`~sim.rtl.runner` builds and
