@@ -10,7 +10,8 @@ The harnesses are Verilator builds of the same RTL and testbench (each cached li
 * ``new``: the default build (:data:`sim.rtl.runner.VERILATOR_ARGS`, the testbench's own clock).
 
 ``--sweep`` adds one build per change, each applied alone to ``old``: the clock in the HDL, the C++
-optimisation level, ``--threads 2``, and the removal of Verilator's ``-O3`` and ``--x-assign fast``.
+optimisation level, ``--threads 2`` (on two shared cores it had not finished C2-C11 after 13
+minutes: pick others with ``--only``), and the removal of Verilator's ``-O3`` and ``--x-assign fast``.
 Every variant runs all layers in one simulator process; a layer's rate is its cycles over the
 simulator's time from launch to ``done`` (build, start-up and file exchange excluded), both the
 wall time and the simulator process's CPU time (the CPU rate is the steadier one on a loaded
