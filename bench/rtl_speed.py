@@ -7,7 +7,7 @@ The harnesses are Verilator builds of the same RTL and testbench (each cached li
 
 * ``old``: cocotb's Clock drives ``clk`` through VPI, C++ at -O1 (the harness before the testbench
   made its own clock);
-* ``new``: the default build (:data:`sim.rtl.runner.VERILATOR_ARGS`, the testbench's own clock).
+* ``new``: the default build (:data:`vtasim.sim.rtl.runner.VERILATOR_ARGS`, the testbench's own clock).
 
 ``--sweep`` adds one build per change, each applied alone to ``old``: the clock in the HDL, the C++
 optimisation level, ``--threads 2`` (on two shared cores it had not finished C2-C11 after 13
@@ -15,7 +15,7 @@ minutes: pick others with ``--only``), and the removal of Verilator's ``-O3`` an
 Every variant runs all layers in one simulator process; a layer's rate is its cycles over the
 simulator's time from launch to ``done`` (build, start-up and file exchange excluded), both the
 wall time and the simulator process's CPU time (the CPU rate is the steadier one on a loaded
-machine).  Every RTL run is diffed against the cycle engine (``sim.diff.compare``: retire records,
+machine).  Every RTL run is diffed against the cycle engine (``vtasim.sim.diff.compare``: retire records,
 cycles, output bytes); a row that differs is flagged, a rate of a wrong run means nothing.
 """
 
@@ -28,8 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hw.config import load_config  # noqa: E402
-from sim.rtl.runner import VERILATOR_ARGS  # noqa: E402
+from vtasim.hw.config import load_config  # noqa: E402
+from vtasim.sim.rtl.runner import VERILATOR_ARGS  # noqa: E402
 
 # The Verilator options of the harness before the testbench made its own clock.
 OLD_ARGS = ("-O3", "--x-assign", "fast", "--x-initial", "fast", "-Wno-fatal", "-CFLAGS", "-O1")
@@ -61,9 +61,9 @@ def variants(sweep: bool) -> dict:
 
 def _run_variant(cfg, images, clock, args):
     """Build (or reuse) the variant and run every image in one simulator process."""
-    from sim.rtl import watchdog_for
-    from sim.rtl.results import to_run_result
-    from sim.rtl.runner import Job, get_build, run_jobs
+    from vtasim.sim.rtl import watchdog_for
+    from vtasim.sim.rtl.results import to_run_result
+    from vtasim.sim.rtl.runner import Job, get_build, run_jobs
     t = time.perf_counter()
     build = get_build(cfg, "verilator", clock=clock, verilator_args=args,
                       dram_bytes=max(im.dram_size for im, _ in images))
@@ -84,9 +84,9 @@ def main(argv=None) -> int:
     p.add_argument("--config", type=Path, default=None)
     args = p.parse_args(argv)
     cfg = load_config(args.config)
-    from compiler.ops import compile_workload
-    from sim.cycle import run_image as cycle_run
-    from sim.diff import compare
+    from vtasim.compiler.ops import compile_workload
+    from vtasim.sim.cycle import run_image as cycle_run
+    from vtasim.sim.diff import compare
 
     names = args.layers.split(",")
     imgs = [compile_workload(f"resnet18.{n}", cfg, reduce=args.reduce).image for n in names]

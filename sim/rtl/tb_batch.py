@@ -3,7 +3,7 @@
 Orchestration only, never per cycle: the clock (``$VTASIM_CLOCK`` = ``hdl``, the default build), the
 DRAM model and the retire monitor are HDL (``hw/rtl/tb/tb_top.v``), and Python waits on ``done`` with
 one edge trigger; a ``cocotb`` clock build gets cocotb's C-level Clock on ``clk`` instead.  For
-each job of the manifest named by ``$VTASIM_BATCH`` (written by :mod:`sim.rtl.runner`):
+each job of the manifest named by ``$VTASIM_BATCH`` (written by :mod:`vtasim.sim.rtl.runner`):
 
 reset -> move the job's ``dram_in.hex`` into the working directory -> pulse ``cmd_load`` -> raise
 ``launch`` -> await ``done`` -> pulse ``cmd_dump`` -> move ``dram_out.hex`` and ``trace.txt`` back
@@ -80,7 +80,7 @@ async def run_batch(dut):
     """Run every job of the manifest back to back in this simulator process."""
     manifest = json.loads(Path(os.environ["VTASIM_BATCH"]).read_text())
     workdir = Path.cwd()
-    clock_ns = int(os.environ["VTASIM_CLOCK_NS"])       # sim.rtl.runner.CLOCK_NS
+    clock_ns = int(os.environ["VTASIM_CLOCK_NS"])       # vtasim.sim.rtl.runner.CLOCK_NS
     if os.environ["VTASIM_CLOCK"] == "cocotb":
         cocotb.start_soon(Clock(dut.clk, clock_ns, unit="ns").start())
     await Timer(1, unit="ns")
