@@ -144,10 +144,12 @@ class RtlParser:
     def __exit__(self, *exc):
         self.close()
 
-    def parse_file(self, path, include_dir):
-        """Preprocess ``path`` with ``iverilog -E`` (as pyverilog does) and parse it."""
+    def parse_file(self, path, include_dir, defines=None):
+        """Preprocess ``path`` with ``iverilog -E`` (as pyverilog does; ``defines``: macro -> value)
+        and parse it."""
         out = self._tmp / "pp.v"
-        proc = subprocess.run(["iverilog", "-E", "-I", str(include_dir), "-o", str(out), str(path)],
+        macros = [f"-D{name}={value}" for name, value in (defines or {}).items()]
+        proc = subprocess.run(["iverilog", "-E", "-I", str(include_dir)] + macros + ["-o", str(out), str(path)],
                               capture_output=True, text=True)
         if proc.returncode != 0:
             raise RtlParseError(f"{path}: preprocessing failed: {proc.stderr.strip()}")
@@ -156,8 +158,9 @@ class RtlParser:
         except Exception as exc:          # pyverilog raises ParseError and plain exceptions
             raise RtlParseError(f"{path}: pyverilog cannot parse it: {exc}") from None
 
-    def parse_design(self, cfg: VTAConfig, files=None) -> Design:
-        """Parse every RTL file (default ``hw/rtl/*.v``) with the header generated for ``cfg``."""
+    def parse_design(self, cfg: VTAConfig, files=None, defines=None) -> Design:
+        """Parse every RTL file (default ``hw/rtl/*.v``) with the header generated for ``cfg``
+        (and the macros ``defines``, e.g. the testbench's ``VTASIM_TB_CLOCK_HALF``)."""
         from pyverilog.vparser import ast as A
         inc = self._tmp / "inc"
         inc.mkdir(exist_ok=True)
@@ -165,7 +168,7 @@ class RtlParser:
         files = [Path(f) for f in files] if files is not None else sorted(RTL_DIR.glob("*.v"))
         parsed, modules = {}, {}
         for path in files:
-            src = self.parse_file(path, inc)
+            src = self.parse_file(path, inc, defines)
             parsed[path] = src
             for node in _walk(src):
                 if isinstance(node, A.ModuleDef):

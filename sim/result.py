@@ -46,7 +46,7 @@ class RunResult:
     trace: Sequence | None = None     # RetireRecords, cycle/rtl engines (the cycle engine's is lazy)
     breakdown: dict | None = None     # module -> {bucket: cycles}, cycle engine
     wall_s: float | None = None       # simulation wall time, JIT/build excluded
-    cpu_s: float | None = None        # process CPU time of the same span (cycle engine)
+    cpu_s: float | None = None        # process CPU time of the same span (cycle engine; rtl: the simulator process)
     dispatch_cycle: np.ndarray | None = None   # int64 per program index: cycle dispatched to its queue, -1 never
     fetch_chunks: Sequence | None = None  # cycle engine: (first request cycle, complete cycle) per fetch chunk
     order: list | None = None         # functional engine: program indices in execution order

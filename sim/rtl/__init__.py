@@ -8,7 +8,7 @@ they take in :data:`OPTIONS` / :data:`BATCH_OPTIONS`)::
     >>> result.cycles, result.trace[0]                   # doctest: +SKIP
     >>> results = run_images(images, sim="icarus")       # one simulator process for all
 
-The first call for a config compiles the RTL (about 20 s under Verilator for the default config,
+The first call for a config compiles the RTL (one to two minutes under Verilator for the default config,
 about a second under Icarus) into the build cache
 (:func:`vtasim.sim.rtl.runner.cache_root`, default ``~/.cache/vtasim/rtl``); later calls, in any process,
 reuse it.  The modules: :mod:`~vtasim.sim.rtl.tools` finds the simulators, :mod:`~vtasim.sim.rtl.runner` builds and
@@ -26,6 +26,7 @@ from pathlib import Path
 
 from vtasim.sim.engines import Option
 from vtasim.sim.rtl.coverage import Coverage
+from vtasim.sim.rtl.runner import CLOCKS, DEFAULT_CLOCK
 from vtasim.sim.rtl.tools import require
 
 __all__ = ["run_image", "run_images", "watchdog_for", "require", "TIMED", "OPTIONS", "BATCH_OPTIONS"]
@@ -36,6 +37,7 @@ _SHARED = (
     Option("sim", (str,), "HDL simulator: verilator or icarus"),
     Option("waves", (bool, str), "waveforms: True = FST, 'fst' or 'vcd'"),
     Option("waves_file", (str, Path), "the waveform file (default ./vtasim_rtl.<format>)"),
+    Option("clock", (str,), "the testbench clock: made by the testbench (hdl) or driven by cocotb", CLOCKS),
 )
 OPTIONS = _SHARED + (
     Option("max_cycles", (int,), "the HDL watchdog, 1 .. 2^32 - 1"),
@@ -72,7 +74,8 @@ def _check(image):
 
 
 def run_images(images, sim: str = "verilator", waves=False, max_cycles: int | None = None,
-               errors: str = "raise", waves_file=None, rtl_dir=None, tb_file=None, work_dir=None, coverage=None):
+               errors: str = "raise", waves_file=None, rtl_dir=None, tb_file=None, work_dir=None, coverage=None,
+               clock: str = DEFAULT_CLOCK):
     """Run ``images`` in one simulator process per config; a list of RunResult in input order.
 
     ``errors="return"`` puts the exception of a failing image in its slot instead of raising
@@ -82,7 +85,9 @@ def run_images(images, sim: str = "verilator", waves=False, max_cycles: int | No
     whatever the watchdog, and raises :class:`~vtasim.sim.rtl.results.RtlDeadlock`, a DeadlockError).
     ``waves``: False, True (FST), ``"fst"`` or ``"vcd"``, written to ``waves_file`` (default
     ``./vtasim_rtl.<format>``).  ``coverage``: a :class:`vtasim.sim.rtl.coverage.Coverage`; the images then
-    run on the coverage build (Verilator) and its points are added to it, once per simulator process."""
+    run on the coverage build (Verilator) and its points are added to it, once per simulator process.
+    ``clock``: ``"hdl"`` (the testbench makes its clock: no simulator callback per edge) or ``"cocotb"``
+    (cocotb's Clock drives it through VPI, the slower harness; :data:`vtasim.sim.rtl.runner.CLOCKS`)."""
     from vtasim.sim.errors import SimError
     from vtasim.sim.rtl import runner
     from vtasim.sim.rtl.results import to_run_result
@@ -111,7 +116,8 @@ def run_images(images, sim: str = "verilator", waves=False, max_cycles: int | No
         groups.setdefault(image.cfg, []).append(k)
     for cfg, idxs in groups.items():
         build = runner.get_build(cfg, sim, waves=fmt, rtl_dir=rtl_dir, tb_file=tb_file,
-                                 dram_bytes=max(images[k].dram_size for k in idxs), coverage=coverage is not None)
+                                 dram_bytes=max(images[k].dram_size for k in idxs), coverage=coverage is not None,
+                                 clock=clock or DEFAULT_CLOCK)
         if fmt and waves_file is None:
             waves_file = Path.cwd() / f"vtasim_rtl.{fmt}"
         jobs = [runner.Job(images[k].dram(), images[k].insn_addr, images[k].insn_count, limits[k]) for k in idxs]
@@ -130,7 +136,7 @@ def run_images(images, sim: str = "verilator", waves=False, max_cycles: int | No
 
 
 def run_image(image, sim: str = "verilator", waves=False, max_cycles: int | None = None,
-              waves_file=None, coverage=None):
+              waves_file=None, coverage=None, clock: str = DEFAULT_CLOCK):
     """Run one image on the RTL.
 
     ``waves`` (True = FST, ``"fst"``, ``"vcd"``) also writes waveforms (``waves_file``, default
@@ -140,9 +146,9 @@ def run_image(image, sim: str = "verilator", waves=False, max_cycles: int | None
     ``vtasim.sim.engines.run_engine("rtl", image, trace=..., perfetto=...)``."""
     if coverage is None:
         return run_images([image], sim=sim or "verilator", waves=waves, max_cycles=max_cycles,
-                          waves_file=waves_file)[0]
+                          waves_file=waves_file, clock=clock)[0]
     return _run_with_coverage(image, Path(coverage), sim=sim or "verilator", waves=waves,
-                              max_cycles=max_cycles, waves_file=waves_file)
+                              max_cycles=max_cycles, waves_file=waves_file, clock=clock)
 
 
 def _run_with_coverage(image, directory: Path, **opts):

@@ -240,6 +240,7 @@ def to_run_result(image, outcome, max_cycles: int) -> RunResult:
     return RunResult(engine="rtl", dram=dram, counters=stream_counters(image.cfg, f),
                      outputs=image.outputs_from(dram), leftover_tokens=leftover_tokens(f),
                      cycles=int(status["cycles"]), trace=trace.records, wall_s=status.get("wall_s"),
+                     cpu_s=status.get("cpu_s"),
                      dispatch_cycle=_dispatch_array(trace.dispatch, image.insn_count),
                      launch_ns=status.get("launch_ns"), clock_ns=status.get("clock_ns"),
                      waves=str(outcome.waves) if outcome.waves else None)

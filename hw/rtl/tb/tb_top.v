@@ -2,6 +2,11 @@
 // HDL testbench of the RTL <-> cosim interface: vta_top, the DRAM model, the retire monitor,
 // the watchdog and the file I/O.  cocotb only drives the ports below, never per cycle.
 //
+// Clock: with VTASIM_TB_CLOCK_HALF defined (the half period in time units, sim/rtl/runner.py passes
+// it) the testbench makes its own clock and `clk` is an output: high at time 0, falling at one half
+// period, rising at the next, like cocotb's Clock, so a run costs the simulator no callback per edge.
+// Without it `clk` is an input that cocotb (or tests/rtl/hdl/tb_drive.v) drives.
+//
 // DRAM model: TB_DRAM_BYTES bytes as bus words, read combinationally at the RTL's memory port
 // address, written with byte strobes at the clock edge.  The DRAM latency and the beat timing of
 // docs/timing.md 4.2 live in the RTL's port (vta_mem_port), so this model has no timing of its own.
@@ -16,7 +21,11 @@
 // cycle reported is the first of them (the cycle the cycle engine names in its deadlock report).
 // `max_quiet` is the longest quiet stretch of the run (tests hold it to the bound).
 module tb_top (
+`ifdef VTASIM_TB_CLOCK_HALF
+  output reg         clk,
+`else
   input  wire        clk,
+`endif
   input  wire        rst,
   input  wire        launch,
   input  wire [31:0] insn_addr,
@@ -33,6 +42,11 @@ module tb_top (
   output wire [31:0] cycles,
   output reg  [31:0] max_quiet
 );
+`ifdef VTASIM_TB_CLOCK_HALF
+  initial clk = 1'b1;
+  always #(`VTASIM_TB_CLOCK_HALF) clk = !clk;
+`endif
+
   localparam integer BUS = `VTA_BUS_BITS;
   localparam integer WORDS = `VTA_TB_DRAM_WORDS;
   localparam integer LW = `VTA_LOG_TB_DRAM_WORDS;
