@@ -45,6 +45,7 @@ from compiler.knobs import check_knobs, fallback_knobs, fitting_knobs, tophub_kn
 from compiler.ops.alu import alu_expr
 from compiler.ops.conv2d import conv2d_packed, schedule_conv2d_packed
 from compiler.ops.conv_family import bias_shape
+from compiler.ops.exact_epilogue import check_stages, exact_epilogue
 from compiler.ops.group_conv2d import ROLES as GROUP_ROLES
 from compiler.ops.group_conv2d import (group_conv2d_packed, pack_group_bias, pack_group_kernel,
                                        schedule_group_conv2d_packed, unpack_group_output)
@@ -226,6 +227,8 @@ def _check_plan(plan, o, name):
     if plan.channels not in (None, o):
         raise qnn.QnnError(f"{name}: the plan has {plan.channels} per-channel multipliers, the layer {o} "
                            f"output channels")
+    if plan.stages:
+        check_stages(plan.stages, plan.vectors, name)
     for kind, operand in plan.steps:
         if kind not in STEP_KINDS:
             raise qnn.QnnError(f"{name}: plan step {kind!r} is not one of {', '.join(STEP_KINDS)}")
@@ -262,10 +265,13 @@ def _stage(prev, kind, operand, vecs, n, roles):
     return te.compute(prev.shape, lambda *i: op(prev(*i), imm), name=f"q_s{n}_{kind}")
 
 
-def _epilogue(acc, bias, vecs, steps, roles):
-    """``acc + bias`` then each plan step as one elementwise stage (one ALU instruction each)."""
+def _epilogue(acc, bias, vecs, plan, roles, zero=None):
+    """``acc + bias`` then each plan step as one elementwise stage (one ALU instruction each); an exact
+    plan's stages read ``acc + bias`` as ``A`` and the zero tile ``zero`` (loaded by DMA) as ``Z``."""
     x = _stage(acc, "add", "bias", {"bias": bias}, "b", roles)
-    for n, (kind, operand) in enumerate(steps):
+    if plan.stages:
+        return exact_epilogue(x, zero, vecs, plan.stages, functools.partial(_stage, roles=roles))
+    for n, (kind, operand) in enumerate(plan.steps):
         x = _stage(x, kind, operand, vecs, n, roles)
     return x
 
@@ -302,7 +308,8 @@ def _compile(cfg, g: Geometry, name, weight, folded_bias, plan, knobs, za, resid
     user = knobs is not None
     record = None if user else tophub_knobs(wl, cfg)
     tries = [("user", knobs)] if user else ([("tophub", record)] if record else []) + \
-        [("fitting", fitting_knobs(wl, cfg, acc_tensors=1 + len(plan.vectors))), ("fallback", fallback_knobs(wl, cfg))]
+        [("fitting", fitting_knobs(wl, cfg, acc_tensors=1 + bool(plan.stages) + len(plan.vectors))),
+         ("fallback", fallback_knobs(wl, cfg))]
     if residual is not None and not user:
         # the residual's tile shares the accumulator: half-height tiles first; never the fallback knobs
         # (a fused layer that only compiles with them is slower than the add on its own)
@@ -341,15 +348,19 @@ def _program(cfg, g, consts, plan, knobs, name, hw, vta_pad, residual=None):
             conv = group_conv2d_packed(env, data, kernel, vta_pad, g.strides, g.dilation)
         else:
             conv = conv2d_packed(env, data, kernel, vta_pad, g.strides)
-        last = _epilogue(conv, bias, vecs, plan.steps, GROUP_ROLES if g.grouped else _PLAIN_ROLES)
+        zero = te.placeholder(conv.shape, env.inp_dtype, "zero") if plan.stages else None
+        last = _epilogue(conv, bias, vecs, plan, GROUP_ROLES if g.grouped else _PLAIN_ROLES, zero)
         extra, inputs = [], {**consts, "data": np.zeros(data.shape, np.int8)}
+        if zero is not None:             # a constant input: the image holds it, evaluate reads it from consts
+            consts["zero"] = inputs["zero"] = np.zeros(zero.shape, np.int8)
+            extra = [zero]
         if residual is not None:
             from compiler.ops.residual import qadd_stages
             res = te.placeholder(last.shape, env.inp_dtype, "res")
             rvecs = {v: te.placeholder(consts[f"vec_add_{v}"].shape, env.acc_dtype, f"vec_add_{v}")
                      for v in residual.vectors}
             last = qadd_stages(env, last.shape, residual, {"A": last, "B": res}, rvecs, prefix="qr")[1][-1]
-            extra = [res, *rvecs.values()]
+            extra += [res, *rvecs.values()]
             inputs["res"] = np.zeros(res.shape, np.int8)
         out = te.compute(last.shape, lambda *i: last(*i).astype(env.out_dtype), name="q_out")
         sch = (schedule_group_conv2d_packed if g.grouped else schedule_conv2d_packed)(env, out, knobs)
