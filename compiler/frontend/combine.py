@@ -132,6 +132,8 @@ def merged_plan(plans: list, sizes: list):
     ALU shifts by immediates); their add/mul/min/max operands become per-channel vectors (or stay
     immediates where equal), and a step one branch lacks is that step's identity on its channels."""
     from compiler.qnn.vta_requant import RequantPlan
+    if any(p.stages for p in plans):         # exact plans are not merged: the combined layer's own plan is exact
+        return None
     cut = [_segments(p) for p in plans]
     if any(c[1] != cut[0][1] for c in cut):
         return None

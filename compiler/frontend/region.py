@@ -221,7 +221,7 @@ class VtaRegion:
         """Refuse a restored ``layer`` whose zero point, requantisation steps or weight are not the node's."""
         node = self.node
         za, plan = self.requant_plan(x_dtype)
-        if layer.za != za or layer.plan.steps != plan.steps:
+        if layer.za != za or layer.plan.steps != plan.steps or layer.plan.stages != plan.stages:
             raise FrontendError(f"{where}: the layer's zero point / requantisation steps differ from the node's "
                                 f"(rule: the node's quantisation)")
         w = node.attrs["weight"]
