@@ -310,6 +310,9 @@ def _compile(cfg, g: Geometry, name, weight, folded_bias, plan, knobs, za, resid
     tries = [("user", knobs)] if user else ([("tophub", record)] if record else []) + \
         [("fitting", fitting_knobs(wl, cfg, acc_tensors=1 + bool(plan.stages) + len(plan.vectors))),
          ("fallback", fallback_knobs(wl, cfg))]
+    if plan.stages and not user:
+        # the exact plan's copy is a second accumulator tile: tiles shrunk to fit two (and the vectors)
+        tries = [(src, _two_tiles(ks, cfg, len(plan.vectors) + 1)) for src, ks in tries]
     if residual is not None and not user:
         # the residual's tile shares the accumulator: half-height tiles first; never the fallback knobs
         # (a fused layer that only compiles with them is slower than the add on its own)
@@ -326,6 +329,32 @@ def _compile(cfg, g: Geometry, name, weight, folded_bias, plan, knobs, za, resid
         return built, out, consts, ks, source
     raise CompileError(f"{name}: no knob set compiled" + (" with the residual add's tile in the accumulator"
                                                           if residual is not None else ""))
+
+
+def _divisors(n: int):
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _two_tiles(ks: dict, cfg, nvec: int) -> dict:
+    """``ks`` with the largest output tile (``tile_h x tile_w x tile_co`` inner factors, divisors of
+    theirs; more channels first on a tie) of which two tiles and ``nvec`` per-channel vectors fit the
+    accumulator per virtual thread: the exact plan's copy of the accumulator tile."""
+    if not all(isinstance(ks.get(k), list) for k in ("tile_h", "tile_w", "tile_co")):
+        return ks
+    threads = int(ks.get("oc_nthread", 1)) * int(ks.get("h_nthread", 1))
+    (oh, ih), (ow, iw), (oc, ic) = ((int(a), int(b)) for a, b in (ks["tile_h"], ks["tile_w"], ks["tile_co"]))
+    best = None
+    for h in _divisors(ih):
+        for w in _divisors(iw):
+            for c in _divisors(ic):
+                if (2 * h * w * c + c * nvec) * threads <= cfg.acc_depth:
+                    key = (h * w * c, c)
+                    if best is None or key > best[0]:
+                        best = (key, h, w, c)
+    if best is None or best[1:] == (ih, iw, ic):
+        return ks
+    _, h, w, c = best
+    return {**ks, "tile_h": [oh * ih // h, h], "tile_w": [ow * iw // w, w], "tile_co": [oc * ic // c, c]}
 
 
 def _shorter_tiles(ks: dict):
