@@ -125,6 +125,7 @@ class _Overflow(Exception):
 
 
 def _build(sigs, rs, zp, lo, hi, bound, clamp, n, k, fold_zp):
+    """The stages for ``n`` digits of ``k`` bits (``zp``, ``lo``, ``hi``: per channel), or _Overflow."""
     c = len(sigs)
     b = _Builder([(-bound, bound)] * c)
     x = "A"
@@ -154,7 +155,7 @@ def _build(sigs, rs, zp, lo, hi, bound, clamp, n, k, fold_zp):
     shifts = [r - (n - 1) * k for r in rs]
     if min(shifts) < 1:
         raise _Overflow
-    const = [(1 << (q - 1)) + ((zp << q) if fold_zp else 0) for q in shifts]
+    const = [(1 << (q - 1)) + ((z << q) if fold_zp else 0) for q, z in zip(shifts, zp)]
     y = b.stage("yr", "add", y, b.operand(const, "rq_round"),
                 [(b.ranges[y][j][0] + const[j], b.ranges[y][j][1] + const[j]) for j in range(c)])
     if all(q == shifts[0] for q in shifts) and shifts[0] <= 31:
@@ -164,24 +165,28 @@ def _build(sigs, rs, zp, lo, hi, bound, clamp, n, k, fold_zp):
     else:
         raise _Overflow
     y = b.stage("ys", "shr", y, rhs, [(v0 >> q, v1 >> q) for (v0, v1), q in zip(b.ranges[y], shifts)])
-    if not fold_zp and zp:
-        y = b.stage("yz", "add", y, ("imm", zp), [(v0 + zp, v1 + zp) for v0, v1 in b.ranges[y]])
-    if max(v1 for _, v1 in b.ranges[y]) > hi:
-        y = b.stage("ymin", "min", y, ("imm", hi), [(min(v0, hi), min(v1, hi)) for v0, v1 in b.ranges[y]])
-    if min(v0 for v0, _ in b.ranges[y]) < lo:
-        y = b.stage("ymax", "max", y, ("imm", lo), [(max(v0, lo), max(v1, lo)) for v0, v1 in b.ranges[y]])
+    if not fold_zp and any(zp):
+        y = b.stage("yz", "add", y, b.operand(zp, "rq_zp"), [(v0 + z, v1 + z) for (v0, v1), z in zip(b.ranges[y], zp)])
+    if any(v1 > h for (_, v1), h in zip(b.ranges[y], hi)):
+        y = b.stage("ymin", "min", y, b.operand(hi, "rq_out_hi"),
+                    [(min(v0, h), min(v1, h)) for (v0, v1), h in zip(b.ranges[y], hi)])
+    if any(v0 < lo_ for (v0, _), lo_ in zip(b.ranges[y], lo)):
+        y = b.stage("ymax", "max", y, b.operand(lo, "rq_out_lo"),
+                    [(max(v0, lo_), max(v1, lo_)) for (v0, v1), lo_ in zip(b.ranges[y], lo)])
     return b.stages, b.vectors
 
 
-def exact_stages(sigs, shifts, bound: int, zp: int, lo: int, hi: int):
+def exact_stages(sigs, shifts, bound: int, zp, lo, hi):
     """``(stages, vectors, (L, H) per channel)`` of the exact plan for TVM's multipliers ``(sig, shift)``
-    (one pair per channel, or one for all) and accumulators ``|acc| <= bound``: the fewest digits whose
-    intermediates all fit int32.  Raises :class:`RequantError` when no digit split fits."""
+    (one pair per channel, or one for all), output zero point and range ``zp``, ``lo``, ``hi`` (numbers,
+    or one per channel: combined sibling layers) and accumulators ``|acc| <= bound``: the fewest
+    digits whose intermediates all fit int32.  Raises :class:`RequantError` when no digit split fits."""
     big = [int(g) << max(int(h), 0) for g, h in zip(sigs, shifts)]
     rs = [31 + max(-int(h), 0) for h in shifts]
     if min(big) <= 0:
         raise RequantError("the exact requantisation needs a multiplier > 0")
-    clamp = [_saturation_points(s, r, zp, lo, hi, bound) for s, r in zip(big, rs)]
+    zp, lo, hi = ([int(v) for v in np.broadcast_to(np.asarray(x), (len(big),))] for x in (zp, lo, hi))
+    clamp = [_saturation_points(*a, bound) for a in zip(big, rs, zp, lo, hi)]
     clamp = [(min(lo_, hi_), max(lo_, hi_)) for lo_, hi_ in clamp]
     width = max(s.bit_length() for s in big)
     for n in range(2, 9):
