@@ -2,8 +2,8 @@
 layer's epilogue.
 
 The stages are an SSA list ``(out, kind, lhs, rhs)`` over two sources: ``A``, the accumulator with the
-bias added (an int32 tensor in the accumulator), and ``Z``, a zero tile: an int8 placeholder of the
-output's packed shape that the schedule loads into the accumulator per tile (``LOAD ACC_8BIT``, the
+bias added (an int32 tensor in the accumulator), and ``Z``, a zero tile: an int8 placeholder (:func:`zero_tile`) that the schedule loads into the
+accumulator per tile (``LOAD ACC_8BIT``, the
 DMA-load tag), the only way to get a second accumulator tile, since the ALU has no move.  Every stage
 reads its left operand for the last time, so storage_rewrite puts it in place and inject_alu makes
 one ALU instruction of it (vector mode where ``rhs`` is another stage: its source).
@@ -16,7 +16,7 @@ from compiler.errors import CompileError
 from compiler.ops._packed import DMA_LOAD_TAG
 from compiler.ops.alu import alu_expr
 
-__all__ = ["exact_epilogue", "check_stages", "STAGE_KINDS"]
+__all__ = ["exact_epilogue", "zero_tile", "check_stages", "STAGE_KINDS"]
 
 STAGE_KINDS = ("add", "mul", "min", "max", "shr")
 
@@ -37,14 +37,31 @@ def check_stages(stages, vectors, name: str):
         known.add(st[0])
 
 
+def zero_tile(env, shape, roles: str, tile_h: int, tile_w: int):
+    """``(placeholder, index)``: a zero int8 tensor and the map from an output position to a position
+    in it such that every output tile (``tile_h`` x ``tile_w`` pixels, any channel blocks) reads one
+    contiguous run (one 2-D DMA, whatever the tile's shape in the output layout); its values are all 0,
+    so which zero a position reads does not matter."""
+    ext = dict(zip(roles, shape))
+    span = ext["c"] * tile_h * tile_w + ext["y"] * tile_w + ext["x"]
+    zero = te.placeholder((ext["b"] * span, ext["B"], ext["C"]), env.inp_dtype, "zero")
+
+    def index(*i):
+        a = dict(zip(roles, i))
+        return (a["b"] * span + a["c"] * (tile_h * tile_w) + a["y"] * tile_w + a["x"], a["B"], a["C"])
+    return zero, index
+
+
 def exact_epilogue(acc, zero, vecs, stages, stage):
-    """The last tensor of ``stages`` over ``acc`` (``A``) and the loaded ``zero`` (``Z``); ``stage(prev,
-    kind, operand, vecs, n)`` makes one stage with an immediate or a per-channel vector operand."""
+    """The last tensor of ``stages`` over ``acc`` (``A``) and ``zero = (placeholder, index)`` of
+    :func:`zero_tile` (``Z``, loaded per tile); ``stage(prev, kind, operand, vecs, n)`` makes one stage
+    with an immediate or a per-channel vector operand."""
     shape = acc.shape
     vals = {"A": acc}
+    zt, zindex = zero
     for n, (out, kind, lhs, (rk, rv)) in enumerate(stages):
         if lhs == "Z":
-            x = te.compute(shape, lambda *i: zero(*i).astype(acc.dtype), name=f"q_zero{n}", tag=DMA_LOAD_TAG)
+            x = te.compute(shape, lambda *i: zt(*zindex(*i)).astype(acc.dtype), name=f"q_zero{n}", tag=DMA_LOAD_TAG)
         else:
             x = vals[lhs]
         if rk == "t":

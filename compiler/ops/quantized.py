@@ -45,7 +45,7 @@ from compiler.knobs import check_knobs, fallback_knobs, fitting_knobs, tophub_kn
 from compiler.ops.alu import alu_expr
 from compiler.ops.conv2d import conv2d_packed, schedule_conv2d_packed
 from compiler.ops.conv_family import bias_shape
-from compiler.ops.exact_epilogue import check_stages, exact_epilogue
+from compiler.ops.exact_epilogue import check_stages, exact_epilogue, zero_tile
 from compiler.ops.group_conv2d import ROLES as GROUP_ROLES
 from compiler.ops.group_conv2d import (group_conv2d_packed, pack_group_bias, pack_group_kernel,
                                        schedule_group_conv2d_packed, unpack_group_output)
@@ -312,7 +312,7 @@ def _compile(cfg, g: Geometry, name, weight, folded_bias, plan, knobs, za, resid
          ("fallback", fallback_knobs(wl, cfg))]
     if plan.stages and not user:
         # the exact plan's copy is a second accumulator tile: tiles shrunk to fit two (and the vectors)
-        tries = [(src, _two_tiles(ks, cfg, len(plan.vectors) + 1)) for src, ks in tries]
+        tries = [(src, _two_tiles(ks, cfg, len(plan.vectors) + 1, g)) for src, ks in tries]
     if residual is not None and not user:
         # the residual's tile shares the accumulator: half-height tiles first; never the fallback knobs
         # (a fused layer that only compiles with them is slower than the add on its own)
@@ -335,10 +335,11 @@ def _divisors(n: int):
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-def _two_tiles(ks: dict, cfg, nvec: int) -> dict:
-    """``ks`` with the largest output tile (``tile_h x tile_w x tile_co`` inner factors, divisors of
-    theirs; more channels first on a tie) of which two tiles and ``nvec`` per-channel vectors fit the
-    accumulator per virtual thread: the exact plan's copy of the accumulator tile."""
+def _two_tiles(ks: dict, cfg, nvec: int, g: Geometry) -> dict:
+    """``ks`` with the output tile (``tile_h x tile_w x tile_co`` inner factors, divisors of theirs)
+    that moves the fewest input and weight bytes (then the largest; more channels first) of which two tiles and ``nvec`` per-channel vectors fit the
+    accumulator per virtual thread (the exact plan's copy of the accumulator tile), and whose store is
+    one 2-D DMA (full-height or full-width rows, or one channel block)."""
     if not all(isinstance(ks.get(k), list) for k in ("tile_h", "tile_w", "tile_co")):
         return ks
     threads = int(ks.get("oc_nthread", 1)) * int(ks.get("h_nthread", 1))
@@ -347,8 +348,13 @@ def _two_tiles(ks: dict, cfg, nvec: int) -> dict:
     for h in _divisors(ih):
         for w in _divisors(iw):
             for c in _divisors(ic):
-                if (2 * h * w * c + c * nvec) * threads <= cfg.acc_depth:
-                    key = (h * w * c, c)
+                # the store (and the zero tile) stay one 2-D DMA per tile: whole rows, whole columns or one block
+                whole = h == oh * ih or w == ow * iw or c == 1
+                if whole and (2 * h * w * c + c * nvec) * threads <= cfg.acc_depth:
+                    # the fewest DRAM bytes: the input once per channel tile, the weights once per pixel tile
+                    traffic = (oc * ic // c) * g.c_pad * g.h * g.w + \
+                        (oh * ih // h) * (ow * iw // w) * g.o_pad * (g.c_pad // g.groups) * g.kh * g.kw
+                    key = (-traffic, h * w * c, c)
                     if best is None or key > best[0]:
                         best = (key, h, w, c)
     if best is None or best[1:] == (ih, iw, ic):
@@ -377,12 +383,14 @@ def _program(cfg, g, consts, plan, knobs, name, hw, vta_pad, residual=None):
             conv = group_conv2d_packed(env, data, kernel, vta_pad, g.strides, g.dilation)
         else:
             conv = conv2d_packed(env, data, kernel, vta_pad, g.strides)
-        zero = te.placeholder(conv.shape, env.inp_dtype, "zero") if plan.stages else None
-        last = _epilogue(conv, bias, vecs, plan, GROUP_ROLES if g.grouped else _PLAIN_ROLES, zero)
+        roles = GROUP_ROLES if g.grouped else _PLAIN_ROLES
+        zero = zero_tile(env, conv.shape, roles, int(knobs["tile_h"][1]), int(knobs["tile_w"][1])) \
+            if plan.stages else None
+        last = _epilogue(conv, bias, vecs, plan, roles, zero)
         extra, inputs = [], {**consts, "data": np.zeros(data.shape, np.int8)}
         if zero is not None:             # a constant input: the image holds it, evaluate reads it from consts
-            consts["zero"] = inputs["zero"] = np.zeros(zero.shape, np.int8)
-            extra = [zero]
+            consts["zero"] = inputs["zero"] = np.zeros(zero[0].shape, np.int8)
+            extra = [zero[0]]
         if residual is not None:
             from compiler.ops.residual import qadd_stages
             res = te.placeholder(last.shape, env.inp_dtype, "res")
