@@ -37,6 +37,8 @@ def _kind(node) -> str:
         return "dense"
     if node.op == "qconv_transpose":
         return "transposed"
+    if "weight" not in node.attrs:
+        return node.op                     # a residual add in a multi-op region
     o, i, kh, kw = node.attrs["weight"].shape
     if node.attrs.get("group", 1) > 1:
         return "depthwise" if i == 1 else "grouped"
@@ -129,7 +131,7 @@ def main(argv=None) -> int:
             fixed.run(xs[0], engine="cycle")
             f_total = sum(r.cycles for r in fixed.run(xs[0], engine="cycle")[1] if r.target == "vta")
             paths = _plan_paths(net, cfg, args.requant)
-            print(f"  requantisation: {', '.join(f'{v} {k}' for k, v in sorted(paths.items()))} plan(s); VTA cycles "
+            print(f"  requantisation: {', '.join(f'{v} {k}' for k, v in sorted(paths.items())) or 'no'} plan(s); VTA cycles "
                   f"{total:,} against {f_total:,} with every plan fixed ({total / f_total if f_total else 1:.3f}x)")
         rows.append((name, total, gemm / total if total else 0, m.get("top1")))
     print("\nnetwork          VTA cycles   GEMM util   top-1 agreement")

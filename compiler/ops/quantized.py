@@ -310,9 +310,11 @@ def _compile(cfg, g: Geometry, name, weight, folded_bias, plan, knobs, za, resid
     tries = [("user", knobs)] if user else ([("tophub", record)] if record else []) + \
         [("fitting", fitting_knobs(wl, cfg, acc_tensors=1 + bool(plan.stages) + len(plan.vectors))),
          ("fallback", fallback_knobs(wl, cfg))]
-    if plan.stages and not user:
-        # the exact plan's copy is a second accumulator tile: tiles shrunk to fit two (and the vectors)
-        tries = [(src, _two_tiles(ks, cfg, len(plan.vectors) + 1, g)) for src, ks in tries]
+    if not user:
+        # tiles whose store is one 2-D DMA and that fit the accumulator; the exact plan's copy is a second
+        # accumulator tile (tiles shrunk to fit two and the vectors)
+        tiles = 2 if plan.stages else 1
+        tries = [(src, _fitting_tiles(ks, cfg, len(plan.vectors) + 1, g, tiles)) for src, ks in tries]
     if residual is not None and not user:
         # the residual's tile shares the accumulator: half-height tiles first; never the fallback knobs
         # (a fused layer that only compiles with them is slower than the add on its own)
@@ -335,11 +337,13 @@ def _divisors(n: int):
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-def _two_tiles(ks: dict, cfg, nvec: int, g: Geometry) -> dict:
+def _fitting_tiles(ks: dict, cfg, nvec: int, g: Geometry, tiles: int) -> dict:
     """``ks`` with the output tile (``tile_h x tile_w x tile_co`` inner factors, divisors of theirs)
-    that moves the fewest input and weight bytes (then the largest; more channels first) of which two tiles and ``nvec`` per-channel vectors fit the
-    accumulator per virtual thread (the exact plan's copy of the accumulator tile), and whose store is
-    one 2-D DMA (full-height or full-width rows, or one channel block)."""
+    that moves the fewest input and weight bytes (then the largest; more channels first) of which
+    ``tiles`` tiles and ``nvec`` per-channel vectors fit the accumulator per virtual thread (2 for the
+    exact plan: its copy of the accumulator tile), and whose store is one 2-D DMA (full-height or
+    full-width rows, or one channel block).  That is ``ks`` itself where it qualifies: its inner
+    factors are the largest, so it moves the fewest bytes."""
     if not all(isinstance(ks.get(k), list) for k in ("tile_h", "tile_w", "tile_co")):
         return ks
     threads = int(ks.get("oc_nthread", 1)) * int(ks.get("h_nthread", 1))
@@ -350,7 +354,7 @@ def _two_tiles(ks: dict, cfg, nvec: int, g: Geometry) -> dict:
             for c in _divisors(ic):
                 # the store (and the zero tile) stay one 2-D DMA per tile: whole rows, whole columns or one block
                 whole = h == oh * ih or w == ow * iw or c == 1
-                if whole and (2 * h * w * c + c * nvec) * threads <= cfg.acc_depth:
+                if whole and (tiles * h * w * c + c * nvec) * threads <= cfg.acc_depth:
                     # the fewest DRAM bytes: the input once per channel tile, the weights once per pixel tile
                     traffic = (oc * ic // c) * g.c_pad * g.h * g.w + \
                         (oh * ih // h) * (ow * iw // w) * g.o_pad * (g.c_pad // g.groups) * g.kh * g.kw
