@@ -230,3 +230,12 @@ def test_exact_plan_clamps_where_the_output_saturates(default_cfg):
         assert np.all(host[1] == out)
         assert np.all(host[2 if out == -128 else 0] != out)
     assert np.abs(np.concatenate([lo_v, hi_v])).max() < 1 << 23       # far inside acc_bound
+
+
+def test_auto_keeps_the_fixed_plan_with_a_note_where_no_exact_plan_fits(default_cfg):
+    """|acc| up to 2^31 - 1 unsaturated (m = 3e-8): no digit of the multiplier times |acc| fits 31 bits."""
+    plan = qnn.plan_requant(3e-8, (1 << 31) - 1, 4, -128, 127, default_cfg)
+    assert plan.path == "fixed" and plan.max_error_lsb == 1 and plan.stages is None
+    assert plan.note.startswith("the exact requantisation does not fit (no digit split")
+    with pytest.raises(qnn.RequantError, match="no digit split of the multiplier"):
+        qnn.plan_requant(3e-8, (1 << 31) - 1, 4, -128, 127, default_cfg, path="exact")
