@@ -12,7 +12,10 @@ int32 per-output-channel vector in ``plan.vectors``, loaded into the accumulator
 The reference each plan is judged against, ``plan.exact(acc)``, is TVM's integer ``qnn.requantize``:
 ``clip(round_upward(acc * m) + out_zp, lo, hi)`` with ``m`` TVM's 31-bit fixed-point multiplier.
 
-Two paths (docs/quantisation.md has the derivations):
+Three paths (docs/quantisation.md has the derivations); ``"auto"`` takes the shift path for ``2^-n``,
+else the fixed path where its ``max_error_lsb`` is 0, else ``"exact"`` (:mod:`compiler.qnn.exact_requant`:
+SSA ``plan.stages`` equal to ``plan.exact`` on every ``|acc| <= acc_bound``, ``plan.steps`` empty), keeping
+the fixed plan with ``plan.note`` where no exact plan fits int32:
 
 * ``"shift"`` (TVM's VTA flow, compiler spec 8.3): ``m = 2^-n``; ``add 2^(n-1), shr n`` (a right shift
   needing a rounding constant beyond the 16-bit immediate shifts first by ``n - 15``, which is exact
