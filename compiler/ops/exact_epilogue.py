@@ -1,4 +1,4 @@
-"""The exact requantisation's stages (:mod:`compiler.qnn.exact_requant`) as tensor expressions in a
+"""The exact requantisation's stages (:mod:`vtasim.compiler.qnn.exact_requant`) as tensor expressions in a
 layer's epilogue.
 
 The stages are an SSA list ``(out, kind, lhs, rhs)`` over two sources: ``A``, the accumulator with the
@@ -11,10 +11,10 @@ one ALU instruction of it (vector mode where ``rhs`` is another stage: its sourc
 
 from __future__ import annotations
 
-from compiler import te
-from compiler.errors import CompileError
-from compiler.ops._packed import DMA_LOAD_TAG
-from compiler.ops.alu import alu_expr
+from vtasim.compiler.dsl import te
+from vtasim.compiler.errors import CompileError
+from vtasim.compiler.ops._packed import DMA_LOAD_TAG
+from vtasim.compiler.ops.alu import alu_expr
 
 __all__ = ["exact_epilogue", "zero_tile", "check_stages", "STAGE_KINDS"]
 

@@ -1,6 +1,6 @@
 """The exact requantisation on the VTA ALU: equal to the host's rule on every accumulator a layer can reach.
 
-The host (and :meth:`RequantPlan.exact <compiler.qnn.vta_requant.RequantPlan.exact>`) computes TVM's
+The host (and :meth:`RequantPlan.exact <vtasim.compiler.qnn.vta_requant.RequantPlan.exact>`) computes TVM's
 integer ``qnn.requantize`` of an int32 accumulator ``acc``: with TVM's fixed-point multiplier
 ``(sig, shift)``, ``S = sig * 2^max(shift, 0)`` and ``R = 31 + max(-shift, 0)``::
 
@@ -31,7 +31,7 @@ operand) and gets ``a`` back by the inverse of the odd ``D_i`` modulo 2^32 (a wr
 is exact modulo 2^32 and ``a`` fits int32); the top digit consumes ``a``.  Digits are made odd where
 needed by moving ``2^k`` between neighbours (any integer digits satisfy the identity).
 
-The stages use :class:`compiler.qnn.qadd.QAddPlan`'s form ``(out, kind, lhs, rhs)`` with sources
+The stages use :class:`vtasim.compiler.qnn.qadd.QAddPlan`'s form ``(out, kind, lhs, rhs)`` with sources
 ``"A"`` (the accumulator, bias added) and ``"Z"`` (the zero tile), ``rhs`` one of ``("imm", v)``,
 ``("vec", name)`` (an int32 per-channel vector) or ``("t", value)``.  The list is in the order a
 producer-first walk from the last stage visits them (left operand first), the order the schedule
@@ -45,9 +45,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from hw.alu import ALU_OPS
-from hw.fields import ALU_IMM_WIDTH
-from compiler.qnn.errors import RequantError
+from vtasim.hw.alu import ALU_OPS
+from vtasim.hw.fields import ALU_IMM_WIDTH
+from vtasim.compiler.qnn.errors import RequantError
 
 __all__ = ["exact_stages", "alu_stages_int32", "verify_stages", "EXACT_VERIFY_LIMIT"]
 

@@ -1,7 +1,7 @@
 """Requantisation on the VTA ALU: int32 accumulator -> int8, as a list of ALU steps.
 
 ``plan_requant(multiplier, acc_bound, out_zp, out_lo, out_hi, cfg)`` returns a :class:`RequantPlan`
-whose ``steps`` use the vocabulary of :mod:`compiler.ops.alu` (``("add", c)``, ``("mul", c)``,
+whose ``steps`` use the vocabulary of :mod:`vtasim.compiler.ops.alu` (``("add", c)``, ``("mul", c)``,
 ``("shr", c)``, ``("shl", c)``, ``("min", c)``, ``("max", c)``; an operand that is a string names an
 int32 per-output-channel vector in ``plan.vectors``, loaded into the accumulator like a bias)::
 
@@ -13,7 +13,7 @@ The reference each plan is judged against, ``plan.exact(acc)``, is TVM's integer
 ``clip(round_upward(acc * m) + out_zp, lo, hi)`` with ``m`` TVM's 31-bit fixed-point multiplier.
 
 Three paths (docs/quantisation.md has the derivations); ``"auto"`` takes the shift path for ``2^-n``,
-else the fixed path where its ``max_error_lsb`` is 0, else ``"exact"`` (:mod:`compiler.qnn.exact_requant`:
+else the fixed path where its ``max_error_lsb`` is 0, else ``"exact"`` (:mod:`vtasim.compiler.qnn.exact_requant`:
 SSA ``plan.stages`` equal to ``plan.exact`` on every ``|acc| <= acc_bound``, ``plan.steps`` empty), keeping
 the fixed plan with ``plan.note`` where no exact plan fits int32:
 
@@ -61,18 +61,18 @@ from fractions import Fraction
 
 import numpy as np
 
-from hw.alu import ALU_OPS
-from hw.fields import ALU_IMM_WIDTH
-from compiler.qnn.errors import RequantError, check_zero_point, is_power_of_two
-from compiler.qnn.exact_requant import alu_stages_int32, exact_stages, verify_stages
-from compiler.qnn.fixed_point import fixed_point_multiplier, multiply_shift
+from vtasim.hw.alu import ALU_OPS
+from vtasim.hw.fields import ALU_IMM_WIDTH
+from vtasim.compiler.qnn.errors import RequantError, check_zero_point, is_power_of_two
+from vtasim.compiler.qnn.exact_requant import alu_stages_int32, exact_stages, verify_stages
+from vtasim.compiler.qnn.fixed_point import fixed_point_multiplier, multiply_shift
 
 __all__ = ["plan_requant", "RequantPlan", "alu_steps_int32", "REQUANT_PATHS"]
 
 REQUANT_PATHS = ("auto", "shift", "fixed", "exact")
 MUL_VECTOR = "requant_mul"
 _MAX_SHIFT = 31                     # one SHR immediate; longer shifts are chained
-_ALU_STEPS = {op.mnemonic: op for op in ALU_OPS}     # step kind -> its row of hw.alu
+_ALU_STEPS = {op.mnemonic: op for op in ALU_OPS}     # step kind -> its row of vtasim.hw.alu
 ENUMERATE_LIMIT = 1 << 21           # accumulators x channels evaluated to make max_error_lsb exact
 
 
@@ -94,7 +94,7 @@ class RequantPlan:
     sig: object = None              # TVM's fixed-point multiplier (per channel: arrays)
     shift: object = None
     enumerated: bool = False        # max_error_lsb is the exhaustive worst case over every accumulator
-    stages: list | None = None      # the exact path: SSA stages (compiler.qnn.exact_requant), steps empty
+    stages: list | None = None      # the exact path: SSA stages (vtasim.compiler.qnn.exact_requant), steps empty
     note: str = ""                  # why auto kept an inexact fixed plan (the exact one did not fit)
 
     @property
@@ -414,7 +414,7 @@ def plan_requant(multiplier, acc_bound: int, out_zp: int, out_lo: int, out_hi: i
 
 
 def _exact_into(plan):
-    """Fill ``plan`` with the exact stages of :mod:`compiler.qnn.exact_requant`, checked against ``exact``."""
+    """Fill ``plan`` with the exact stages of :mod:`vtasim.compiler.qnn.exact_requant`, checked against ``exact``."""
     sigs = [int(v) for v in np.atleast_1d(plan.sig)]
     shifts = [int(v) for v in np.atleast_1d(plan.shift)]
     stages, vectors, clamp = exact_stages(sigs, shifts, plan.acc_bound, plan.out_zp, plan.out_lo, plan.out_hi)
