@@ -4,13 +4,16 @@
 
     python bench/edge_networks.py                                  # all five, 8 inputs for agreement
     python bench/edge_networks.py --networks mobilenet_v2 resnet18 --inputs 32
+    python bench/edge_networks.py --vs-fixed          # also the cycles with --requant fixed, side by side
 
 For each network (random He-initialised weights, quantised by onnxruntime at run time): the VTA
 regions and host ops, the cycles of one inference on the cycle engine split by layer kind
 (depthwise, pointwise 1x1, other convolutions, dense, transposed), each kind's GEMM utilisation
 (GEMM uops per cycle), the wall time of one simulated inference against onnxruntime's, and over
 ``--inputs`` inputs the top-1 agreement and relative error against onnxruntime (VTA regions as their
-numpy execution, which the cycle engine equals bit for bit).
+numpy execution, which the cycle engine equals bit for bit).  ``--vs-fixed`` also compiles each
+network with ``requant="fixed"`` (every requantisation the fixed-point plan, within 1 LSB) and prints
+the VTA cycles of one inference of both and their ratio, with how many layers run the exact plan.
 """
 
 from __future__ import annotations
@@ -34,10 +37,23 @@ def _kind(node) -> str:
         return "dense"
     if node.op == "qconv_transpose":
         return "transposed"
+    if "weight" not in node.attrs:
+        return node.op                     # a residual add in a multi-op region
     o, i, kh, kw = node.attrs["weight"].shape
     if node.attrs.get("group", 1) > 1:
         return "depthwise" if i == 1 else "grouped"
     return "pointwise 1x1" if kh == 1 else f"conv {kh}x{kw}"
+
+
+def _plan_paths(net, cfg, requant) -> dict:
+    """{plan path: layers} over the network's VTA layers."""
+    from vtasim.compiler.frontend.region import VtaRegion
+    out: dict = {}
+    for n in net.graph.nodes:
+        if n.target == "vta" and n.op in ("qconv", "qdense"):
+            path = VtaRegion(n, cfg, path=requant).check(n.attrs["x_dtype"])[1].path
+            out[path] = out.get(path, 0) + 1
+    return out
 
 
 def _make(name, path):
@@ -61,14 +77,20 @@ def main(argv=None) -> int:
     ap.add_argument("--config", type=Path, default=None)
     ap.add_argument("--regions", choices=("multi", "single"), default="multi",
                     help="multi-op regions (the default) or one region per layer")
+    ap.add_argument("--requant", choices=("auto", "fixed", "exact"), default="auto",
+                    help="requantisation plans on VTA (auto: exact where the fixed-point plan is not)")
+    ap.add_argument("--vs-fixed", action="store_true", help="also the VTA cycles with --requant fixed")
     args = ap.parse_args(argv)
+    if args.inputs < 1:
+        print(f"error: --inputs = {args.inputs} must be >= 1", file=sys.stderr)
+        return 2
     cfg = load_config(args.config)
     tmp = tempfile.TemporaryDirectory()
     rows = []
     for name in args.networks:
         t0 = time.perf_counter()
         path = _make(name, Path(tmp.name) / f"{name}.onnx")
-        net = Network.from_onnx(path, cfg, region_mode=args.regions)
+        net = Network.from_onnx(path, cfg, region_mode=args.regions, requant=args.requant)
         t_build = time.perf_counter() - t0
         model = onnx.load(path)
         if name == "resnet18":
@@ -104,6 +126,13 @@ def main(argv=None) -> int:
         print(f"  one inference: simulated {t_sim:.2f} s, onnxruntime {t_ort * 1e3:.1f} ms "
               f"({t_sim / t_ort:.0f}x); over {len(xs)} inputs: top-1 agreement {m.get('top1', float('nan')):.3f}, "
               f"relative error {m['rel_err']:.3f}, max {m['max_lsb']} output LSB")
+        if args.vs_fixed:
+            fixed = Network.from_onnx(path, cfg, region_mode=args.regions, requant="fixed")
+            fixed.run(xs[0], engine="cycle")
+            f_total = sum(r.cycles for r in fixed.run(xs[0], engine="cycle")[1] if r.target == "vta")
+            paths = _plan_paths(net, cfg, args.requant)
+            print(f"  requantisation: {', '.join(f'{v} {k}' for k, v in sorted(paths.items())) or 'no'} plan(s); VTA cycles "
+                  f"{total:,} against {f_total:,} with every plan fixed ({total / f_total if f_total else 1:.3f}x)")
         rows.append((name, total, gemm / total if total else 0, m.get("top1")))
     print("\nnetwork          VTA cycles   GEMM util   top-1 agreement")
     for name, total, util, top1 in rows:

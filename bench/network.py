@@ -11,7 +11,8 @@ ResNet-18 figure of tvm-vta #30: 7,729,601 cycles per inference on the pipelined
 time to import/compile, the time of one simulated inference (VTA regions on the engine + host ops
 in numpy) and of onnxruntime's inference of the same model, and their ratio (the issue aims at < 10x).
 
-``--regions both`` also runs the network with one region per convolution and the adds on the host
+``--requant fixed`` keeps every requantisation the fixed-point plan (within 1 LSB; the default
+``auto`` takes the exact plan where that one is not exact).  ``--regions both`` also runs the network with one region per convolution and the adds on the host
 (``single``) and prints, side by side, the total VTA cycles and the activation bytes moved between the
 host and VTA per inference of both partitionings (the outputs of both must be equal: the VTA add is
 the host's add, bit for bit).
@@ -45,6 +46,8 @@ def main(argv=None) -> int:
     ap.add_argument("--config", type=Path, default=None)
     ap.add_argument("--repeat", type=int, default=5, help="timing repeats of both sides (median)")
     ap.add_argument("--model", type=Path, default=None, help="an existing int8 model instead of generating one")
+    ap.add_argument("--requant", choices=("auto", "fixed", "exact"), default="auto",
+                    help="requantisation plans on VTA (auto: exact where the fixed-point plan is not)")
     ap.add_argument("--regions", choices=("multi", "single", "both"), default="multi",
                     help="multi-op regions, one region per convolution, or both side by side")
     args = ap.parse_args(argv)
@@ -54,7 +57,8 @@ def main(argv=None) -> int:
     path = args.model or make_resnet18(Path(tmp.name) / f"resnet18_{args.image}.onnx", image=args.image)
     t_gen = time.perf_counter() - t0
     t0 = time.perf_counter()
-    net = Network.from_onnx(path, cfg, region_mode="single" if args.regions == "single" else "multi")
+    net = Network.from_onnx(path, cfg, region_mode="single" if args.regions == "single" else "multi",
+                            requant=args.requant)
     t_import = time.perf_counter() - t0
     shape, _ = net.graph.inputs[net.input_name]
     x = np.random.default_rng(0).random(shape, np.float32)
@@ -92,16 +96,16 @@ def main(argv=None) -> int:
     print(f"  vs onnxruntime: max error {m['max_lsb']} output LSB, relative error {m['rel_err']:.2e}, "
           f"top-1 agree {m.get('top1')}, top-5 agree {m.get('top5')}")
     if args.regions == "both":
-        _side_by_side(net, records, path, cfg, x, y, args.engine)
+        _side_by_side(net, records, path, cfg, x, y, args.engine, args.requant)
     tmp.cleanup()
     return 0
 
 
-def _side_by_side(net, records, path, cfg, x, y, engine):
+def _side_by_side(net, records, path, cfg, x, y, engine, requant):
     """The multi-op run (``net``, ``records``) next to the single-op partitioning of the same model."""
     from vtasim.compiler.frontend.network import Network
     from vtasim.compiler.frontend.report import edge_bytes, totals
-    single = Network.from_onnx(path, cfg, region_mode="single")
+    single = Network.from_onnx(path, cfg, region_mode="single", requant=requant)
     y_s, rec_s = single.run(x, engine=engine)
     t_m, t_s = totals(records), totals(rec_s)
     e_m, e_s = edge_bytes(net.regions), edge_bytes(single.regions)

@@ -182,8 +182,9 @@ def add_commands(sub) -> None:
                    help="multi: convolutions and residual adds in multi-op regions, activations kept in DRAM; "
                         "single: one region per convolution, adds on the host")
     p.add_argument("--threshold", type=float, default=1.0, help="cost partitioning: offload when host/VTA time >= this")
-    p.add_argument("--requant", choices=("auto", "shift", "fixed"), default="auto",
-                   help="requantisation on VTA: power-of-two shift or fixed-point multiply")
+    p.add_argument("--requant", choices=("auto", "shift", "fixed", "exact"), default="auto",
+                   help="requantisation on VTA: power-of-two shift, fixed-point multiply (within 1 LSB) or the "
+                        "exact digit-split plan (auto: shift, else fixed where it is exact, else exact)")
     p.add_argument("--all-convs", action="store_true", help="offload the first convolution too")
     p.add_argument("--strict", action="store_true",
                    help="fail (one error listing each) if any conv/dense layer cannot run on VTA")

@@ -35,7 +35,7 @@ from vtasim.compiler.frontend.composite import out_limits
 from vtasim.compiler.frontend.graph import Graph, Node
 from vtasim.compiler.frontend.region import VtaRegion, region_problem
 
-__all__ = ["combine_parallel_conv2d", "combine_parallel_dense", "merged_plan"]
+__all__ = ["combine_parallel_conv2d", "combine_parallel_dense", "merged_plan", "merged_exact_plan"]
 
 
 def _source(g: Graph, prod: dict, v: str):
@@ -132,6 +132,8 @@ def merged_plan(plans: list, sizes: list):
     ALU shifts by immediates); their add/mul/min/max operands become per-channel vectors (or stay
     immediates where equal), and a step one branch lacks is that step's identity on its channels."""
     from vtasim.compiler.qnn.vta_requant import RequantPlan
+    if any(p.stages for p in plans):
+        return merged_exact_plan(plans, sizes) if all(p.stages for p in plans) else None
     cut = [_segments(p) for p in plans]
     if any(c[1] != cut[0][1] for c in cut):
         return None
@@ -161,6 +163,38 @@ def merged_plan(plans: list, sizes: list):
                        np.concatenate([f(p.sig) for f, p in zip(per, plans)]),
                        np.concatenate([f(p.shift) for f, p in zip(per, plans)]),
                        all(p.enumerated for p in plans))
+
+
+def merged_exact_plan(plans: list, sizes: list):
+    """One exact plan over the branches' channels, each channel with its branch's multiplier, zero point
+    and output range (:func:`vtasim.compiler.qnn.exact_requant.exact_stages` takes them per channel), checked
+    against each branch's host rule (``plan.exact``) on that branch's channels; None if none fits."""
+    from dataclasses import replace
+
+    from vtasim.compiler.qnn.errors import RequantError
+    from vtasim.compiler.qnn.exact_requant import exact_stages, verify_stages
+    per = [lambda v, o=o: np.broadcast_to(np.asarray(v), (o,)) for o in sizes]
+    cat = {k: np.concatenate([f(getattr(p, k)) for f, p in zip(per, plans)])
+           for k in ("multiplier", "sig", "shift", "out_zp", "out_lo", "out_hi")}
+    bound = max(p.acc_bound for p in plans)
+    try:
+        stages, vectors, clamp = exact_stages(cat["sig"], cat["shift"], bound, cat["out_zp"], cat["out_lo"],
+                                              cat["out_hi"])
+    except RequantError:
+        return None
+    first = plans[0]
+    merged = replace(first, multiplier=cat["multiplier"].astype(np.float64), acc_bound=bound, steps=[],
+                     vectors=vectors, stages=stages, sig=cat["sig"].astype(np.int64),
+                     shift=cat["shift"].astype(np.int64), note="")
+    off = 0
+    for p, o in zip(plans, sizes):
+        sub = {k: (v[off:off + o] if v.size > 1 else np.broadcast_to(v, (o,)).copy()) for k, v in vectors.items()}
+        verify_stages(replace(p, multiplier=np.broadcast_to(np.asarray(p.multiplier, np.float64), (o,)).copy(),
+                              sig=np.broadcast_to(np.asarray(p.sig), (o,)).copy(),
+                              shift=np.broadcast_to(np.asarray(p.shift), (o,)).copy(), stages=stages,
+                              vectors=sub, acc_bound=bound), clamp[off:off + o])
+        off += o
+    return merged
 
 
 def _cycles(g: Graph, nodes: list, cfg, requant: str):

@@ -90,7 +90,9 @@ def partition(g: Graph, cfg, mode: str = "pattern", skip_first_conv: bool = True
         x_shape = g.shapes.get(n.inputs[0])
         x_dtype = n.attrs["x_dtype"]
         try:
-            region.check(x_dtype)
+            plan = region.check(x_dtype)[1]
+            if plan.note:
+                g.notes.append(f"partition: {n.where}: requantisation: {plan.note}")
             if n.op == "qconv" and (n.attrs["group"] != 1 or n.attrs["dilations"] != [1, 1]):
                 from vtasim.compiler.ops.quantized import check_qconv_packing  # whether the groups pack into blocks
                 check_qconv_packing(cfg, n.attrs["weight"], n.attrs["strides"], n.attrs["pads"], n.attrs["group"],

@@ -90,6 +90,9 @@ class VtaRegion:
         else:
             bound = acc_bound(a["weight"], a["bias"], za)
         plan = plan_requant(mult, bound, int(a["y_zp"]) - ys, lo - ys, hi - ys, self.cfg, path=self.path)
+        if plan.stages and self.node.op == "qconv_transpose" and self.path == "auto":
+            # a transposed conv has no exact path yet: the fixed-point plan, within its proved LSB bound
+            plan = plan_requant(mult, bound, int(a["y_zp"]) - ys, lo - ys, hi - ys, self.cfg, path="fixed")
         return za, plan
 
     def check(self, x_dtype=np.int8):
@@ -233,7 +236,7 @@ class VtaRegion:
         """Refuse a restored ``layer`` whose zero point, requantisation steps or weight are not the node's."""
         node = self.node
         za, plan = self.requant_plan(x_dtype)
-        if layer.za != za or layer.plan.steps != plan.steps:
+        if layer.za != za or layer.plan.steps != plan.steps or layer.plan.stages != plan.stages:
             raise FrontendError(f"{where}: the layer's zero point / requantisation steps differ from the node's "
                                 f"(rule: the node's quantisation)")
         w = node.attrs["weight"]

@@ -122,6 +122,9 @@ def build_qconv_transpose(cfg, x_shape, weight, bias, strides, pads, za, plan, k
         raise qnn.QnnError(f"{name}: weight {weight.shape} must be (C, M, K, K)")
     g = transpose_geometry(cfg, x_shape, weight.shape, strides, pads, name, dilations, output_padding, groups)
     za, weight, bias = check_layer_args(g, weight, bias, za, plan, name)
+    if plan.stages:
+        raise qnn.QnnError(f"{name}: requantisation path {plan.path!r} (rule: a transposed conv takes the shift or "
+                           f"fixed path; the exact path's zero tile is not laid out for its phases)")
     check_acc_bound(qnn.conv_transpose_acc_bound(weight, bias, za, g.strides), plan, name)
     g.host_pad = bool(za != 0 and any(g.halo)) and correction == "phase"
     wl = g.transpose_workload(name)
@@ -215,7 +218,7 @@ def _program(cfg, g: Geometry, wl, consts: dict, plan, knobs: dict, name: str, b
         bias = te.placeholder(consts["bias"].shape, env.acc_dtype, "bias")
         vecs = {v: te.placeholder(consts[f"vec_{v}"].shape, env.acc_dtype, f"vec_{v}") for v in plan.vectors}
         conv = conv2d_transpose_packed(env, data, kernel, wl, host_padded=g.host_pad)
-        last = requant_epilogue(conv, bias, vecs, plan.steps, ROLES, bias_axes)
+        last = requant_epilogue(conv, bias, vecs, plan, ROLES, None, bias_axes)
         out = te.compute(last.shape, lambda *i: last(*i).astype(env.out_dtype), name="q_out")
         sch = schedule_conv_family(env, out, knobs, TRANSPOSE_TAG, ROLES)
         built = build(sch, [data, kernel, bias, *vecs.values(), out], {**consts, "data": np.zeros(data.shape, np.int8)},

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, fields
 import numpy as np
 
 from vtasim.compiler.errors import CompileError
+from vtasim.compiler.ops.exact_epilogue import check_stages
 from vtasim.compiler.ops.quantized import STEP_KINDS, QLayer, Geometry
 from vtasim.compiler.qnn.vta_requant import RequantPlan
 from vtasim.compiler.runtime.queue import DramBuffer
@@ -25,6 +26,7 @@ from vtasim.hw.files import brief
 
 __all__ = ["layer_state", "restore_layer", "arith_state", "restore_arith", "STATE_KEYS", "ARITH_KEYS"]
 
+_NEWER = ("stages", "note")          # plan fields a network saved before the exact plan lacks
 ARITH_KEYS = ("name", "geom", "weight", "bias", "za", "plan", "knobs", "knob_source")
 STATE_KEYS = ARITH_KEYS + ("input", "output")
 
@@ -112,13 +114,19 @@ def _array(v, where, field, dtype, shape) -> np.ndarray:
 
 
 def _plan(raw, where, channels: int) -> RequantPlan:
-    names = [f.name for f in fields(RequantPlan)]
-    _keys(raw, names, where, "plan")
+    names = [f.name for f in fields(RequantPlan) if f.name not in _NEWER]
+    _keys(raw, names, where, "plan", optional=_NEWER)
     vectors = raw["vectors"]
     if not isinstance(vectors, dict):
         raise _bad(where, "plan.vectors", vectors, "rule: an object of int32 arrays")
+    per_tensor = np.ndim(raw["multiplier"]) == 0
     for k, v in vectors.items():
-        _array(v, where, f"plan.vectors.{k}", np.int32, (channels,))
+        _array(v, where, f"plan.vectors.{k}", np.int32, (1,) if per_tensor and getattr(v, "shape", None) == (1,) else (channels,))
+    stages = raw.get("stages")
+    if stages is not None:
+        if not isinstance(stages, list) or not stages:
+            raise _bad(where, "plan.stages", stages, "rule: a non-empty list of (out, kind, lhs, rhs)")
+        check_stages(stages, vectors, where)
     steps = raw["steps"]
     if not isinstance(steps, list):
         raise _bad(where, "plan.steps", steps, "rule: a list of (kind, operand)")

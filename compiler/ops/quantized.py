@@ -47,6 +47,7 @@ from vtasim.compiler.ops.alu import alu_expr
 from vtasim.compiler.ops.conv2d import conv2d_packed, schedule_conv2d_packed
 from vtasim.compiler.ops.conv2d_transpose import input_halo, unpack_transpose_output
 from vtasim.compiler.ops.conv_family import bias_shape
+from vtasim.compiler.ops.exact_epilogue import check_stages, exact_epilogue, zero_tile
 from vtasim.compiler.ops.group_conv2d import ROLES as GROUP_ROLES
 from vtasim.compiler.ops.group_conv2d import (group_conv2d_packed, pack_group_bias, pack_group_kernel,
                                        schedule_group_conv2d_packed, unpack_group_output)
@@ -252,6 +253,8 @@ def _check_plan(plan, o, name):
     if plan.channels not in (None, o):
         raise qnn.QnnError(f"{name}: the plan has {plan.channels} per-channel multipliers, the layer {o} "
                            f"output channels")
+    if plan.stages:
+        check_stages(plan.stages, plan.vectors, name)
     for kind, operand in plan.steps:
         if kind not in STEP_KINDS:
             raise qnn.QnnError(f"{name}: plan step {kind!r} is not one of {', '.join(STEP_KINDS)}")
@@ -288,11 +291,14 @@ def _stage(prev, kind, operand, vecs, n, roles, axes="gcBC"):
     return te.compute(prev.shape, lambda *i: op(prev(*i), imm), name=f"q_s{n}_{kind}")
 
 
-def requant_epilogue(acc, bias, vecs, steps, roles, bias_axes="gcBC"):
+def requant_epilogue(acc, bias, vecs, plan, roles, zero=None, bias_axes="gcBC"):
     """``acc + bias`` then each plan step as one elementwise stage (one ALU instruction each); the bias
-    is read at the output axes ``bias_axes`` (a transposed conv's bias has one vector per phase)."""
+    is read at the output axes ``bias_axes`` (a transposed conv's bias has one vector per phase). An
+    exact plan's stages read ``acc + bias`` as ``A`` and the zero tile ``zero`` (loaded by DMA) as ``Z``."""
     x = _stage(acc, "add", "bias", {"bias": bias}, "b", roles, bias_axes)
-    for n, (kind, operand) in enumerate(steps):
+    if plan.stages:
+        return exact_epilogue(x, zero, vecs, plan.stages, functools.partial(_stage, roles=roles))
+    for n, (kind, operand) in enumerate(plan.steps):
         x = _stage(x, kind, operand, vecs, n, roles)
     return x
 
@@ -328,7 +334,13 @@ def _compile(cfg, g: Geometry, name, weight, folded_bias, plan, knobs, za, resid
     user = knobs is not None
     record = None if user else tophub_knobs(wl, cfg)
     tries = [("user", knobs)] if user else ([("tophub", record)] if record else []) + \
-        [("fitting", fitting_knobs(wl, cfg, acc_tensors=1 + len(plan.vectors))), ("fallback", fallback_knobs(wl, cfg))]
+        [("fitting", fitting_knobs(wl, cfg, acc_tensors=1 + bool(plan.stages) + len(plan.vectors))),
+         ("fallback", fallback_knobs(wl, cfg))]
+    if not user:
+        # tiles whose store is one 2-D DMA and that fit the accumulator; the exact plan's copy is a second
+        # accumulator tile (tiles shrunk to fit two and the vectors)
+        tiles = 2 if plan.stages else 1
+        tries = [(src, _fitting_tiles(ks, cfg, len(plan.vectors) + 1, g, tiles)) for src, ks in tries]
     if residual is not None and not user:
         # the residual's tile shares the accumulator: half-height tiles first; never the fallback knobs
         # (a fused layer that only compiles with them is slower than the add on its own)
@@ -345,6 +357,40 @@ def _compile(cfg, g: Geometry, name, weight, folded_bias, plan, knobs, za, resid
         return built, out, consts, ks, source
     raise CompileError(f"{name}: no knob set compiled" + (" with the residual add's tile in the accumulator"
                                                           if residual is not None else ""))
+
+
+def _divisors(n: int):
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _fitting_tiles(ks: dict, cfg, nvec: int, g: Geometry, tiles: int) -> dict:
+    """``ks`` with the output tile (``tile_h x tile_w x tile_co`` inner factors, divisors of theirs)
+    that moves the fewest input and weight bytes (then the largest; more channels first) of which
+    ``tiles`` tiles and ``nvec`` per-channel vectors fit the accumulator per virtual thread (2 for the
+    exact plan: its copy of the accumulator tile), and whose store is one 2-D DMA (full-height or
+    full-width rows, or one channel block).  That is ``ks`` itself where it qualifies: its inner
+    factors are the largest, so it moves the fewest bytes."""
+    if not all(isinstance(ks.get(k), list) for k in ("tile_h", "tile_w", "tile_co")):
+        return ks
+    threads = int(ks.get("oc_nthread", 1)) * int(ks.get("h_nthread", 1))
+    (oh, ih), (ow, iw), (oc, ic) = ((int(a), int(b)) for a, b in (ks["tile_h"], ks["tile_w"], ks["tile_co"]))
+    best = None
+    for h in _divisors(ih):
+        for w in _divisors(iw):
+            for c in _divisors(ic):
+                # the store (and the zero tile) stay one 2-D DMA per tile: whole rows, whole columns or one block
+                whole = h == oh * ih or w == ow * iw or c == 1
+                if whole and (tiles * h * w * c + c * nvec) * threads <= cfg.acc_depth:
+                    # the fewest DRAM bytes: the input once per channel tile, the weights once per pixel tile
+                    traffic = (oc * ic // c) * g.c_pad * g.h * g.w + \
+                        (oh * ih // h) * (ow * iw // w) * g.o_pad * (g.c_pad // g.groups) * g.kh * g.kw
+                    key = (-traffic, h * w * c, c)
+                    if best is None or key > best[0]:
+                        best = (key, h, w, c)
+    if best is None or best[1:] == (ih, iw, ic):
+        return ks
+    _, h, w, c = best
+    return {**ks, "tile_h": [oh * ih // h, h], "tile_w": [ow * iw // w, w], "tile_co": [oc * ic // c, c]}
 
 
 def _shorter_tiles(ks: dict):
@@ -367,15 +413,21 @@ def _program(cfg, g, consts, plan, knobs, name, hw, vta_pad, residual=None):
             conv = group_conv2d_packed(env, data, kernel, vta_pad, g.strides, g.dilation)
         else:
             conv = conv2d_packed(env, data, kernel, vta_pad, g.strides)
-        last = requant_epilogue(conv, bias, vecs, plan.steps, GROUP_ROLES if g.grouped else _PLAIN_ROLES)
+        roles = GROUP_ROLES if g.grouped else _PLAIN_ROLES
+        zero = zero_tile(env, conv.shape, roles, int(knobs["tile_h"][1]), int(knobs["tile_w"][1])) \
+            if plan.stages else None
+        last = requant_epilogue(conv, bias, vecs, plan, roles, zero)
         extra, inputs = [], {**consts, "data": np.zeros(data.shape, np.int8)}
+        if zero is not None:             # a constant input: the image holds it, evaluate reads it from consts
+            consts["zero"] = inputs["zero"] = np.zeros(zero[0].shape, np.int8)
+            extra = [zero[0]]
         if residual is not None:
             from vtasim.compiler.ops.residual import qadd_stages
             res = te.placeholder(last.shape, env.inp_dtype, "res")
             rvecs = {v: te.placeholder(consts[f"vec_add_{v}"].shape, env.acc_dtype, f"vec_add_{v}")
                      for v in residual.vectors}
             last = qadd_stages(env, last.shape, residual, {"A": last, "B": res}, rvecs, prefix="qr")[1][-1]
-            extra = [res, *rvecs.values()]
+            extra += [res, *rvecs.values()]
             inputs["res"] = np.zeros(res.shape, np.int8)
         out = te.compute(last.shape, lambda *i: last(*i).astype(env.out_dtype), name="q_out")
         sch = (schedule_group_conv2d_packed if g.grouped else schedule_conv2d_packed)(env, out, knobs)

@@ -3,9 +3,12 @@
 
 ::
 
-    $ python -m vtasim.compiler.qnn 0.00123 --acc-bound 1048576
+    $ python -m vtasim.compiler.qnn 0.00123 --acc-bound 1048576 --path fixed
     path fixed, 8 ALU steps, max_error_lsb 1 (E = 0.00398, proved)
       add 2 | shr 2 | mul 5159 | shr 5 | add 16384 | shr 15 | min 127 | max -128
+
+``--path auto`` (the default) takes the exact plan there (``--path exact``: its stages, one ALU
+instruction each, ``t0 = Z add a``: the copy into the zero tile).
 """
 
 from __future__ import annotations
@@ -39,9 +42,17 @@ def main(argv=None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     how = "enumerated" if plan.enumerated else "proved"
-    print(f"path {plan.path}, {len(plan.steps)} ALU steps, max_error_lsb {plan.max_error_lsb} "
-          f"(E = {plan.error_bound:.3g}, {how})")
-    print("  " + " | ".join(f"{k} {v}" for k, v in plan.steps))
+    if plan.stages:
+        print(f"path exact, {len(plan.stages)} ALU stages, max_error_lsb 0 (equal to the host on every "
+              f"accumulator, {'enumerated' if plan.enumerated else 'checked at every output step'})")
+        for out, kind, lhs, (rk, rv) in plan.stages:
+            print(f"  {out} = {lhs} {kind} {rv if rk != 'imm' else int(rv)}")
+    else:
+        print(f"path {plan.path}, {len(plan.steps)} ALU steps, max_error_lsb {plan.max_error_lsb} "
+              f"(E = {plan.error_bound:.3g}, {how})")
+        print("  " + " | ".join(f"{k} {v}" for k, v in plan.steps))
+    if plan.note:
+        print(f"  note: {plan.note}")
     for name, vec in plan.vectors.items():
         print(f"  {name} = {vec.tolist()}")
     return 0

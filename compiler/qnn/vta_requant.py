@@ -12,7 +12,10 @@ int32 per-output-channel vector in ``plan.vectors``, loaded into the accumulator
 The reference each plan is judged against, ``plan.exact(acc)``, is TVM's integer ``qnn.requantize``:
 ``clip(round_upward(acc * m) + out_zp, lo, hi)`` with ``m`` TVM's 31-bit fixed-point multiplier.
 
-Two paths (docs/quantisation.md has the derivations):
+Three paths (docs/quantisation.md has the derivations); ``"auto"`` takes the shift path for ``2^-n``,
+else the fixed path where its ``max_error_lsb`` is 0, else ``"exact"`` (:mod:`vtasim.compiler.qnn.exact_requant`:
+SSA ``plan.stages`` equal to ``plan.exact`` on every ``|acc| <= acc_bound``, ``plan.steps`` empty), keeping
+the fixed plan with ``plan.note`` where no exact plan fits int32:
 
 * ``"shift"`` (TVM's VTA flow, compiler spec 8.3): ``m = 2^-n``; ``add 2^(n-1), shr n`` (a right shift
   needing a rounding constant beyond the 16-bit immediate shifts first by ``n - 15``, which is exact
@@ -53,7 +56,7 @@ intermediates occur at ``acc = +-acc_bound``, which the plan evaluates exactly a
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from fractions import Fraction
 
 import numpy as np
@@ -61,11 +64,12 @@ import numpy as np
 from vtasim.hw.alu import ALU_OPS
 from vtasim.hw.fields import ALU_IMM_WIDTH
 from vtasim.compiler.qnn.errors import RequantError, check_zero_point, is_power_of_two
+from vtasim.compiler.qnn.exact_requant import alu_stages_int32, exact_stages, verify_stages
 from vtasim.compiler.qnn.fixed_point import fixed_point_multiplier, multiply_shift
 
 __all__ = ["plan_requant", "RequantPlan", "alu_steps_int32", "REQUANT_PATHS"]
 
-REQUANT_PATHS = ("auto", "shift", "fixed")
+REQUANT_PATHS = ("auto", "shift", "fixed", "exact")
 MUL_VECTOR = "requant_mul"
 _MAX_SHIFT = 31                     # one SHR immediate; longer shifts are chained
 _ALU_STEPS = {op.mnemonic: op for op in ALU_OPS}     # step kind -> its row of vtasim.hw.alu
@@ -90,13 +94,17 @@ class RequantPlan:
     sig: object = None              # TVM's fixed-point multiplier (per channel: arrays)
     shift: object = None
     enumerated: bool = False        # max_error_lsb is the exhaustive worst case over every accumulator
+    stages: list | None = None      # the exact path: SSA stages (vtasim.compiler.qnn.exact_requant), steps empty
+    note: str = ""                  # why auto kept an inexact fixed plan (the exact one did not fit)
 
     @property
     def channels(self) -> int | None:
         return None if np.ndim(self.multiplier) == 0 else int(np.size(self.multiplier))
 
     def apply(self, acc, axis: int = 1) -> np.ndarray:
-        """The steps on ``acc`` with the VTA ALU's int32 semantics (wrapping), as int64 values."""
+        """The steps (or stages) on ``acc`` with the VTA ALU's int32 semantics (wrapping), as int64 values."""
+        if self.stages:
+            return alu_stages_int32(self.stages, acc, self.vectors, axis if self.channels is not None else 0)
         return alu_steps_int32(self.steps, acc, self.vectors, axis)
 
     def exact(self, acc, axis: int = 1) -> np.ndarray:
@@ -378,7 +386,8 @@ def plan_requant(multiplier, acc_bound: int, out_zp: int, out_lo: int, out_hi: i
                            f"(a zero scale has no requantisation)")
     uniform = bool(np.all(m == m.reshape(-1)[0]))
     what = f"{float(m):g}" if m.ndim == 0 else f"[{m.min():g} .. {m.max():g}] ({m.size} channels)"
-    if path == "auto":
+    auto = path == "auto"
+    if auto:
         path = "shift" if uniform and is_power_of_two(float(m.reshape(-1)[0])) else "fixed"
     sig, shift = fixed_point_multiplier(m)
     kept = float(m) if m.ndim == 0 else m.copy()
@@ -388,10 +397,34 @@ def plan_requant(multiplier, acc_bound: int, out_zp: int, out_lo: int, out_hi: i
             raise RequantError(f"multiplier {what} is not a power of two 2^-n (rule of the shift path; "
                                f"use path='fixed')")
         plan.steps, plan.acc_clamp = _shift_plan(float(m.reshape(-1)[0]), bound, zp, lo, hi, acc_max)
+    elif path == "exact":
+        _exact_into(plan)
+        return plan
     else:
         _fixed_into(plan, m, uniform, bound, zp, lo, hi, acc_max, what)
+        if auto and plan.max_error_lsb > 0:
+            try:
+                _exact_into(plan)
+                return plan
+            except RequantError as exc:
+                plan.note = f"the exact requantisation does not fit ({exc}); the fixed plan is within " \
+                            f"{plan.max_error_lsb} LSB"
     _check_no_overflow(plan, acc_max)
     return plan
+
+
+def _exact_into(plan):
+    """Fill ``plan`` with the exact stages of :mod:`vtasim.compiler.qnn.exact_requant`, checked against ``exact``."""
+    sigs = [int(v) for v in np.atleast_1d(plan.sig)]
+    shifts = [int(v) for v in np.atleast_1d(plan.shift)]
+    stages, vectors, clamp = exact_stages(sigs, shifts, plan.acc_bound, plan.out_zp, plan.out_lo, plan.out_hi)
+    trial = replace(plan, path="exact", steps=[], stages=stages, vectors=vectors, acc_clamp=None, max_error_lsb=0,
+                    error_bound=0.0, note="")
+    checked = verify_stages(trial, clamp)
+    span = max(v for _, v in clamp) - min(v for v, _ in clamp) + 1
+    trial.enumerated = checked >= span * (plan.channels or 1)
+    for f in fields(plan):
+        setattr(plan, f.name, getattr(trial, f.name))
 
 
 def _check_no_overflow(plan, acc_max):

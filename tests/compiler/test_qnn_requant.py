@@ -155,3 +155,87 @@ def test_plan_command(capsys):
     assert main(["0.3", "--acc-bound", "100", "--path", "shift"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: multiplier 0.3 is not a power of two") and err.count("\n") == 1
+
+
+# ---- the exact plan --------------------------------------------------------------------------------
+def _host(acc, m, zp, lo, hi):
+    """The host's rule through qnn.requantize (TVM's integer requantize, UPWARD), then [lo, hi]."""
+    y = qnn.requantize(acc, np.asarray(m, np.float64), 0, 1.0, 0, out_dtype="int32", axis=1).astype(np.int64)
+    return np.clip(y + zp, lo, hi)
+
+
+def _exact_cases():
+    rng = np.random.default_rng(2024)
+    cases = []
+    for i in range(10):
+        per_channel = i % 2 == 1
+        m = rng.uniform(2e-5, 3e-3, 8) if per_channel else float(rng.uniform(2e-5, 0.9 if i == 0 else 0.02))
+        bound = int(rng.integers(1 << 12, 1 << 22))
+        cases.append((m, bound, int(rng.integers(-30, 31)), i % 3 == 0))
+    return cases
+
+
+@pytest.mark.parametrize("m, bound, zp, relu", _exact_cases())
+def test_exact_plan_equals_the_host_on_every_accumulator(default_cfg, m, bound, zp, relu):
+    plan = qnn.plan_requant(m, bound, zp, -128, 127, default_cfg, path="exact", relu=relu)
+    assert plan.path == "exact" and plan.max_error_lsb == 0 and plan.stages and not plan.steps
+    c = plan.channels or 1
+    acc = np.arange(-bound, bound + 1, dtype=np.int64)
+    if acc.size * c > 1 << 24:          # too many for one test: every 97th and both sides of each output step
+        acc = np.unique(np.concatenate([acc[::97], _near_ties(plan, np.random.default_rng(bound), 40000)]))
+    acc = np.broadcast_to(acc[:, None], (acc.size, c))
+    want = _host(acc, m, zp, plan.out_lo, plan.out_hi)
+    got = plan.apply(acc)
+    assert np.array_equal(got, want)
+    assert np.unique(want).size > 100            # not saturated: the accumulators cover the output range
+    # mutation: the lowest digit dropped (its product zeroed) differs from the host on some accumulator
+    # (where the unsaturated accumulators are many; m = 0.6 leaves a few hundred, on which it does not)
+    if np.unique(want).size * 2 > np.count_nonzero((want > plan.out_lo) & (want < plan.out_hi)) / c:
+        return
+    low = next(k for k, st in enumerate(plan.stages) if st[0] == "t0m")
+    out, kind, lhs, _ = plan.stages[low]
+    mutated = qnn.RequantPlan(**{**plan.__dict__, "stages": plan.stages[:low] + [(out, kind, lhs, ("imm", 0))]
+                                 + plan.stages[low + 1:]})
+    assert not np.array_equal(mutated.apply(acc), want)
+
+
+def test_auto_takes_the_exact_plan_only_where_the_fixed_one_is_not(default_cfg):
+    rng = np.random.default_rng(5)
+    kept, exact = 0, 0
+    for _ in range(16):
+        m, bound, zp = float(rng.uniform(1e-4, 0.05)), int(2 ** rng.uniform(6, 20)), int(rng.integers(-9, 10))
+        fixed = qnn.plan_requant(m, bound, zp, -128, 127, default_cfg, path="fixed")
+        auto = qnn.plan_requant(m, bound, zp, -128, 127, default_cfg)
+        if fixed.max_error_lsb == 0:
+            assert auto.path == "fixed" and auto.steps == fixed.steps
+            kept += 1
+        else:
+            assert auto.path == "exact" and auto.max_error_lsb == 0
+            exact += 1
+        acc = np.arange(-bound, bound + 1, 7, dtype=np.int64)[:, None]
+        assert np.array_equal(auto.apply(acc), _host(acc, m, zp, -128, 127))
+    assert kept and exact                     # both branches taken
+    assert qnn.plan_requant(2.0 ** -9, 1 << 20, 0, -128, 127, default_cfg).path == "shift"
+
+
+def test_exact_plan_clamps_where_the_output_saturates(default_cfg):
+    """The clamp bounds are the last accumulator giving lo and the first giving hi (per channel)."""
+    m = np.array([3.1e-5, 7.7e-5, 1.9e-4])
+    plan = qnn.plan_requant(m, 1 << 24, 3, -128, 127, default_cfg, path="exact")
+    lo_v = plan.vectors["rq_lo"].astype(np.int64)
+    hi_v = plan.vectors["rq_hi"].astype(np.int64)
+    for pts, out in ((lo_v, -128), (hi_v, 127)):
+        acc = np.stack([pts - 1, pts, pts + 1])
+        host = _host(acc, m, 3, -128, 127)
+        assert np.all(host[1] == out)
+        assert np.all(host[2 if out == -128 else 0] != out)
+    assert np.abs(np.concatenate([lo_v, hi_v])).max() < 1 << 23       # far inside acc_bound
+
+
+def test_auto_keeps_the_fixed_plan_with_a_note_where_no_exact_plan_fits(default_cfg):
+    """|acc| up to 2^31 - 1 unsaturated (m = 3e-8): no digit of the multiplier times |acc| fits 31 bits."""
+    plan = qnn.plan_requant(3e-8, (1 << 31) - 1, 4, -128, 127, default_cfg)
+    assert plan.path == "fixed" and plan.max_error_lsb == 1 and plan.stages is None
+    assert plan.note.startswith("the exact requantisation does not fit (no digit split")
+    with pytest.raises(qnn.RequantError, match="no digit split of the multiplier"):
+        qnn.plan_requant(3e-8, (1 << 31) - 1, 4, -128, 127, default_cfg, path="exact")

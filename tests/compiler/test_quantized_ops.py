@@ -42,6 +42,9 @@ CONV_CASES = [
     (2, 9, 5, 6, 18, 1, 1, (1, 1), (0, 0, 0, 0), "fixed", True, True),
     (1, 32, 6, 7, 16, 3, 2, (1, 2), (0, 1, 2, 0), "fixed", True, False),
     (1, 5, 9, 9, 7, 5, 5, (2, 1), (2, 2, 2, 2), "shift", False, False),
+    (1, 20, 7, 5, 24, 3, 3, (2, 2), (1, 1, 1, 1), "exact", False, False),
+    (2, 9, 5, 6, 18, 1, 1, (1, 1), (0, 0, 0, 0), "exact", True, True),
+    (1, 5, 9, 9, 7, 5, 5, (2, 1), (2, 2, 2, 2), "exact", True, False),
 ]
 
 
@@ -91,13 +94,21 @@ def test_qconv_resnet_shape_uses_tophub(default_cfg):
     rng = np.random.default_rng(10)
     w = rng.integers(-128, 128, (512, 256, 1, 1)).astype(np.int8)
     bias = rng.integers(-5000, 5000, 512).astype(np.int32)
-    plan = qnn.plan_requant(rng.uniform(1e-5, 5e-5, 512), qnn.conv_acc_bound(w, bias, 6), -2, -128, 127,
-                            default_cfg, relu=True)
+    m = rng.uniform(1e-5, 5e-5, 512)
+    plan = qnn.plan_requant(m, qnn.conv_acc_bound(w, bias, 6), -2, -128, 127, default_cfg, path="fixed", relu=True)
     layer = build_qconv(default_cfg, (1, 256, 14, 14), w, bias, 2, 0, 6, plan)
     assert layer.knob_source == "tophub" and layer.knobs["tile_co"] == [2, 16]
     x = rng.integers(-128, 128, (1, 256, 14, 14)).astype(np.int8)
     y, result = layer.run(x, engine="cycle")
     assert np.array_equal(y, layer.reference(x))
+    assert result.counters["gemm_counter"] == 7 * 7 * (256 // 16) * (512 // 16)
+    # the exact plan (auto's choice here) needs a second accumulator tile: TopHub's tiles, channels halved
+    exact = qnn.plan_requant(m, qnn.conv_acc_bound(w, bias, 6), -2, -128, 127, default_cfg, relu=True)
+    assert exact.path == "exact"
+    layer = build_qconv(default_cfg, (1, 256, 14, 14), w, bias, 2, 0, 6, exact)
+    assert layer.knob_source == "tophub" and layer.knobs["tile_co"] == [4, 8]
+    y, result = layer.run(x, engine="cycle")
+    assert np.array_equal(y, layer.reference(x)) and np.array_equal(y, _requantize_float_free(layer, x))
     assert result.counters["gemm_counter"] == 7 * 7 * (256 // 16) * (512 // 16)
 
 
@@ -116,7 +127,8 @@ def test_qconv_other_configs(preset):
 
 
 @pytest.mark.parametrize("n, k, o, za, path, per_channel", [
-    (1, 64, 10, 0, "shift", False), (3, 40, 24, -9, "fixed", False), (2, 100, 33, 17, "fixed", True)])
+    (1, 64, 10, 0, "shift", False), (3, 40, 24, -9, "fixed", False), (2, 100, 33, 17, "fixed", True),
+    (3, 40, 24, -9, "exact", False), (2, 100, 33, 17, "exact", True)])
 def test_qdense_engines_equal_reference(default_cfg, n, k, o, za, path, per_channel):
     rng = np.random.default_rng(n * 1000 + k)
     weight = rng.integers(-128, 128, (o, k)).astype(np.int8)
