@@ -3,7 +3,7 @@ layers) on VTA, exact for any input zero point.
 
 ::
 
-    plan = qnn.plan_requant(s_x * s_w / s_y, qnn.conv_transpose_acc_bound(w, b, za, 2), zy, -128, 127, cfg)
+    plan = qnn.plan_requant(s_x * s_w / s_y, qnn.conv_transpose_acc_bound(w, b, za, 2), zy, -128, 127, cfg, path="fixed")
     layer = build_qconv_transpose(cfg, (1, 64, 8, 8), w, b, strides=2, pads=1, za=za, plan=plan)
     y, result = layer.run(x, engine="cycle")          # int8 NCHW (1, M, 16, 16)
     assert (y == layer.reference(x)).all()           # numpy: qnn.qconv2d_transpose + plan.apply

@@ -71,7 +71,7 @@ def _layer_data(cfg, case):
     x = rng.integers(-128, 128, (cfg.batch, c, h, w)).astype(np.int8)
     acc = _scatter(x, weight, za, s, p) + bias.reshape(1, -1, 1, 1)
     mult = 40.0 / max(float(acc.std()), 1.0)          # outputs spread over about +-100 LSB
-    plan = qnn.plan_requant(mult, qnn.conv_transpose_acc_bound(weight, bias, za, s), 3, -128, 127, cfg)
+    plan = qnn.plan_requant(mult, qnn.conv_transpose_acc_bound(weight, bias, za, s), 3, -128, 127, cfg, path="fixed")
     return x, weight, bias, plan, acc
 
 
@@ -138,13 +138,22 @@ def test_zero_point_zero_needs_no_host_padding(default_cfg):
 ])
 def test_bad_transpose_arguments(default_cfg, kw, message):
     w = np.zeros((16, 16, 4, 4), np.int8)
-    plan = qnn.plan_requant(0.004, 1 << 16, 0, -128, 127, default_cfg)
+    plan = qnn.plan_requant(0.004, 1 << 16, 0, -128, 127, default_cfg, path="fixed")
     with pytest.raises(qnn.QnnError, match=message):
         build_qconv_transpose(default_cfg, (1, 16, 4, 4), w, None, 2, 1, 5, plan, **kw)
 
 
 def test_kernel_not_a_multiple_of_the_stride(default_cfg):
     w = np.zeros((16, 16, 3, 3), np.int8)
-    plan = qnn.plan_requant(0.004, 1 << 16, 0, -128, 127, default_cfg)
+    plan = qnn.plan_requant(0.004, 1 << 16, 0, -128, 127, default_cfg, path="fixed")
     with pytest.raises(qnn.QnnError, match="kernel 3 is not a multiple of the stride 2"):
+        build_qconv_transpose(default_cfg, (1, 16, 4, 4), w, None, 2, 1, 5, plan)
+
+
+def test_an_exact_plan_is_refused_in_one_line(default_cfg):
+    """The exact requantisation path is not laid out for a transposed conv's phases: one clear error."""
+    w = np.zeros((16, 16, 4, 4), np.int8)
+    plan = qnn.plan_requant(0.004, 1 << 16, 0, -128, 127, default_cfg, path="exact")
+    assert plan.stages
+    with pytest.raises(qnn.QnnError, match=r"requantisation path 'exact' \(rule: a transposed conv takes"):
         build_qconv_transpose(default_cfg, (1, 16, 4, 4), w, None, 2, 1, 5, plan)
