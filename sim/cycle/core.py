@@ -33,7 +33,7 @@ from sim.cycle import jitcache  # noqa: F401  (cache stamp covers every source c
 from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_UOP, MEM_WGT
 from hw.isa import OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE
 from sim.cycle.gemm_fast import fast_gemm_fits, gemm_fast, to_float
-from sim.cycle.gemm_simd import blas_pays, gemm_simd, simd_fits
+from sim.cycle.gemm_simd import blas_pays, gemm_simd, simd_fits, to_int16
 from sim.cycle.kernels import alu_kernel, gemm_kernel, load_kernel, pair_weights, store_kernel
 from sim.cycle.layout import (GEMM_AUTO, GEMM_BLAS, GEMM_INT, GEMM_SIMD, B_BUSY, B_IDLE, B_MEM_WAIT, B_QUEUE_STALL, B_TOKEN_WAIT, C_ACC, C_FETCH,
                               C_INP, C_OUT, C_UOP, C_WGT, CNT_ACC, CNT_ALU, CNT_GEMM, CNT_INP, CNT_OUT,
@@ -143,7 +143,7 @@ def _fail(S, code, j, field, value, limit):
 
 
 @njit(cache=True)
-def _execute(u, j, t, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp2, wgt_b, wgt2, wgt_pairs, acc_b, acc2,
+def _execute(u, j, t, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp2, inp16, wgt_b, wgt2, wgt_pairs, acc_b, acc2,
              xf, wt, wready, ab, pb):
     """Apply instruction j's data effect and schedule its end (or its first DMA request).
 
@@ -176,6 +176,8 @@ def _execute(u, j, t, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp
                 dig = load_kernel(row, 0, inp_b, inp2.shape[0], inp2.shape[1], eb, False, dram, err)
                 if err[0] == 0 and (P[P_GEMM_MODE] == GEMM_AUTO or P[P_GEMM_MODE] == GEMM_BLAS):
                     to_float(inp_b, xf.reshape(-1), row[0, F_SRAM_BASE] * inp2.shape[1], n_sram * inp2.shape[1])
+                if err[0] == 0 and (P[P_GEMM_MODE] == GEMM_AUTO or P[P_GEMM_MODE] == GEMM_SIMD):
+                    to_int16(inp_b, inp16.reshape(-1), row[0, F_SRAM_BASE] * inp2.shape[1], n_sram * inp2.shape[1])
                 CNT[CNT_INP] += x * y * eb
                 client = C_INP
             elif mt == MEM_WGT:
@@ -218,7 +220,7 @@ def _execute(u, j, t, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp
             if path == GEMM_BLAS:
                 dig = gemm_fast(row, 0, uop32, P, xf, wgt2, wt, wready, ab, pb, acc2, err)
             elif path == GEMM_SIMD:
-                dig = gemm_simd(row, 0, uop32, P, inp2, wgt2, wgt_pairs, wready, acc2, err)
+                dig = gemm_simd(row, 0, uop32, P, inp16, wgt2, wgt_pairs, wready, acc2, err)
             else:
                 if S[S_PAIRS_STALE] != 0 and row[0, F_RESET_REG] == 0:
                     pair_weights(wgt2, wgt_pairs, 0, wgt2.shape[0], P[P_BLOCK])
@@ -241,7 +243,7 @@ def _execute(u, j, t, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp
 
 
 @njit(cache=True)
-def _start(u, j, t, S, US, F, P, row, s_cyc, dig_out, CNT, err, dram, uop32, uop_b, inp_b, inp2,
+def _start(u, j, t, S, US, F, P, row, s_cyc, dig_out, CNT, err, dram, uop32, uop_b, inp_b, inp2, inp16,
            wgt_b, wgt2, wgt_pairs, acc_b, acc2, xf, wt, wready, ab, pb):
     """Start instruction j on module u at t: pop its tokens, apply its data effect, schedule it."""
     pp, pn, _, _ = _token_slots(u)
@@ -258,7 +260,7 @@ def _start(u, j, t, S, US, F, P, row, s_cyc, dig_out, CNT, err, dram, uop32, uop
     US[u, US_S] = t
     US[u, US_E] = -1
     s_cyc[j] = t
-    d = _execute(u, j, t, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp2, wgt_b, wgt2, wgt_pairs, acc_b, acc2,
+    d = _execute(u, j, t, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp2, inp16, wgt_b, wgt2, wgt_pairs, acc_b, acc2,
                  xf, wt, wready, ab, pb)
     dig_out[j] = np.uint32(d)
     if err[0] != 0:
@@ -281,7 +283,7 @@ def init_state(S, US, P, chunk_req):
 
 @njit(cache=True, nogil=True)
 def run_slice(S, US, F, P, module, modq, disp, s_cyc, e_cyc, dig, ret, chunk_req, chunk_done, BD, CNT, dram,
-              uop32, uop_b, inp_b, inp2, wgt_b, wgt2, wgt_pairs, acc_b, acc2, xf, wt, wready, ab, pb, event_budget):
+              uop32, uop_b, inp_b, inp2, inp16, wgt_b, wgt2, wgt_pairs, acc_b, acc2, xf, wt, wready, ab, pb, event_budget):
     """Run at most ``event_budget`` loop iterations; state lives in S/US so the next call resumes.
 
     The per-event code reads arrays directly rather than through helpers that take arrays: numba counts
@@ -367,7 +369,7 @@ def run_slice(S, US, F, P, module, modq, disp, s_cyc, e_cyc, dig, ret, chunk_req
             if ((ctl >> CTL_POP_PREV) & np.uint64(1) != 0 and pp >= 0 and S[S_TOK0 + pp] == 0) or \
                     ((ctl >> CTL_POP_NEXT) & np.uint64(1) != 0 and pn >= 0 and S[S_TOK0 + pn] == 0):
                 continue
-            _start(u, j, t, S, US, F, P, row, s_cyc, dig, CNT, err, dram, uop32, uop_b, inp_b, inp2, wgt_b, wgt2,
+            _start(u, j, t, S, US, F, P, row, s_cyc, dig, CNT, err, dram, uop32, uop_b, inp_b, inp2, inp16, wgt_b, wgt2,
                    wgt_pairs, acc_b, acc2, xf, wt, wready, ab, pb)
             active = True
             if S[S_STATUS] == ST_ERROR:
@@ -450,7 +452,7 @@ def run_slice(S, US, F, P, module, modq, disp, s_cyc, e_cyc, dig, ret, chunk_req
 
 
 @njit(cache=True, nogil=True)
-def replay_data(order, kinds, S, US, F, P, module, CNT, dram, uop32, uop_b, inp_b, inp2, wgt_b, wgt2, wgt_pairs, acc_b, acc2,
+def replay_data(order, kinds, S, US, F, P, module, CNT, dram, uop32, uop_b, inp_b, inp2, inp16, wgt_b, wgt2, wgt_pairs, acc_b, acc2,
                 xf, wt, wready, ab, pb):
     """The data effects alone: instructions ``order`` in that order through the same kernels as a run, no
     event loop, skipping opcodes whose ``kinds[opcode]`` is 0 (what the engine-speed bench times as the data
@@ -462,7 +464,7 @@ def replay_data(order, kinds, S, US, F, P, module, CNT, dram, uop32, uop_b, inp_
     for k in range(order.size):
         j = order[k]
         if kinds[F[j, 0] & np.uint64(7)] != 0:
-            d += _execute(module[j] + 1, j, 0, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp2, wgt_b,
+            d += _execute(module[j] + 1, j, 0, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp2, inp16, wgt_b,
                           wgt2, wgt_pairs, acc_b, acc2, xf, wt, wready, ab, pb)
             if err[0] != 0:
                 _fail(S, err[0], j, err[1], err[2], err[3])

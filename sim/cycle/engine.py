@@ -92,7 +92,7 @@ def _config_params(cfg: VTAConfig, gemm: str) -> np.ndarray:
     return P
 
 
-MEMORY_NAMES = ("uop32", "inp2", "wgt2", "wgt_pairs", "acc2", "xf", "wt", "wready", "ab", "pb")
+MEMORY_NAMES = ("uop32", "inp2", "inp16", "wgt2", "wgt_pairs", "acc2", "xf", "wt", "wready", "ab", "pb")
 
 
 def new_memories(cfg: VTAConfig) -> dict:
@@ -101,7 +101,7 @@ def new_memories(cfg: VTAConfig) -> dict:
     (:func:`sim.cycle.kernels.pair_weights`)."""
     wgt2 = np.zeros((cfg.wgt_depth, cfg.wgt_elem_bytes), np.int8)
     return dict(zip(MEMORY_NAMES, (np.zeros(cfg.uop_depth, np.uint32), np.zeros((cfg.inp_depth, cfg.inp_elem_bytes), np.int8),
-                                   wgt2, np.zeros(wgt2.shape, np.int8),
+                                   np.zeros((cfg.inp_depth, cfg.inp_elem_bytes), np.int16), wgt2, np.zeros(wgt2.shape, np.int8),
                                    np.zeros((cfg.acc_depth, cfg.batch * cfg.block_out), np.int32)) + scratch(cfg)))
 
 
@@ -113,7 +113,7 @@ class _MemoryPool:
     matters (the SRAMs, the float input copy, no weight copy current; ``wt``, ``ab`` and ``pb`` are written
     before they are read).  One set serves one run at a time."""
 
-    CLEAR = ("uop32", "inp2", "wgt2", "wgt_pairs", "acc2", "xf", "wready")
+    CLEAR = ("uop32", "inp2", "inp16", "wgt2", "wgt_pairs", "acc2", "xf", "wready")
 
     def __init__(self, keep: int = 4):
         self._keep, self._free, self._lock = keep, [], threading.Lock()
@@ -220,7 +220,7 @@ class CycleMachine:
         self.CNT = np.zeros(len(COUNTER_NAMES), np.int64)
         self.dram = dram
         mem = new_memories(cfg) if memories is None else memories
-        (self.uop32, self.inp2, self.wgt2, self.wgt_pairs, self.acc2,
+        (self.uop32, self.inp2, self.inp16, self.wgt2, self.wgt_pairs, self.acc2,
          self.xf, self.wt, self.wready, self.ab, self.pb) = (mem[name] for name in MEMORY_NAMES)
         core.init_state(self.S, self.US, self.P, self.chunk_req)
 
@@ -228,7 +228,7 @@ class CycleMachine:
         """Run one slice of at most ``events`` loop iterations; returns the status (0 = running)."""
         core.run_slice(self.S, self.US, self.F, self.P, self.module, self.modq, self.disp, self.s_cyc,
                        self.e_cyc, self.dig, self.ret, self.chunk_req, self.chunk_done, self.BD, self.CNT, self.dram,
-                       self.uop32, self.uop32.view(np.uint8), self.inp2.view(np.uint8).reshape(-1), self.inp2,
+                       self.uop32, self.uop32.view(np.uint8), self.inp2.view(np.uint8).reshape(-1), self.inp2, self.inp16,
                        self.wgt2.view(np.uint8).reshape(-1), self.wgt2, self.wgt_pairs,
                        self.acc2.view(np.uint8).reshape(-1),
                        self.acc2, self.xf, self.wt, self.wready, self.ab, self.pb,
@@ -240,7 +240,7 @@ class CycleMachine:
         run's kernels with no event loop (:func:`sim.cycle.core.replay_data`); the data work of a run."""
         return int(core.replay_data(np.ascontiguousarray(order, np.int64), np.ascontiguousarray(kinds, np.int64),
                                     self.S, self.US, self.F, self.P, self.module, self.CNT, self.dram, self.uop32,
-                                    self.uop32.view(np.uint8), self.inp2.view(np.uint8).reshape(-1), self.inp2,
+                                    self.uop32.view(np.uint8), self.inp2.view(np.uint8).reshape(-1), self.inp2, self.inp16,
                                     self.wgt2.view(np.uint8).reshape(-1), self.wgt2, self.wgt_pairs,
                                     self.acc2.view(np.uint8).reshape(-1), self.acc2, self.xf, self.wt, self.wready,
                                     self.ab, self.pb))

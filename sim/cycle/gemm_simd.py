@@ -28,12 +28,11 @@ from numba import njit
 
 from sim.cycle import jitcache  # noqa: F401  (cache stamp covers every source compiled in)
 
-from sim.cycle.kernels import check_loop_indices, pair_weights, row_hash, uop_arrays
+from sim.cycle.kernels import MIX_V, check_loop_indices, pair_weights, row_hash, uop_arrays
 from sim.cycle.layout import (F_DST_FACTOR_IN, F_DST_FACTOR_OUT, F_ITER_IN, F_ITER_OUT, F_SRC_FACTOR_IN,
                               F_SRC_FACTOR_OUT, F_UOP_BGN, F_UOP_END, F_WGT_FACTOR_IN, F_WGT_FACTOR_OUT,
                               P_BATCH, P_BLOCK, P_UOP_WGT_LO, P_UOP_WGT_MASK)
-from sim.cycle.simd import (dot_tile8_8, dot_tile8_16, dot_tile8_32, dot_tile8_64, dot_tile16_8, dot_tile16_16,
-                            dot_tile16_32, dot_tile16_64)
+from sim.cycle.simd import mac_row8, mac_row16, mac_row32, mac_row64, prefetch
 
 PAIRS_READY = 2          # wready bit: wgt_pairs[e] is current
 # rows per weight element from which one BLAS product beats per-tile steps: the ResNet-18 layers C2-C11 have
@@ -41,6 +40,7 @@ PAIRS_READY = 2          # wready bit: wgt_pairs[e] is current
 # loaded machine, up to 4.5x on a loaded one (bench/engine_speed.py, ``simd s`` against ``grp s``), so only far
 # larger groups take BLAS for their rows alone
 BLAS_MIN_ROWS = 2048
+PREFETCH_AHEAD = 4       # uops between a weight tile's prefetch and its use
 BLAS_MIN_REUSE = 8       # additions per distinct product from which computing each once pays
 
 
@@ -52,66 +52,57 @@ def simd_fits(P, lanes):
     return (blk == 8 or blk == 16 or blk == 32 or blk == 64) and bo % 8 == 0
 
 
+@njit(cache=True)
+def to_int16(src, dst, first, count):
+    """``dst[first:first + count]`` = the int8 values of bytes ``src[first:first + count]`` as int16: the
+    kernel's copy of INP elements after a LOAD (the SRAM's own element layout), so a pair of input channels
+    is one 32-bit word the tile step broadcasts straight from memory."""
+    for i in range(np.uint64(first), np.uint64(first + count)):
+        dst[i] = np.int16(np.int8(src[i]))
+
+
 @njit(cache=True, inline="always")
-def dot_tile(accf, a, inpf, s, wf, w, wstride, width, blk):
+def _mac(accf, a, xf, s, wf, w, dsum, blk):
+    """One batch row of one uop through the ``mac_row`` step of tile width ``blk`` (a constant where inlined)."""
     hb = row_hash(a)
-    if width == 16:
-        if blk == 16:
-            return dot_tile16_16(accf, a, inpf, s, wf, w, wstride, hb)
-        if blk == 32:
-            return dot_tile16_32(accf, a, inpf, s, wf, w, wstride, hb)
-        if blk == 8:
-            return dot_tile16_8(accf, a, inpf, s, wf, w, wstride, hb)
-        return dot_tile16_64(accf, a, inpf, s, wf, w, wstride, hb)
     if blk == 16:
-        return dot_tile8_16(accf, a, inpf, s, wf, w, wstride, hb)
-    if blk == 32:
-        return dot_tile8_32(accf, a, inpf, s, wf, w, wstride, hb)
-    if blk == 8:
-        return dot_tile8_8(accf, a, inpf, s, wf, w, wstride, hb)
-    return dot_tile8_64(accf, a, inpf, s, wf, w, wstride, hb)
+        mac_row16(accf, a, xf, s, wf, w, dsum, hb)
+    elif blk == 32:
+        mac_row32(accf, a, xf, s, wf, w, dsum, hb)
+    elif blk == 8:
+        mac_row8(accf, a, xf, s, wf, w, dsum, hb)
+    else:
+        mac_row64(accf, a, xf, s, wf, w, dsum, hb)
 
 
 @njit(cache=True)
-def gemm_simd(F, j, uops, P, inp, wgt2, wgt_pairs, wready, acc, err):
+def gemm_simd(F, j, uops, P, inp16, wgt2, wgt_pairs, wready, acc, err):
     """Non-reset GEMM over the whole loop nest, uop by uop in execution order; same bytes and digest as
     :func:`sim.cycle.kernels.gemm_kernel`.  The caller has checked :func:`simd_fits`.  One copy of the loop
-    nest per tile shape (:func:`_nest` inlined with constant ``width`` and ``blk``), so no shape is
-    decided inside the uop loop."""
-    if not check_loop_indices(F, j, uops, P, True, False, acc.shape[0], inp.shape[0], wgt_pairs.shape[0], err):
+    nest per tile width (:func:`_nest` inlined with a constant ``blk``), so no shape is decided inside the
+    uop loop."""
+    if not check_loop_indices(F, j, uops, P, True, False, acc.shape[0], inp16.shape[0], wgt_pairs.shape[0], err):
         return np.uint64(0)
     blk = P[P_BLOCK]
-    if (acc.shape[1] // P[P_BATCH]) % 16 == 0:
-        if blk == 16:
-            return _nest(F, j, uops, P, inp, wgt2, wgt_pairs, wready, acc, 16, 16)
-        if blk == 32:
-            return _nest(F, j, uops, P, inp, wgt2, wgt_pairs, wready, acc, 16, 32)
-        if blk == 8:
-            return _nest(F, j, uops, P, inp, wgt2, wgt_pairs, wready, acc, 16, 8)
-        return _nest(F, j, uops, P, inp, wgt2, wgt_pairs, wready, acc, 16, 64)
     if blk == 16:
-        return _nest(F, j, uops, P, inp, wgt2, wgt_pairs, wready, acc, 8, 16)
+        return _nest(F, j, uops, P, inp16, wgt2, wgt_pairs, wready, acc, 16)
     if blk == 32:
-        return _nest(F, j, uops, P, inp, wgt2, wgt_pairs, wready, acc, 8, 32)
+        return _nest(F, j, uops, P, inp16, wgt2, wgt_pairs, wready, acc, 32)
     if blk == 8:
-        return _nest(F, j, uops, P, inp, wgt2, wgt_pairs, wready, acc, 8, 8)
-    return _nest(F, j, uops, P, inp, wgt2, wgt_pairs, wready, acc, 8, 64)
+        return _nest(F, j, uops, P, inp16, wgt2, wgt_pairs, wready, acc, 8)
+    return _nest(F, j, uops, P, inp16, wgt2, wgt_pairs, wready, acc, 64)
 
 
 @njit(cache=True, inline="always")
-def _nest(F, j, uops, P, inp, wgt2, wgt_pairs, wready, acc, width, blk):
-    """:func:`gemm_simd`'s loop nest for tiles of ``width`` output lanes and ``blk`` input channels."""
+def _nest(F, j, uops, P, inp16, wgt2, wgt_pairs, wready, acc, blk):
+    """:func:`gemm_simd`'s loop nest for tiles of ``blk`` x ``blk`` weights."""
     bgn, end = F[j, F_UOP_BGN], F[j, F_UOP_END]
     nu = max(0, end - bgn)
-    lanes = acc.shape[1]
     batch = P[P_BATCH]
-    bo = lanes // batch
-    nc = bo // width
     udst, usrc, uwgt = uop_arrays(uops, bgn, nu, P)
-    accf, inpf, wf = acc.reshape(-1), inp.reshape(-1), wgt_pairs.reshape(-1)
-    ulanes, in_row, w_row = np.uint64(lanes), np.uint64(inp.shape[1]), np.uint64(wgt_pairs.shape[1])
-    wstride = np.uint64(2 * blk)                      # pair_weights: (jj * blk + o) * 2 + t
-    d32 = np.uint32(0)
+    accf, xf, wf = acc.reshape(-1), inp16.reshape(-1), wgt_pairs.reshape(-1)
+    ulanes, in_row, w_row = np.uint64(acc.shape[1]), np.uint64(inp16.shape[1]), np.uint64(wgt_pairs.shape[1])
+    dsum = np.zeros(8, np.int32)          # per lane, the sum of (value XOR word hash) over every write
     for io in range(F[j, F_ITER_OUT]):
         for ii in range(F[j, F_ITER_IN]):
             doff = io * F[j, F_DST_FACTOR_OUT] + ii * F[j, F_DST_FACTOR_IN]
@@ -122,15 +113,20 @@ def _nest(F, j, uops, P, inp, wgt2, wgt_pairs, wready, acc, width, blk):
                 if wready[we] & PAIRS_READY == 0:
                     pair_weights(wgt2, wgt_pairs, we, 1, blk)
                     wready[we] |= PAIRS_READY
+                if u + PREFETCH_AHEAD < nu:       # the weight tile of a later uop: its lines come from L2/L3
+                    wn = np.uint64(uwgt[u + PREFETCH_AHEAD] + woff) * w_row
+                    for k in range(0, blk * blk, 64):
+                        prefetch(wf, wn + np.uint64(k))
                 ao = np.uint64(udst[u] + doff) * ulanes
                 so = np.uint64(usrc[u] + soff) * in_row
                 wo = we * w_row
                 for b in range(batch):
-                    for c in range(nc):
-                        d32 = np.uint32(d32 + dot_tile(accf, ao + np.uint64(b * bo + c * width), inpf,
-                                                       so + np.uint64(b * blk), wf, wo + np.uint64(2 * c * width),
-                                                       wstride, width, blk))
-    return np.uint64(d32)
+                    _mac(accf, ao + np.uint64(b * blk), xf, so + np.uint64(b * blk), wf, wo, dsum, blk)
+    # sum of mix terms = MIX_V * sum of (value XOR hash), mod 2^32 (multiplication distributes)
+    total = np.uint32(0)
+    for ln in range(8):
+        total = np.uint32(total + np.uint32(dsum[ln]))
+    return np.uint64(np.uint32(total * np.uint32(MIX_V)))
 
 
 @njit(cache=True)
