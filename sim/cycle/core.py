@@ -41,8 +41,8 @@ from sim.cycle.layout import (GEMM_AUTO, GEMM_BLAS, GEMM_INT, GEMM_SIMD, B_BUSY,
                               FLD_NONE, FLD_TOKEN, FPHASE_DISPATCH, FPHASE_DONE, FPHASE_XFER, F_ITER_IN,
                               F_ITER_OUT, F_MEMORY_TYPE, F_OPCODE, F_UOP_BGN, F_UOP_END, F_USE_IMM, F_RESET_REG, F_X_PAD_0,
                               F_X_PAD_1, F_X_SIZE, F_X_STRIDE, F_Y_PAD_0, F_Y_PAD_1, F_Y_SIZE, F_DRAM_BASE, F_SRAM_BASE,
-                              P_ALU_PIPE, P_BURST, P_BUS_BYTES, P_CMDQ, P_EB_UOP, P_FETCH_INSNS,
-                              P_BLOCK, P_GEMM_MODE, P_GEMM_PIPE, P_INSN_ADDR, P_INSN_COUNT, P_LATENCY, P_EB_OUT, P_TOKQ,
+                              P_ALU_PIPE, P_CMDQ, P_EB_UOP, P_FETCH_INSNS,
+                              P_BLOCK, P_GEMM_MODE, P_GEMM_PIPE, P_INSN_ADDR, P_INSN_COUNT, P_LATENCY, P_LOG_BURST, P_LOG_BUS, P_EB_OUT, P_TOKQ,
                               S_CHUNK, S_ERR_CODE, S_ERR_FIELD, S_ERR_INSN, S_ERR_LIMIT, S_ERR_VALUE,
                               S_EVENTS, S_FINISH_E, S_NRET, S_PAIRS_STALE, N_FIELDS, P_LAY, S_FLASTD, S_FNEXT, S_FPHASE, S_PORT_UNIT,
                               S_PORT_UNTIL, S_STATUS, S_T, S_TOK0, ST_DEADLOCK, ST_DONE, ST_ERROR,
@@ -79,23 +79,24 @@ def decode_row(F, P, j, row):
 
 
 @njit(cache=True, inline="always")
-def _row_words(addr0, row, stride, nbytes, bus_bytes):
-    """First and end bus words of row ``row`` of a transfer."""
+def _row_words(addr0, row, stride, nbytes, log_bus):
+    """First and end bus words of row ``row`` of a transfer (bus words are ``2**log_bus`` bytes; addresses
+    are never negative, so the shifts are the floor and ceiling divisions)."""
     a = addr0 + row * stride
-    return a // bus_bytes, (a + nbytes + bus_bytes - 1) // bus_bytes
+    return a >> log_bus, (a + nbytes + (np.int64(1) << log_bus) - 1) >> log_bus
 
 
 @njit(cache=True, inline="always")
-def _beats(w, w1, burst):
-    # a burst never crosses a BURST_BEATS-word aligned boundary (timing.md 4.1)
-    return min(w1, (w // burst + 1) * burst) - w
+def _beats(w, w1, log_burst):
+    # a burst never crosses a BURST_BEATS-word aligned boundary (timing.md 4.1); BURST_BEATS = 2**log_burst
+    return min(w1, ((w >> log_burst) + 1) << log_burst) - w
 
 
 @njit(cache=True)
 def _set_row(US, u, P):
     US[u, US_W], US[u, US_W1] = _row_words(US[u, US_ADDR0], US[u, US_ROW], US[u, US_STRIDE], US[u, US_NBYTES],
-                                           P[P_BUS_BYTES])
-    US[u, US_BEATS] = _beats(US[u, US_W], US[u, US_W1], P[P_BURST])
+                                           P[P_LOG_BUS])
+    US[u, US_BEATS] = _beats(US[u, US_W], US[u, US_W1], P[P_LOG_BURST])
 
 
 @njit(cache=True, inline="always")
@@ -176,7 +177,7 @@ def _execute(u, j, t, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp
                 dig = load_kernel(row, 0, inp_b, inp2.shape[0], inp2.shape[1], eb, False, dram, err)
                 if err[0] == 0 and (P[P_GEMM_MODE] == GEMM_AUTO or P[P_GEMM_MODE] == GEMM_BLAS):
                     to_float(inp_b, xf.reshape(-1), row[0, F_SRAM_BASE] * inp2.shape[1], n_sram * inp2.shape[1])
-                if err[0] == 0 and (P[P_GEMM_MODE] == GEMM_AUTO or P[P_GEMM_MODE] == GEMM_SIMD):
+                if err[0] == 0 and P[P_GEMM_MODE] != GEMM_INT:     # every mode but int can run gemm_simd
                     to_int16(inp_b, inp16.reshape(-1), row[0, F_SRAM_BASE] * inp2.shape[1], n_sram * inp2.shape[1])
                 CNT[CNT_INP] += x * y * eb
                 client = C_INP
@@ -296,7 +297,7 @@ def run_slice(S, US, F, P, module, modq, disp, s_cyc, e_cyc, dig, ret, chunk_req
     ended = np.zeros(4, np.int64)
     bucket = np.zeros(4, np.int64)
     L, Q, TQ = P[P_LATENCY], P[P_CMDQ], P[P_TOKQ]
-    count, bus, burst, fetch_insns = P[P_INSN_COUNT], P[P_BUS_BYTES], P[P_BURST], P[P_FETCH_INSNS]
+    count, log_bus, log_burst, fetch_mask = P[P_INSN_COUNT], P[P_LOG_BUS], P[P_LOG_BURST], P[P_FETCH_INSNS] - 1
     for _ in range(event_budget):
         t = S[S_T]
         active = False
@@ -312,10 +313,10 @@ def run_slice(S, US, F, P, module, modq, disp, s_cyc, e_cyc, dig, ret, chunk_req
                 US[u, US_ROW] += 1
                 if US[u, US_ROW] < US[u, US_NROWS]:
                     US[u, US_W], US[u, US_W1] = _row_words(US[u, US_ADDR0], US[u, US_ROW], US[u, US_STRIDE],
-                                                           US[u, US_NBYTES], bus)
-                    US[u, US_BEATS] = _beats(US[u, US_W], US[u, US_W1], burst)
+                                                           US[u, US_NBYTES], log_bus)
+                    US[u, US_BEATS] = _beats(US[u, US_W], US[u, US_W1], log_burst)
             else:
-                US[u, US_BEATS] = _beats(US[u, US_W], US[u, US_W1], burst)
+                US[u, US_BEATS] = _beats(US[u, US_W], US[u, US_W1], log_burst)
             if US[u, US_ROW] == US[u, US_NROWS]:
                 US[u, US_XFER] = 0
                 US[u, US_REQ] = -1
@@ -353,7 +354,7 @@ def run_slice(S, US, F, P, module, modq, disp, s_cyc, e_cyc, dig, ret, chunk_req
                 active = True
                 if S[S_FNEXT] == count:
                     S[S_FPHASE] = FPHASE_DONE
-                elif S[S_FNEXT] % fetch_insns == 0:
+                elif S[S_FNEXT] & fetch_mask == 0:
                     S[S_CHUNK] += 1
                     _fetch_begin(S, US, P, chunk_req, t + 1)
         # D. starts

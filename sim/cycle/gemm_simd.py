@@ -2,12 +2,19 @@
 
 :mod:`sim.cycle.gemm_fast` is fast when many tiles share a weight element (one float32 matrix product per
 element) or repeat (products computed once); on uops with unrelated indices its groups hold one row
-each and its gathers and calls dominate.  This kernel does each tile where it stands: per uop, per batch
-row and per 8 or 16 output lanes, one straight-line vector step of :mod:`sim.cycle.simd`
-(``dot_tile{W}_{BLOCK_IN}``: the input row widened to int16 pairs, one pair-wise multiply-add per two input
-channels against the integer kernel's weight copy ``wgt_pairs`` (:func:`sim.cycle.kernels.pair_weights`),
-int32 sums, the accumulate and the digest terms), in execution order.  Products of int8 fit int16 and a
-tile's sums are taken in wrapping int32 as the integer kernel's, so the bytes and digests are the same.
+each and its gathers and calls dominate.  This kernel does each tile where it stands: per uop and batch row,
+one straight-line vector step of :mod:`sim.cycle.simd` (``mac_row{BLOCK_IN}``), in execution order.  The step
+broadcasts each pair of input channels as one 32-bit word from an int16 copy of INP (``inp16``, made by
+:func:`to_int16` at every LOAD INP unless every GEMM takes the integer kernel), multiplies it pair-wise against
+the integer kernel's weight copy ``wgt_pairs`` (:func:`sim.cycle.kernels.pair_weights`: eight outputs' weight
+pairs side by side, widened to int16 as loaded) - one ``vpmaddwd`` per pair of input channels and 8 outputs
+on AVX2 - adds the int32 sums to the accumulator and adds ``value XOR word hash`` of every lane written to an
+8-lane running sum.  The digest of the instruction is that sum times ``0x85EBCA77`` (docs/timing.md 9 sums
+``(value XOR hash) * 0x85EBCA77`` mod 2^32 over the writes, and the multiplication distributes), so there
+is no multiply and no horizontal sum per tile.  Products of int8 fit int16 and a tile's sums are taken in
+wrapping int32 as the integer kernel's, so the bytes and digests are the same.  Each uop also prefetches
+the weight tile of the uop :data:`PREFETCH_AHEAD` later (irregular streams pick weight elements at random
+from the whole buffer, which does not stay in the L1 cache).
 
 A weight element's copy is made when a GEMM first uses it after a LOAD WGT wrote it (``wready`` bit
 :data:`PAIRS_READY`; :mod:`sim.cycle.gemm_fast` keeps its float copy's bit :data:`sim.cycle.gemm_fast.WT_READY`).

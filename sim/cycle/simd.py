@@ -17,6 +17,15 @@ plain loop otherwise.
   like ``add_tile``.  Both operands are read before the write, so ``s == a`` reads the old values, as the
   lane-by-lane loop does.
 
+* ``mac_row{B}(acc, a, x16, s, wp, w, dsum, hb)`` for B in :data:`DOT_BLOCKS`: one batch row of one GEMM uop,
+  ``acc[a + o] += sum_k x16[s + k] * W[o, k]`` for the B outputs o, where the weights are ``wp[w:w + B*B]`` in
+  the pair layout of :func:`sim.cycle.kernels.pair_weights` (int8 or int16) and ``x16`` is int16; then
+  ``dsum[0:8] += new value XOR (a + ln) * 0x9E3779B1`` lane-wise over the row's lanes, 8 at a time (int32,
+  wrapping; ``hb = row_hash(a)``).  The caller multiplies the lanes' sum by ``0x85EBCA77`` once to get the
+  digest terms of all the writes.  Each pair of inputs is one 32-bit load broadcast to 8 lanes and each
+  (pair, 8 outputs) one sign-extend-multiply-add-pairs, which LLVM emits as ``vpmaddwd``.
+* ``prefetch(arr, off)``: a cache hint for the line of ``arr[off]``; no effect on any value.
+
 Offsets are not checked (the callers' indices are range-checked before any work, as in every kernel).
 """
 
