@@ -9,7 +9,7 @@ one core against two - all measured in one run.
     python bench/engine_speed.py --previous c899423      # also the engine of that revision, same images
 
 Main table (every time is the best of ``--repeat`` runs): ``func s`` our functional engine
-(``sim.functional``, its default executor; not TVM's fsim), ``np s`` the same with ``executor="numpy"`` (its
+(``sim.functional``, its default executor; not TVM's fsim; its runs alternate with the cycle engine's), ``np s`` the same with ``executor="numpy"`` (its
 own numpy code), ``cycle s`` the cycle engine's ``run_image`` end to end (JIT excluded:
 warmed up first), ``Mcyc/s`` simulated cycles per second of that wall time, ``int s`` the same engine with
 ``gemm="int"`` (every GEMM through the integer kernel: the data path before the grouped float32 products,
@@ -24,8 +24,8 @@ instructions over random uops in the two-row form, the immediate form and both,
 :func:`sim.programs.streams.alu_bound_image`; no MACs, so no BLAS column).
 
 Fixed cost table (the small layers C4, C7, C10 when selected): a run's stages in ms (see
-``sim.cycle.profile``): ``data`` the data kernels alone, ``above`` total minus data (the issue's target is
-<= 0.5 ms), then what the rest is made of: ``decode`` (load_program from scratch; ``run_image`` pays
+``sim.cycle.profile``): ``data`` the data kernels alone, ``above`` total minus data (the target is
+<= 0.3 ms), then what the rest is made of: ``decode`` (load_program from scratch; ``run_image`` pays
 ``cached``), ``setup`` machine arrays, ``dispatch`` one call into the compiled core, ``events`` the event
 loop and per-instruction starts (core minus data minus dispatch), ``result`` result objects.
 

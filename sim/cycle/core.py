@@ -13,9 +13,13 @@ E. the arbiter grants the port to the highest-priority request issued at or befo
 F. the held pushes are applied (overflow checked net of this cycle's pops);
 G. every unit's accounting bucket for t is decided.
 
-If anything happened at t the next cycle processed is t + 1 (something may become visible);
-otherwise nothing can change before the earliest scheduled time (burst completion, instruction end,
-request issue), so the loop jumps there and charges the skipped span to the buckets decided at t.
+If an instruction ended, was dispatched or started at t, the next cycle processed is t + 1 (t + 1 sees
+it: a freed module, a visible queue entry, queue room, pushed tokens); otherwise nothing can change
+before the earliest scheduled time (burst completion, instruction end, request issue), so the loop jumps
+there and charges the skipped span to the buckets decided at t.  A burst that completes without ending
+its transfer and a grant are not such events: the unit's next request is at t (granted at t if the port
+is free) and the port's next change is the burst's completion, both scheduled; no bucket of t + 1 differs
+from t's.
 No scheduled time and no FINISH means no future event exists: a deadlock, proven, not timed out.
 
 Data effects are applied at an instruction's start.  Programs with correct tokens order every
@@ -41,8 +45,8 @@ from sim.cycle.layout import (GEMM_AUTO, GEMM_BLAS, GEMM_INT, GEMM_SIMD, B_BUSY,
                               FLD_NONE, FLD_TOKEN, FPHASE_DISPATCH, FPHASE_DONE, FPHASE_XFER, F_ITER_IN,
                               F_ITER_OUT, F_MEMORY_TYPE, F_OPCODE, F_UOP_BGN, F_UOP_END, F_USE_IMM, F_RESET_REG, F_X_PAD_0,
                               F_X_PAD_1, F_X_SIZE, F_X_STRIDE, F_Y_PAD_0, F_Y_PAD_1, F_Y_SIZE, F_DRAM_BASE, F_SRAM_BASE,
-                              P_ALU_PIPE, P_CMDQ, P_EB_UOP, P_FETCH_INSNS,
-                              P_BLOCK, P_GEMM_MODE, P_GEMM_PIPE, P_INSN_ADDR, P_INSN_COUNT, P_LATENCY, P_LOG_BURST, P_LOG_BUS, P_EB_OUT, P_TOKQ,
+                              P_ALU_PIPE, P_BURST, P_BUS_BYTES, P_CMDQ, P_EB_UOP, P_FETCH_INSNS,
+                              P_BLOCK, P_GEMM_MODE, P_GEMM_PIPE, P_INSN_ADDR, P_INSN_COUNT, P_LATENCY, P_EB_OUT, P_TOKQ,
                               S_CHUNK, S_ERR_CODE, S_ERR_FIELD, S_ERR_INSN, S_ERR_LIMIT, S_ERR_VALUE,
                               S_EVENTS, S_FINISH_E, S_NRET, S_PAIRS_STALE, N_FIELDS, P_LAY, S_FLASTD, S_FNEXT, S_FPHASE, S_PORT_UNIT,
                               S_PORT_UNTIL, S_STATUS, S_T, S_TOK0, ST_DEADLOCK, ST_DONE, ST_ERROR,
@@ -79,6 +83,15 @@ def decode_row(F, P, j, row):
 
 
 @njit(cache=True, inline="always")
+def _log2(v):
+    """log2 of a power of two (P_BUS_BYTES, P_BURST: hw/timing.py and sim.cycle.engine.params check them)."""
+    k = np.int64(0)
+    while (np.int64(1) << k) < v:
+        k += 1
+    return k
+
+
+@njit(cache=True, inline="always")
 def _row_words(addr0, row, stride, nbytes, log_bus):
     """First and end bus words of row ``row`` of a transfer (bus words are ``2**log_bus`` bytes; addresses
     are never negative, so the shifts are the floor and ceiling divisions)."""
@@ -95,8 +108,8 @@ def _beats(w, w1, log_burst):
 @njit(cache=True)
 def _set_row(US, u, P):
     US[u, US_W], US[u, US_W1] = _row_words(US[u, US_ADDR0], US[u, US_ROW], US[u, US_STRIDE], US[u, US_NBYTES],
-                                           P[P_LOG_BUS])
-    US[u, US_BEATS] = _beats(US[u, US_W], US[u, US_W1], P[P_LOG_BURST])
+                                           _log2(P[P_BUS_BYTES]))
+    US[u, US_BEATS] = _beats(US[u, US_W], US[u, US_W1], _log2(P[P_BURST]))
 
 
 @njit(cache=True, inline="always")
@@ -297,16 +310,15 @@ def run_slice(S, US, F, P, module, modq, disp, s_cyc, e_cyc, dig, ret, chunk_req
     ended = np.zeros(4, np.int64)
     bucket = np.zeros(4, np.int64)
     L, Q, TQ = P[P_LATENCY], P[P_CMDQ], P[P_TOKQ]
-    count, log_bus, log_burst, fetch_mask = P[P_INSN_COUNT], P[P_LOG_BUS], P[P_LOG_BURST], P[P_FETCH_INSNS] - 1
+    count, log_bus, log_burst, fetch_mask = P[P_INSN_COUNT], _log2(P[P_BUS_BYTES]), _log2(P[P_BURST]), P[P_FETCH_INSNS] - 1
     for _ in range(event_budget):
         t = S[S_T]
-        active = False
+        active = False          # something at t that t + 1 can see: an end, a dispatch or a start
         # A. burst completion
         if S[S_PORT_UNTIL] == t:
             u = S[S_PORT_UNIT]
             S[S_PORT_UNTIL] = -1
             S[S_PORT_UNIT] = -1
-            active = True
             US[u, US_GRANTED] = 0
             US[u, US_W] += US[u, US_BEATS]
             if US[u, US_W] == US[u, US_W1]:
@@ -387,7 +399,6 @@ def run_slice(S, US, F, P, module, modq, disp, s_cyc, e_cyc, dig, ret, chunk_req
                 US[best, US_GRANTED] = 1
                 S[S_PORT_UNTIL] = t + L + US[best, US_BEATS]
                 S[S_PORT_UNIT] = best
-                active = True
         # F. pushes of the instructions that ended at t
         for u in range(1, 4):
             if ended[u]:

@@ -27,8 +27,7 @@ from sim.cycle.jitcache import compile_notice
 from sim.cycle.layout import timing_slot
 from sim.cycle.layout import (GEMM_AUTO, GEMM_BLAS, GEMM_INT, GEMM_SIMD, BUCKET_NAMES, ERR_TOKEN_OVERFLOW, ERR_UNFINISHED, FIELD_NAMES, N_FIELDS, N_PARAMS,
                               N_S, N_UNITS, N_US, P_BATCH, P_BLOCK,
-                              P_BURST, P_BUS_BYTES, P_EB_UOP, P_FETCH_INSNS, P_GEMM_MODE, P_LOG_BURST, P_LOG_BUS,
-                              P_LOG_FETCH, P_INSN_ADDR, P_INSN_COUNT,
+                              P_BURST, P_BUS_BYTES, P_EB_UOP, P_FETCH_INSNS, P_GEMM_MODE, P_INSN_ADDR, P_INSN_COUNT,
                               P_LAY, P_UOP_DST_LO, P_UOP_DST_MASK, P_UOP_SRC_LO,
                               P_UOP_SRC_MASK, P_UOP_WGT_LO, P_UOP_WGT_MASK, S_ERR_CODE, S_ERR_FIELD,
                               S_ERR_INSN, S_ERR_LIMIT, S_ERR_VALUE, S_NRET, S_PAIRS_STALE, S_STATUS, S_T, S_TOK0, ST_DEADLOCK,
@@ -68,11 +67,10 @@ def _config_params(cfg: VTAConfig, gemm: str) -> np.ndarray:
     P[P_GEMM_MODE] = mode
     for key in TIMING_KEYS:                              # hw/timing.py: every knob has its slot
         P[timing_slot(key)] = key.engine_value(getattr(cfg, key.name))
-    for slot, log_slot in ((P_BUS_BYTES, P_LOG_BUS), (P_BURST, P_LOG_BURST), (P_FETCH_INSNS, P_LOG_FETCH)):
+    for slot in (P_BUS_BYTES, P_BURST, P_FETCH_INSNS):      # the core shifts and masks by them
         value = int(P[slot])
         if value < 1 or value & (value - 1):
             raise SimError(f"timing parameter {value} of the cycle engine's slot {slot} is not a power of two")
-        P[log_slot] = value.bit_length() - 1
     P[P_BATCH] = cfg.batch
     P[P_BLOCK] = cfg.block_in
     uop = layout(cfg).uop

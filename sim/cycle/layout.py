@@ -23,15 +23,14 @@ assert INSN_FIELDS == ("opcode", "pop_prev", "pop_next", "push_prev", "push_next
 # ---- parameter vector P (filled from VTAConfig by sim.cycle.engine) ----
 (P_LATENCY, P_BUS_BYTES, P_BURST, P_CMDQ, P_TOKQ, P_FETCH_INSNS, P_GEMM_PIPE, P_ALU_PIPE, P_INSN_ADDR,
  P_INSN_COUNT, P_BATCH, P_BLOCK, P_UOP_DST_LO, P_UOP_DST_MASK, P_UOP_SRC_LO, P_UOP_SRC_MASK,
- P_UOP_WGT_LO, P_UOP_WGT_MASK, P_EB_UOP, P_EB_WGT, P_EB_INP, P_EB_ACC, P_EB_OUT, P_EB_ACC8, P_GEMM_MODE,
- P_LOG_BUS, P_LOG_BURST, P_LOG_FETCH) = range(28)
+ P_UOP_WGT_LO, P_UOP_WGT_MASK, P_EB_UOP, P_EB_WGT, P_EB_INP, P_EB_ACC, P_EB_OUT, P_EB_ACC8, P_GEMM_MODE) = range(25)
 N_FIELDS = 29
-P_LAY = 28
+P_LAY = 25
 # P_LATENCY .. P_ALU_PIPE hold the timing keys, one slot per row of hw.timing.TIMING_KEYS (its ``slot``
 # names P_<slot>), filled with TimingKey.engine_value by sim.cycle.engine.
 N_PARAMS = P_LAY + 8 * N_FIELDS * 3
-# P_LOG_BUS / P_LOG_BURST / P_LOG_FETCH: log2 of P_BUS_BYTES, P_BURST, P_FETCH_INSNS (powers of two, hw/timing.py),
-# so the event loop's bus-word and burst arithmetic is shifts and masks, not divisions.
+# P_BUS_BYTES, P_BURST and P_FETCH_INSNS are powers of two (hw/timing.py; sim.cycle.engine.params checks), so the
+# event loop's bus-word and burst arithmetic is shifts and masks, not divisions.
 # P_EB_<mem> are DRAM element bytes indexed by memory type (P_EB_UOP + memory_type).
 # P_GEMM_MODE: how non-reset GEMMs run (reset GEMMs always take the integer kernel, kernels.gemm_kernel):
 GEMM_INT, GEMM_AUTO, GEMM_SIMD, GEMM_BLAS = 0, 1, 2, 3
