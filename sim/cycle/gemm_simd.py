@@ -1,12 +1,12 @@
 """Exact integer GEMM of the cycle engine for any uop pattern, and the rule that picks it or the BLAS grouping.
 
-:mod:`sim.cycle.gemm_fast` is fast when many tiles share a weight element (one float32 matrix product per
+:mod:`vtasim.sim.cycle.gemm_fast` is fast when many tiles share a weight element (one float32 matrix product per
 element) or repeat (products computed once); on uops with unrelated indices its groups hold one row
 each and its gathers and calls dominate.  This kernel does each tile where it stands: per uop and batch row,
-one straight-line vector step of :mod:`sim.cycle.simd` (``mac_row{BLOCK_IN}``), in execution order.  The step
+one straight-line vector step of :mod:`vtasim.sim.cycle.simd` (``mac_row{BLOCK_IN}``), in execution order.  The step
 broadcasts each pair of input channels as one 32-bit word from an int16 copy of INP (``inp16``, made by
 :func:`to_int16` at every LOAD INP unless every GEMM takes the integer kernel), multiplies it pair-wise against
-the integer kernel's weight copy ``wgt_pairs`` (:func:`sim.cycle.kernels.pair_weights`: eight outputs' weight
+the integer kernel's weight copy ``wgt_pairs`` (:func:`vtasim.sim.cycle.kernels.pair_weights`: eight outputs' weight
 pairs side by side, widened to int16 as loaded) - one ``vpmaddwd`` per pair of input channels and 8 outputs
 on AVX2 - adds the int32 sums to the accumulator and adds ``value XOR word hash`` of every lane written to an
 8-lane running sum.  The digest of the instruction is that sum times ``0x85EBCA77`` (docs/timing.md 9 sums
@@ -17,7 +17,7 @@ the weight tile of the uop :data:`PREFETCH_AHEAD` later (irregular streams pick 
 from the whole buffer, which does not stay in the L1 cache).
 
 A weight element's copy is made when a GEMM first uses it after a LOAD WGT wrote it (``wready`` bit
-:data:`PAIRS_READY`; :mod:`sim.cycle.gemm_fast` keeps its float copy's bit :data:`sim.cycle.gemm_fast.WT_READY`).
+:data:`PAIRS_READY`; :mod:`vtasim.sim.cycle.gemm_fast` keeps its float copy's bit :data:`vtasim.sim.cycle.gemm_fast.WT_READY`).
 
 Cost rule (:func:`blas_pays`, the ``gemm="auto"`` choice per non-reset GEMM): the BLAS grouping when its
 products are reused at least :data:`BLAS_MIN_REUSE` times (loops moving neither src nor wgt: each distinct
@@ -33,13 +33,13 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from sim.cycle import jitcache  # noqa: F401  (cache stamp covers every source compiled in)
+from vtasim.sim.cycle import jitcache  # noqa: F401  (cache stamp covers every source compiled in)
 
-from sim.cycle.kernels import MIX_V, check_loop_indices, pair_weights, row_hash, uop_arrays
-from sim.cycle.layout import (F_DST_FACTOR_IN, F_DST_FACTOR_OUT, F_ITER_IN, F_ITER_OUT, F_SRC_FACTOR_IN,
+from vtasim.sim.cycle.kernels import MIX_V, check_loop_indices, pair_weights, row_hash, uop_arrays
+from vtasim.sim.cycle.layout import (F_DST_FACTOR_IN, F_DST_FACTOR_OUT, F_ITER_IN, F_ITER_OUT, F_SRC_FACTOR_IN,
                               F_SRC_FACTOR_OUT, F_UOP_BGN, F_UOP_END, F_WGT_FACTOR_IN, F_WGT_FACTOR_OUT,
                               P_BATCH, P_BLOCK, P_UOP_WGT_LO, P_UOP_WGT_MASK)
-from sim.cycle.simd import mac_row8, mac_row16, mac_row32, mac_row64, prefetch
+from vtasim.sim.cycle.simd import mac_row8, mac_row16, mac_row32, mac_row64, prefetch
 
 PAIRS_READY = 2          # wready bit: wgt_pairs[e] is current
 # rows per weight element from which one BLAS product beats per-tile steps: the ResNet-18 layers C2-C11 have
@@ -85,7 +85,7 @@ def _mac(accf, a, xf, s, wf, w, dsum, blk):
 @njit(cache=True)
 def gemm_simd(F, j, uops, P, inp16, wgt2, wgt_pairs, wready, acc, err):
     """Non-reset GEMM over the whole loop nest, uop by uop in execution order; same bytes and digest as
-    :func:`sim.cycle.kernels.gemm_kernel`.  The caller has checked :func:`simd_fits`.  One copy of the loop
+    :func:`vtasim.sim.cycle.kernels.gemm_kernel`.  The caller has checked :func:`simd_fits`.  One copy of the loop
     nest per tile width (:func:`_nest` inlined with a constant ``blk``), so no shape is decided inside the
     uop loop."""
     if not check_loop_indices(F, j, uops, P, True, False, acc.shape[0], inp16.shape[0], wgt_pairs.shape[0], err):
