@@ -59,21 +59,23 @@ def test_alu_bound_stream(preset_name):
     assert ref.counters["alu_counter"] > 0 and varied(ref.outputs["y"])
 
 
-@pytest.mark.parametrize("width,blk", [(w, b) for w in (8, 16) for b in (8, 16, 32, 64) if w <= b])
-def test_dot_tile_against_numpy(width, blk):
-    """vtasim.sim.cycle.simd.dot_tile{W}_{B}: W lanes of acc += inp . w over the pair layout of kernels.pair_weights,
-    against numpy int64 arithmetic wrapped to int32, on random and extreme (-128, 127) values; the digest
-    terms against kernels.mix."""
+@pytest.mark.parametrize("wdtype", [np.int8, np.int16])
+@pytest.mark.parametrize("blk", [8, 16, 32, 64])
+def test_mac_row_against_numpy(blk, wdtype):
+    """vtasim.sim.cycle.simd.mac_row{B}: one batch row of one uop, acc += inp . w over the pair layout of
+    kernels.pair_weights (int8, or the same values as int16), against numpy int64 arithmetic wrapped to int32,
+    on random and extreme (-128, 127) values; the digest lanes it adds up against kernels.mix, through the
+    multiplier the kernel applies at the end (sum of mix terms = MIX_V * sum of value XOR hash, mod 2^32)."""
     from numba import njit
     from vtasim.sim.cycle import simd
-    from vtasim.sim.cycle.kernels import pair_weights, row_hash
-    tile = getattr(simd, f"dot_tile{width}_{blk}")
+    from vtasim.sim.cycle.kernels import MIX_V, pair_weights, row_hash
+    step = getattr(simd, f"mac_row{blk}")
 
     @njit
-    def step(acc, a, inp, s, wp, w):
-        return tile(acc, a, inp, s, wp, w, np.uint64(2 * blk), row_hash(a))
+    def run(acc, a, inp, s, wp, w, dsum):
+        step(acc, a, inp, s, wp, w, dsum, row_hash(a))
 
-    rng = np.random.default_rng(width * 100 + blk)
+    rng = np.random.default_rng(blk)
     for trial in range(6):
         x = rng.integers(-128, 128, 3 * blk).astype(np.int8)
         wgt = rng.integers(-128, 128, (2, blk * blk)).astype(np.int8)
@@ -84,18 +86,21 @@ def test_dot_tile_against_numpy(width, blk):
         wp = np.zeros_like(wgt)
         pair_weights(wgt, wp, 0, 2, blk)
         acc = rng.integers(-2**31, 2**31, 4 * blk).astype(np.int32)
-        a, s, e, c = blk, blk, 1, (blk - width) if trial % 2 else 0           # last or first chunk of outputs
+        a, s, e = (blk, 2 * blk)[trial % 2], blk, 1
         want = acc.astype(np.int64)
-        dots = wgt[e].reshape(blk, blk).astype(np.int64) @ x[s:s + blk].astype(np.int64)
-        want[a:a + width] += dots[c:c + width]
+        want[a:a + blk] += wgt[e].reshape(blk, blk).astype(np.int64) @ x[s:s + blk].astype(np.int64)
         want = want.astype(np.uint64).astype(np.uint32).view(np.int32)
-        got = step(acc, np.uint64(a), x, np.uint64(s), wp.reshape(-1), np.uint64(e * blk * blk + 2 * c))
-        assert np.array_equal(acc, want), (trial, width, blk)
-        idx = np.arange(a, a + width, dtype=np.uint64)
-        v = want[a:a + width].view(np.uint32).astype(np.uint64)
+        dsum = rng.integers(-2**31, 2**31, 8).astype(np.int32)
+        d0 = int(dsum.view(np.uint32).astype(np.uint64).sum())
+        run(acc, np.uint64(a), x.astype(np.int16), np.uint64(s), wp.astype(wdtype).reshape(-1), np.uint64(e * blk * blk),
+            dsum)
+        assert np.array_equal(acc, want), (trial, blk)
+        idx = np.arange(a, a + blk, dtype=np.uint64)
+        v = want[a:a + blk].view(np.uint32).astype(np.uint64)
         terms = ((v ^ ((idx * np.uint64(0x9E3779B1)) & np.uint64(0xFFFFFFFF))) * np.uint64(0x85EBCA77)) & np.uint64(
             0xFFFFFFFF)
-        assert int(got) == int(terms.sum() & np.uint64(0xFFFFFFFF))
+        got = ((int(dsum.view(np.uint32).astype(np.uint64).sum()) - d0) * int(MIX_V)) & 0xFFFFFFFF
+        assert got == int(terms.sum() & np.uint64(0xFFFFFFFF)), (trial, blk)
 
 
 def test_cost_rule_picks_each_path():

@@ -13,9 +13,13 @@ E. the arbiter grants the port to the highest-priority request issued at or befo
 F. the held pushes are applied (overflow checked net of this cycle's pops);
 G. every unit's accounting bucket for t is decided.
 
-If anything happened at t the next cycle processed is t + 1 (something may become visible);
-otherwise nothing can change before the earliest scheduled time (burst completion, instruction end,
-request issue), so the loop jumps there and charges the skipped span to the buckets decided at t.
+If an instruction ended, was dispatched or started at t, the next cycle processed is t + 1 (t + 1 sees
+it: a freed module, a visible queue entry, queue room, pushed tokens); otherwise nothing can change
+before the earliest scheduled time (burst completion, instruction end, request issue), so the loop jumps
+there and charges the skipped span to the buckets decided at t.  A burst that completes without ending
+its transfer and a grant are not such events: the unit's next request is at t (granted at t if the port
+is free) and the port's next change is the burst's completion, both scheduled; no bucket of t + 1 differs
+from t's.
 No scheduled time and no FINISH means no future event exists: a deadlock, proven, not timed out.
 
 Data effects are applied at an instruction's start.  Programs with correct tokens order every
@@ -33,7 +37,7 @@ from vtasim.sim.cycle import jitcache  # noqa: F401  (cache stamp covers every s
 from vtasim.hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_UOP, MEM_WGT
 from vtasim.hw.isa import OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE
 from vtasim.sim.cycle.gemm_fast import fast_gemm_fits, gemm_fast, to_float
-from vtasim.sim.cycle.gemm_simd import blas_pays, gemm_simd, simd_fits
+from vtasim.sim.cycle.gemm_simd import blas_pays, gemm_simd, simd_fits, to_int16
 from vtasim.sim.cycle.kernels import alu_kernel, gemm_kernel, load_kernel, pair_weights, store_kernel
 from vtasim.sim.cycle.layout import (GEMM_AUTO, GEMM_BLAS, GEMM_INT, GEMM_SIMD, B_BUSY, B_IDLE, B_MEM_WAIT, B_QUEUE_STALL, B_TOKEN_WAIT, C_ACC, C_FETCH,
                               C_INP, C_OUT, C_UOP, C_WGT, CNT_ACC, CNT_ALU, CNT_GEMM, CNT_INP, CNT_OUT,
@@ -79,23 +83,33 @@ def decode_row(F, P, j, row):
 
 
 @njit(cache=True, inline="always")
-def _row_words(addr0, row, stride, nbytes, bus_bytes):
-    """First and end bus words of row ``row`` of a transfer."""
-    a = addr0 + row * stride
-    return a // bus_bytes, (a + nbytes + bus_bytes - 1) // bus_bytes
+def _log2(v):
+    """log2 of a power of two (P_BUS_BYTES, P_BURST: hw/timing.py and vtasim.sim.cycle.engine.params check them)."""
+    k = np.int64(0)
+    while (np.int64(1) << k) < v:
+        k += 1
+    return k
 
 
 @njit(cache=True, inline="always")
-def _beats(w, w1, burst):
-    # a burst never crosses a BURST_BEATS-word aligned boundary (timing.md 4.1)
-    return min(w1, (w // burst + 1) * burst) - w
+def _row_words(addr0, row, stride, nbytes, log_bus):
+    """First and end bus words of row ``row`` of a transfer (bus words are ``2**log_bus`` bytes; addresses
+    are never negative, so the shifts are the floor and ceiling divisions)."""
+    a = addr0 + row * stride
+    return a >> log_bus, (a + nbytes + (np.int64(1) << log_bus) - 1) >> log_bus
+
+
+@njit(cache=True, inline="always")
+def _beats(w, w1, log_burst):
+    # a burst never crosses a BURST_BEATS-word aligned boundary (timing.md 4.1); BURST_BEATS = 2**log_burst
+    return min(w1, ((w >> log_burst) + 1) << log_burst) - w
 
 
 @njit(cache=True)
 def _set_row(US, u, P):
     US[u, US_W], US[u, US_W1] = _row_words(US[u, US_ADDR0], US[u, US_ROW], US[u, US_STRIDE], US[u, US_NBYTES],
-                                           P[P_BUS_BYTES])
-    US[u, US_BEATS] = _beats(US[u, US_W], US[u, US_W1], P[P_BURST])
+                                           _log2(P[P_BUS_BYTES]))
+    US[u, US_BEATS] = _beats(US[u, US_W], US[u, US_W1], _log2(P[P_BURST]))
 
 
 @njit(cache=True, inline="always")
@@ -143,7 +157,7 @@ def _fail(S, code, j, field, value, limit):
 
 
 @njit(cache=True)
-def _execute(u, j, t, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp2, wgt_b, wgt2, wgt_pairs, acc_b, acc2,
+def _execute(u, j, t, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp2, inp16, wgt_b, wgt2, wgt_pairs, acc_b, acc2,
              xf, wt, wready, ab, pb):
     """Apply instruction j's data effect and schedule its end (or its first DMA request).
 
@@ -176,6 +190,8 @@ def _execute(u, j, t, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp
                 dig = load_kernel(row, 0, inp_b, inp2.shape[0], inp2.shape[1], eb, False, dram, err)
                 if err[0] == 0 and (P[P_GEMM_MODE] == GEMM_AUTO or P[P_GEMM_MODE] == GEMM_BLAS):
                     to_float(inp_b, xf.reshape(-1), row[0, F_SRAM_BASE] * inp2.shape[1], n_sram * inp2.shape[1])
+                if err[0] == 0 and P[P_GEMM_MODE] != GEMM_INT:     # every mode but int can run gemm_simd
+                    to_int16(inp_b, inp16.reshape(-1), row[0, F_SRAM_BASE] * inp2.shape[1], n_sram * inp2.shape[1])
                 CNT[CNT_INP] += x * y * eb
                 client = C_INP
             elif mt == MEM_WGT:
@@ -218,7 +234,7 @@ def _execute(u, j, t, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp
             if path == GEMM_BLAS:
                 dig = gemm_fast(row, 0, uop32, P, xf, wgt2, wt, wready, ab, pb, acc2, err)
             elif path == GEMM_SIMD:
-                dig = gemm_simd(row, 0, uop32, P, inp2, wgt2, wgt_pairs, wready, acc2, err)
+                dig = gemm_simd(row, 0, uop32, P, inp16, wgt2, wgt_pairs, wready, acc2, err)
             else:
                 if S[S_PAIRS_STALE] != 0 and row[0, F_RESET_REG] == 0:
                     pair_weights(wgt2, wgt_pairs, 0, wgt2.shape[0], P[P_BLOCK])
@@ -241,7 +257,7 @@ def _execute(u, j, t, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp
 
 
 @njit(cache=True)
-def _start(u, j, t, S, US, F, P, row, s_cyc, dig_out, CNT, err, dram, uop32, uop_b, inp_b, inp2,
+def _start(u, j, t, S, US, F, P, row, s_cyc, dig_out, CNT, err, dram, uop32, uop_b, inp_b, inp2, inp16,
            wgt_b, wgt2, wgt_pairs, acc_b, acc2, xf, wt, wready, ab, pb):
     """Start instruction j on module u at t: pop its tokens, apply its data effect, schedule it."""
     pp, pn, _, _ = _token_slots(u)
@@ -258,7 +274,7 @@ def _start(u, j, t, S, US, F, P, row, s_cyc, dig_out, CNT, err, dram, uop32, uop
     US[u, US_S] = t
     US[u, US_E] = -1
     s_cyc[j] = t
-    d = _execute(u, j, t, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp2, wgt_b, wgt2, wgt_pairs, acc_b, acc2,
+    d = _execute(u, j, t, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp2, inp16, wgt_b, wgt2, wgt_pairs, acc_b, acc2,
                  xf, wt, wready, ab, pb)
     dig_out[j] = np.uint32(d)
     if err[0] != 0:
@@ -281,7 +297,7 @@ def init_state(S, US, P, chunk_req):
 
 @njit(cache=True, nogil=True)
 def run_slice(S, US, F, P, module, modq, disp, s_cyc, e_cyc, dig, ret, chunk_req, chunk_done, BD, CNT, dram,
-              uop32, uop_b, inp_b, inp2, wgt_b, wgt2, wgt_pairs, acc_b, acc2, xf, wt, wready, ab, pb, event_budget):
+              uop32, uop_b, inp_b, inp2, inp16, wgt_b, wgt2, wgt_pairs, acc_b, acc2, xf, wt, wready, ab, pb, event_budget):
     """Run at most ``event_budget`` loop iterations; state lives in S/US so the next call resumes.
 
     The per-event code reads arrays directly rather than through helpers that take arrays: numba counts
@@ -294,26 +310,25 @@ def run_slice(S, US, F, P, module, modq, disp, s_cyc, e_cyc, dig, ret, chunk_req
     ended = np.zeros(4, np.int64)
     bucket = np.zeros(4, np.int64)
     L, Q, TQ = P[P_LATENCY], P[P_CMDQ], P[P_TOKQ]
-    count, bus, burst, fetch_insns = P[P_INSN_COUNT], P[P_BUS_BYTES], P[P_BURST], P[P_FETCH_INSNS]
+    count, log_bus, log_burst, fetch_mask = P[P_INSN_COUNT], _log2(P[P_BUS_BYTES]), _log2(P[P_BURST]), P[P_FETCH_INSNS] - 1
     for _ in range(event_budget):
         t = S[S_T]
-        active = False
+        active = False          # something at t that t + 1 can see: an end, a dispatch or a start
         # A. burst completion
         if S[S_PORT_UNTIL] == t:
             u = S[S_PORT_UNIT]
             S[S_PORT_UNTIL] = -1
             S[S_PORT_UNIT] = -1
-            active = True
             US[u, US_GRANTED] = 0
             US[u, US_W] += US[u, US_BEATS]
             if US[u, US_W] == US[u, US_W1]:
                 US[u, US_ROW] += 1
                 if US[u, US_ROW] < US[u, US_NROWS]:
                     US[u, US_W], US[u, US_W1] = _row_words(US[u, US_ADDR0], US[u, US_ROW], US[u, US_STRIDE],
-                                                           US[u, US_NBYTES], bus)
-                    US[u, US_BEATS] = _beats(US[u, US_W], US[u, US_W1], burst)
+                                                           US[u, US_NBYTES], log_bus)
+                    US[u, US_BEATS] = _beats(US[u, US_W], US[u, US_W1], log_burst)
             else:
-                US[u, US_BEATS] = _beats(US[u, US_W], US[u, US_W1], burst)
+                US[u, US_BEATS] = _beats(US[u, US_W], US[u, US_W1], log_burst)
             if US[u, US_ROW] == US[u, US_NROWS]:
                 US[u, US_XFER] = 0
                 US[u, US_REQ] = -1
@@ -351,7 +366,7 @@ def run_slice(S, US, F, P, module, modq, disp, s_cyc, e_cyc, dig, ret, chunk_req
                 active = True
                 if S[S_FNEXT] == count:
                     S[S_FPHASE] = FPHASE_DONE
-                elif S[S_FNEXT] % fetch_insns == 0:
+                elif S[S_FNEXT] & fetch_mask == 0:
                     S[S_CHUNK] += 1
                     _fetch_begin(S, US, P, chunk_req, t + 1)
         # D. starts
@@ -367,7 +382,7 @@ def run_slice(S, US, F, P, module, modq, disp, s_cyc, e_cyc, dig, ret, chunk_req
             if ((ctl >> CTL_POP_PREV) & np.uint64(1) != 0 and pp >= 0 and S[S_TOK0 + pp] == 0) or \
                     ((ctl >> CTL_POP_NEXT) & np.uint64(1) != 0 and pn >= 0 and S[S_TOK0 + pn] == 0):
                 continue
-            _start(u, j, t, S, US, F, P, row, s_cyc, dig, CNT, err, dram, uop32, uop_b, inp_b, inp2, wgt_b, wgt2,
+            _start(u, j, t, S, US, F, P, row, s_cyc, dig, CNT, err, dram, uop32, uop_b, inp_b, inp2, inp16, wgt_b, wgt2,
                    wgt_pairs, acc_b, acc2, xf, wt, wready, ab, pb)
             active = True
             if S[S_STATUS] == ST_ERROR:
@@ -384,7 +399,6 @@ def run_slice(S, US, F, P, module, modq, disp, s_cyc, e_cyc, dig, ret, chunk_req
                 US[best, US_GRANTED] = 1
                 S[S_PORT_UNTIL] = t + L + US[best, US_BEATS]
                 S[S_PORT_UNIT] = best
-                active = True
         # F. pushes of the instructions that ended at t
         for u in range(1, 4):
             if ended[u]:
@@ -450,7 +464,7 @@ def run_slice(S, US, F, P, module, modq, disp, s_cyc, e_cyc, dig, ret, chunk_req
 
 
 @njit(cache=True, nogil=True)
-def replay_data(order, kinds, S, US, F, P, module, CNT, dram, uop32, uop_b, inp_b, inp2, wgt_b, wgt2, wgt_pairs, acc_b, acc2,
+def replay_data(order, kinds, S, US, F, P, module, CNT, dram, uop32, uop_b, inp_b, inp2, inp16, wgt_b, wgt2, wgt_pairs, acc_b, acc2,
                 xf, wt, wready, ab, pb):
     """The data effects alone: instructions ``order`` in that order through the same kernels as a run, no
     event loop, skipping opcodes whose ``kinds[opcode]`` is 0 (what the engine-speed bench times as the data
@@ -462,7 +476,7 @@ def replay_data(order, kinds, S, US, F, P, module, CNT, dram, uop32, uop_b, inp_
     for k in range(order.size):
         j = order[k]
         if kinds[F[j, 0] & np.uint64(7)] != 0:
-            d += _execute(module[j] + 1, j, 0, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp2, wgt_b,
+            d += _execute(module[j] + 1, j, 0, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp2, inp16, wgt_b,
                           wgt2, wgt_pairs, acc_b, acc2, xf, wt, wready, ab, pb)
             if err[0] != 0:
                 _fail(S, err[0], j, err[1], err[2], err[3])

@@ -12,6 +12,7 @@ import os
 import sys
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
 
@@ -26,10 +27,10 @@ from vtasim.sim.cycle.jitcache import compile_notice
 from vtasim.sim.cycle.layout import timing_slot
 from vtasim.sim.cycle.layout import (GEMM_AUTO, GEMM_BLAS, GEMM_INT, GEMM_SIMD, BUCKET_NAMES, ERR_TOKEN_OVERFLOW, ERR_UNFINISHED, FIELD_NAMES, N_FIELDS, N_PARAMS,
                               N_S, N_UNITS, N_US, P_BATCH, P_BLOCK,
-                              P_EB_UOP, P_GEMM_MODE, P_INSN_ADDR, P_INSN_COUNT,
+                              P_BURST, P_BUS_BYTES, P_EB_UOP, P_FETCH_INSNS, P_GEMM_MODE, P_INSN_ADDR, P_INSN_COUNT,
                               P_LAY, P_UOP_DST_LO, P_UOP_DST_MASK, P_UOP_SRC_LO,
                               P_UOP_SRC_MASK, P_UOP_WGT_LO, P_UOP_WGT_MASK, S_ERR_CODE, S_ERR_FIELD,
-                              S_ERR_INSN, S_ERR_LIMIT, S_ERR_VALUE, S_NRET, S_STATUS, S_T, S_TOK0, ST_DEADLOCK,
+                              S_ERR_INSN, S_ERR_LIMIT, S_ERR_VALUE, S_NRET, S_PAIRS_STALE, S_STATUS, S_T, S_TOK0, ST_DEADLOCK,
                               ST_DONE, ST_ERROR, TOKEN_NAMES, UNIT_NAMES, US_NTOTAL, US_QOFF)
 from vtasim.sim.engines import Option
 from vtasim.sim.errors import ProgramError, RunError, SimError, TokenOverflowError
@@ -66,6 +67,10 @@ def _config_params(cfg: VTAConfig, gemm: str) -> np.ndarray:
     P[P_GEMM_MODE] = mode
     for key in TIMING_KEYS:                              # hw/timing.py: every knob has its slot
         P[timing_slot(key)] = key.engine_value(getattr(cfg, key.name))
+    for slot in (P_BUS_BYTES, P_BURST, P_FETCH_INSNS):      # the core shifts and masks by them
+        value = int(P[slot])
+        if value < 1 or value & (value - 1):
+            raise SimError(f"timing parameter {value} of the cycle engine's slot {slot} is not a power of two")
     P[P_BATCH] = cfg.batch
     P[P_BLOCK] = cfg.block_in
     uop = layout(cfg).uop
@@ -92,7 +97,7 @@ def _config_params(cfg: VTAConfig, gemm: str) -> np.ndarray:
     return P
 
 
-MEMORY_NAMES = ("uop32", "inp2", "wgt2", "wgt_pairs", "acc2", "xf", "wt", "wready", "ab", "pb")
+MEMORY_NAMES = ("uop32", "inp2", "inp16", "wgt2", "wgt_pairs", "acc2", "xf", "wt", "wready", "ab", "pb")
 
 
 def new_memories(cfg: VTAConfig) -> dict:
@@ -100,9 +105,13 @@ def new_memories(cfg: VTAConfig) -> dict:
     of one machine, by :data:`MEMORY_NAMES`.  ``wgt_pairs`` is the integer kernel's copy of WGT
     (:func:`vtasim.sim.cycle.kernels.pair_weights`)."""
     wgt2 = np.zeros((cfg.wgt_depth, cfg.wgt_elem_bytes), np.int8)
-    return dict(zip(MEMORY_NAMES, (np.zeros(cfg.uop_depth, np.uint32), np.zeros((cfg.inp_depth, cfg.inp_elem_bytes), np.int8),
-                                   wgt2, np.zeros(wgt2.shape, np.int8),
-                                   np.zeros((cfg.acc_depth, cfg.batch * cfg.block_out), np.int32)) + scratch(cfg)))
+    mem = dict(zip(MEMORY_NAMES, (np.zeros(cfg.uop_depth, np.uint32), np.zeros((cfg.inp_depth, cfg.inp_elem_bytes), np.int8),
+                                  np.zeros((cfg.inp_depth, cfg.inp_elem_bytes), np.int16), wgt2, np.zeros(wgt2.shape, np.int8),
+                                  np.zeros((cfg.acc_depth, cfg.batch * cfg.block_out), np.int32)) + scratch(cfg)))
+    # flat byte views of the SRAMs for the DMA kernels, made once per set (not per core call)
+    mem["bytes"] = (mem["uop32"].view(np.uint8), mem["inp2"].view(np.uint8).reshape(-1),
+                    mem["wgt2"].view(np.uint8).reshape(-1), mem["acc2"].view(np.uint8).reshape(-1))
+    return mem
 
 
 class _MemoryPool:
@@ -113,7 +122,7 @@ class _MemoryPool:
     matters (the SRAMs, the float input copy, no weight copy current; ``wt``, ``ab`` and ``pb`` are written
     before they are read).  One set serves one run at a time."""
 
-    CLEAR = ("uop32", "inp2", "wgt2", "wgt_pairs", "acc2", "xf", "wready")
+    CLEAR = ("uop32", "inp2", "inp16", "wgt2", "acc2", "xf", "wready")
 
     def __init__(self, keep: int = 4):
         self._keep, self._free, self._lock = keep, [], threading.Lock()
@@ -176,6 +185,41 @@ class LazyRows(Sequence):
         return f"LazyRows({self._n} rows)"
 
 
+_program_cache = weakref.WeakKeyDictionary()      # Program -> _program_arrays (cached_program reuses Programs)
+_program_lock = threading.Lock()
+
+
+def _program_arrays(prog: Program) -> tuple:
+    """What the core reads of a program and never writes, made once per Program: the read-only words
+    ``F`` (``uint64[n, 2]``, usually the image's own bytes), the module of each instruction (int8), the three
+    module queues back to back (int32 program indices) and each queue's offset and length."""
+    with _program_lock:
+        hit = _program_cache.get(prog)
+    if hit is not None:
+        return hit
+    n = prog.count
+    F = prog.words
+    if not (F.flags.c_contiguous and F.flags.aligned) or F.dtype != np.uint64:
+        F = np.ascontiguousarray(F, dtype=np.uint64)
+    if F.flags.writeable:                 # one compiled signature: the core takes read-only words
+        F = F.view()
+        F.flags.writeable = False
+    modq = np.empty(n, np.int32)
+    qoff, qtotal = np.zeros(3, np.int64), np.zeros(3, np.int64)
+    off = 0
+    for m in range(3):                    # block by block: no int64 index array of the stream
+        qoff[m] = off
+        for c in range(0, n, 1 << 16):
+            q = np.flatnonzero(prog.module[c:c + (1 << 16)] == m) + c
+            modq[off:off + len(q)] = q
+            off += len(q)
+        qtotal[m] = off - qoff[m]
+    hit = (F, np.ascontiguousarray(prog.module, dtype=np.int8), modq, qoff, qtotal)
+    with _program_lock:
+        _program_cache[prog] = hit
+    return hit
+
+
 class CycleMachine:
     """All arrays of one run.  ``run()`` drives the core to completion; results are read off it.
 
@@ -188,26 +232,13 @@ class CycleMachine:
         cfg = self.cfg = prog.cfg
         self.prog = prog
         n = prog.count
-        F = prog.words
-        if not (F.flags.c_contiguous and F.flags.aligned) or F.dtype != np.uint64:
-            F = np.ascontiguousarray(F, dtype=np.uint64)
-        if F.flags.writeable:                 # one compiled signature: the core takes read-only words
-            F = F.view()
-            F.flags.writeable = False
-        self.F = F
-        self.module = np.ascontiguousarray(prog.module, dtype=np.int8)
+        self.F, self.module, self.modq, qoff, qtotal = _program_arrays(prog)
         self.P = params(cfg, insn_addr, n, gemm)
         self.S = np.zeros(N_S, np.int64)
+        self.S[S_PAIRS_STALE] = 1             # the integer kernel's weight copy is not made yet (memories are reused)
         self.US = np.zeros((N_UNITS, N_US), np.int64)
-        self.modq = np.empty(n, np.int32)     # the three module queues back to back, program indices
-        off = 0
-        for m in range(3):                    # block by block: no int64 index array of the stream
-            self.US[m + 1, US_QOFF] = off
-            for c in range(0, n, 1 << 16):
-                q = np.flatnonzero(prog.module[c:c + (1 << 16)] == m) + c
-                self.modq[off:off + len(q)] = q
-                off += len(q)
-            self.US[m + 1, US_NTOTAL] = off - self.US[m + 1, US_QOFF]
+        self.US[1:, US_QOFF] = qoff
+        self.US[1:, US_NTOTAL] = qtotal
         self.disp = np.full(n, -1, np.int64)
         self.s_cyc = np.full(n, -1, np.int64)
         self.e_cyc = np.full(n, -1, np.int64)
@@ -220,18 +251,17 @@ class CycleMachine:
         self.CNT = np.zeros(len(COUNTER_NAMES), np.int64)
         self.dram = dram
         mem = new_memories(cfg) if memories is None else memories
-        (self.uop32, self.inp2, self.wgt2, self.wgt_pairs, self.acc2,
+        (self.uop32, self.inp2, self.inp16, self.wgt2, self.wgt_pairs, self.acc2,
          self.xf, self.wt, self.wready, self.ab, self.pb) = (mem[name] for name in MEMORY_NAMES)
+        self.uop_b, self.inp_b, self.wgt_b, self.acc_b = mem["bytes"]
         core.init_state(self.S, self.US, self.P, self.chunk_req)
 
     def step(self, events: int | None = None) -> int:
         """Run one slice of at most ``events`` loop iterations; returns the status (0 = running)."""
         core.run_slice(self.S, self.US, self.F, self.P, self.module, self.modq, self.disp, self.s_cyc,
                        self.e_cyc, self.dig, self.ret, self.chunk_req, self.chunk_done, self.BD, self.CNT, self.dram,
-                       self.uop32, self.uop32.view(np.uint8), self.inp2.view(np.uint8).reshape(-1), self.inp2,
-                       self.wgt2.view(np.uint8).reshape(-1), self.wgt2, self.wgt_pairs,
-                       self.acc2.view(np.uint8).reshape(-1),
-                       self.acc2, self.xf, self.wt, self.wready, self.ab, self.pb,
+                       self.uop32, self.uop_b, self.inp_b, self.inp2, self.inp16, self.wgt_b, self.wgt2, self.wgt_pairs,
+                       self.acc_b, self.acc2, self.xf, self.wt, self.wready, self.ab, self.pb,
                        SLICE_EVENTS if events is None else events)
         return int(self.S[S_STATUS])
 
@@ -240,9 +270,8 @@ class CycleMachine:
         run's kernels with no event loop (:func:`vtasim.sim.cycle.core.replay_data`); the data work of a run."""
         return int(core.replay_data(np.ascontiguousarray(order, np.int64), np.ascontiguousarray(kinds, np.int64),
                                     self.S, self.US, self.F, self.P, self.module, self.CNT, self.dram, self.uop32,
-                                    self.uop32.view(np.uint8), self.inp2.view(np.uint8).reshape(-1), self.inp2,
-                                    self.wgt2.view(np.uint8).reshape(-1), self.wgt2, self.wgt_pairs,
-                                    self.acc2.view(np.uint8).reshape(-1), self.acc2, self.xf, self.wt, self.wready,
+                                    self.uop_b, self.inp_b, self.inp2, self.inp16, self.wgt_b, self.wgt2, self.wgt_pairs,
+                                    self.acc_b, self.acc2, self.xf, self.wt, self.wready,
                                     self.ab, self.pb))
 
     def run(self, progress=None) -> None:
@@ -311,10 +340,13 @@ class CycleMachine:
         return LazyRows(len(order), lambda k: block(k, k + 1)[0], block)
 
     def breakdown(self) -> dict:
-        return {UNIT_NAMES[u]: {b: int(self.BD[u, i]) for i, b in enumerate(BUCKET_NAMES)} for u in range(N_UNITS)}
+        return {name: dict(zip(BUCKET_NAMES, row)) for name, row in zip(UNIT_NAMES, self.BD.tolist())}
 
     def tokens(self) -> dict:
-        return {name: int(self.S[S_TOK0 + i]) for i, name in enumerate(TOKEN_NAMES)}
+        return dict(zip(TOKEN_NAMES, self.S[S_TOK0:S_TOK0 + len(TOKEN_NAMES)].tolist()))
+
+    def counters(self) -> dict:
+        return dict(zip(COUNTER_NAMES, self.CNT.tolist()))
 
 
 _warmed = []
@@ -385,7 +417,7 @@ def run_image(image, progress=None, gemm="auto") -> RunResult:
     finally:
         memory_pool.give(image.cfg, mem)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    return RunResult(engine="cycle", dram=m.dram, counters=dict(zip(COUNTER_NAMES, (int(c) for c in m.CNT))),
+    return RunResult(engine="cycle", dram=m.dram, counters=m.counters(),
                      outputs=image.outputs_from(m.dram),
                      leftover_tokens={k: v for k, v in m.tokens().items() if v},
                      cycles=m.cycles, trace=m.records(), breakdown=m.breakdown(), wall_s=wall, cpu_s=cpu,
@@ -407,7 +439,7 @@ def run_in_order(prog: Program, dram: np.ndarray, order, gemm: str = "auto") -> 
         memory_pool.give(prog.cfg, mem)
     if int(m.S[S_STATUS]) == ST_ERROR:
         return None
-    return dict(zip(COUNTER_NAMES, (int(c) for c in m.CNT)))
+    return m.counters()
 
 
 _ALL_OPCODES = np.ones(8, np.int64)

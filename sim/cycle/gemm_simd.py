@@ -2,12 +2,19 @@
 
 :mod:`vtasim.sim.cycle.gemm_fast` is fast when many tiles share a weight element (one float32 matrix product per
 element) or repeat (products computed once); on uops with unrelated indices its groups hold one row
-each and its gathers and calls dominate.  This kernel does each tile where it stands: per uop, per batch
-row and per 8 or 16 output lanes, one straight-line vector step of :mod:`vtasim.sim.cycle.simd`
-(``dot_tile{W}_{BLOCK_IN}``: the input row widened to int16 pairs, one pair-wise multiply-add per two input
-channels against the integer kernel's weight copy ``wgt_pairs`` (:func:`vtasim.sim.cycle.kernels.pair_weights`),
-int32 sums, the accumulate and the digest terms), in execution order.  Products of int8 fit int16 and a
-tile's sums are taken in wrapping int32 as the integer kernel's, so the bytes and digests are the same.
+each and its gathers and calls dominate.  This kernel does each tile where it stands: per uop and batch row,
+one straight-line vector step of :mod:`vtasim.sim.cycle.simd` (``mac_row{BLOCK_IN}``), in execution order.  The step
+broadcasts each pair of input channels as one 32-bit word from an int16 copy of INP (``inp16``, made by
+:func:`to_int16` at every LOAD INP unless every GEMM takes the integer kernel), multiplies it pair-wise against
+the integer kernel's weight copy ``wgt_pairs`` (:func:`vtasim.sim.cycle.kernels.pair_weights`: eight outputs' weight
+pairs side by side, widened to int16 as loaded) - one ``vpmaddwd`` per pair of input channels and 8 outputs
+on AVX2 - adds the int32 sums to the accumulator and adds ``value XOR word hash`` of every lane written to an
+8-lane running sum.  The digest of the instruction is that sum times ``0x85EBCA77`` (docs/timing.md 9 sums
+``(value XOR hash) * 0x85EBCA77`` mod 2^32 over the writes, and the multiplication distributes), so there
+is no multiply and no horizontal sum per tile.  Products of int8 fit int16 and a tile's sums are taken in
+wrapping int32 as the integer kernel's, so the bytes and digests are the same.  Each uop also prefetches
+the weight tile of the uop :data:`PREFETCH_AHEAD` later (irregular streams pick weight elements at random
+from the whole buffer, which does not stay in the L1 cache).
 
 A weight element's copy is made when a GEMM first uses it after a LOAD WGT wrote it (``wready`` bit
 :data:`PAIRS_READY`; :mod:`vtasim.sim.cycle.gemm_fast` keeps its float copy's bit :data:`vtasim.sim.cycle.gemm_fast.WT_READY`).
@@ -28,12 +35,11 @@ from numba import njit
 
 from vtasim.sim.cycle import jitcache  # noqa: F401  (cache stamp covers every source compiled in)
 
-from vtasim.sim.cycle.kernels import check_loop_indices, pair_weights, row_hash, uop_arrays
+from vtasim.sim.cycle.kernels import MIX_V, check_loop_indices, pair_weights, row_hash, uop_arrays
 from vtasim.sim.cycle.layout import (F_DST_FACTOR_IN, F_DST_FACTOR_OUT, F_ITER_IN, F_ITER_OUT, F_SRC_FACTOR_IN,
                               F_SRC_FACTOR_OUT, F_UOP_BGN, F_UOP_END, F_WGT_FACTOR_IN, F_WGT_FACTOR_OUT,
                               P_BATCH, P_BLOCK, P_UOP_WGT_LO, P_UOP_WGT_MASK)
-from vtasim.sim.cycle.simd import (dot_tile8_8, dot_tile8_16, dot_tile8_32, dot_tile8_64, dot_tile16_8, dot_tile16_16,
-                            dot_tile16_32, dot_tile16_64)
+from vtasim.sim.cycle.simd import mac_row8, mac_row16, mac_row32, mac_row64, prefetch
 
 PAIRS_READY = 2          # wready bit: wgt_pairs[e] is current
 # rows per weight element from which one BLAS product beats per-tile steps: the ResNet-18 layers C2-C11 have
@@ -41,6 +47,7 @@ PAIRS_READY = 2          # wready bit: wgt_pairs[e] is current
 # loaded machine, up to 4.5x on a loaded one (bench/engine_speed.py, ``simd s`` against ``grp s``), so only far
 # larger groups take BLAS for their rows alone
 BLAS_MIN_ROWS = 2048
+PREFETCH_AHEAD = 4       # uops between a weight tile's prefetch and its use
 BLAS_MIN_REUSE = 8       # additions per distinct product from which computing each once pays
 
 
@@ -52,66 +59,57 @@ def simd_fits(P, lanes):
     return (blk == 8 or blk == 16 or blk == 32 or blk == 64) and bo % 8 == 0
 
 
+@njit(cache=True)
+def to_int16(src, dst, first, count):
+    """``dst[first:first + count]`` = the int8 values of bytes ``src[first:first + count]`` as int16: the
+    kernel's copy of INP elements after a LOAD (the SRAM's own element layout), so a pair of input channels
+    is one 32-bit word the tile step broadcasts straight from memory."""
+    for i in range(np.uint64(first), np.uint64(first + count)):
+        dst[i] = np.int16(np.int8(src[i]))
+
+
 @njit(cache=True, inline="always")
-def dot_tile(accf, a, inpf, s, wf, w, wstride, width, blk):
+def _mac(accf, a, xf, s, wf, w, dsum, blk):
+    """One batch row of one uop through the ``mac_row`` step of tile width ``blk`` (a constant where inlined)."""
     hb = row_hash(a)
-    if width == 16:
-        if blk == 16:
-            return dot_tile16_16(accf, a, inpf, s, wf, w, wstride, hb)
-        if blk == 32:
-            return dot_tile16_32(accf, a, inpf, s, wf, w, wstride, hb)
-        if blk == 8:
-            return dot_tile16_8(accf, a, inpf, s, wf, w, wstride, hb)
-        return dot_tile16_64(accf, a, inpf, s, wf, w, wstride, hb)
     if blk == 16:
-        return dot_tile8_16(accf, a, inpf, s, wf, w, wstride, hb)
-    if blk == 32:
-        return dot_tile8_32(accf, a, inpf, s, wf, w, wstride, hb)
-    if blk == 8:
-        return dot_tile8_8(accf, a, inpf, s, wf, w, wstride, hb)
-    return dot_tile8_64(accf, a, inpf, s, wf, w, wstride, hb)
+        mac_row16(accf, a, xf, s, wf, w, dsum, hb)
+    elif blk == 32:
+        mac_row32(accf, a, xf, s, wf, w, dsum, hb)
+    elif blk == 8:
+        mac_row8(accf, a, xf, s, wf, w, dsum, hb)
+    else:
+        mac_row64(accf, a, xf, s, wf, w, dsum, hb)
 
 
 @njit(cache=True)
-def gemm_simd(F, j, uops, P, inp, wgt2, wgt_pairs, wready, acc, err):
+def gemm_simd(F, j, uops, P, inp16, wgt2, wgt_pairs, wready, acc, err):
     """Non-reset GEMM over the whole loop nest, uop by uop in execution order; same bytes and digest as
     :func:`vtasim.sim.cycle.kernels.gemm_kernel`.  The caller has checked :func:`simd_fits`.  One copy of the loop
-    nest per tile shape (:func:`_nest` inlined with constant ``width`` and ``blk``), so no shape is
-    decided inside the uop loop."""
-    if not check_loop_indices(F, j, uops, P, True, False, acc.shape[0], inp.shape[0], wgt_pairs.shape[0], err):
+    nest per tile width (:func:`_nest` inlined with a constant ``blk``), so no shape is decided inside the
+    uop loop."""
+    if not check_loop_indices(F, j, uops, P, True, False, acc.shape[0], inp16.shape[0], wgt_pairs.shape[0], err):
         return np.uint64(0)
     blk = P[P_BLOCK]
-    if (acc.shape[1] // P[P_BATCH]) % 16 == 0:
-        if blk == 16:
-            return _nest(F, j, uops, P, inp, wgt2, wgt_pairs, wready, acc, 16, 16)
-        if blk == 32:
-            return _nest(F, j, uops, P, inp, wgt2, wgt_pairs, wready, acc, 16, 32)
-        if blk == 8:
-            return _nest(F, j, uops, P, inp, wgt2, wgt_pairs, wready, acc, 16, 8)
-        return _nest(F, j, uops, P, inp, wgt2, wgt_pairs, wready, acc, 16, 64)
     if blk == 16:
-        return _nest(F, j, uops, P, inp, wgt2, wgt_pairs, wready, acc, 8, 16)
+        return _nest(F, j, uops, P, inp16, wgt2, wgt_pairs, wready, acc, 16)
     if blk == 32:
-        return _nest(F, j, uops, P, inp, wgt2, wgt_pairs, wready, acc, 8, 32)
+        return _nest(F, j, uops, P, inp16, wgt2, wgt_pairs, wready, acc, 32)
     if blk == 8:
-        return _nest(F, j, uops, P, inp, wgt2, wgt_pairs, wready, acc, 8, 8)
-    return _nest(F, j, uops, P, inp, wgt2, wgt_pairs, wready, acc, 8, 64)
+        return _nest(F, j, uops, P, inp16, wgt2, wgt_pairs, wready, acc, 8)
+    return _nest(F, j, uops, P, inp16, wgt2, wgt_pairs, wready, acc, 64)
 
 
 @njit(cache=True, inline="always")
-def _nest(F, j, uops, P, inp, wgt2, wgt_pairs, wready, acc, width, blk):
-    """:func:`gemm_simd`'s loop nest for tiles of ``width`` output lanes and ``blk`` input channels."""
+def _nest(F, j, uops, P, inp16, wgt2, wgt_pairs, wready, acc, blk):
+    """:func:`gemm_simd`'s loop nest for tiles of ``blk`` x ``blk`` weights."""
     bgn, end = F[j, F_UOP_BGN], F[j, F_UOP_END]
     nu = max(0, end - bgn)
-    lanes = acc.shape[1]
     batch = P[P_BATCH]
-    bo = lanes // batch
-    nc = bo // width
     udst, usrc, uwgt = uop_arrays(uops, bgn, nu, P)
-    accf, inpf, wf = acc.reshape(-1), inp.reshape(-1), wgt_pairs.reshape(-1)
-    ulanes, in_row, w_row = np.uint64(lanes), np.uint64(inp.shape[1]), np.uint64(wgt_pairs.shape[1])
-    wstride = np.uint64(2 * blk)                      # pair_weights: (jj * blk + o) * 2 + t
-    d32 = np.uint32(0)
+    accf, xf, wf = acc.reshape(-1), inp16.reshape(-1), wgt_pairs.reshape(-1)
+    ulanes, in_row, w_row = np.uint64(acc.shape[1]), np.uint64(inp16.shape[1]), np.uint64(wgt_pairs.shape[1])
+    dsum = np.zeros(8, np.int32)          # per lane, the sum of (value XOR word hash) over every write
     for io in range(F[j, F_ITER_OUT]):
         for ii in range(F[j, F_ITER_IN]):
             doff = io * F[j, F_DST_FACTOR_OUT] + ii * F[j, F_DST_FACTOR_IN]
@@ -122,15 +120,20 @@ def _nest(F, j, uops, P, inp, wgt2, wgt_pairs, wready, acc, width, blk):
                 if wready[we] & PAIRS_READY == 0:
                     pair_weights(wgt2, wgt_pairs, we, 1, blk)
                     wready[we] |= PAIRS_READY
+                if u + PREFETCH_AHEAD < nu:       # the weight tile of a later uop: its lines come from L2/L3
+                    wn = np.uint64(uwgt[u + PREFETCH_AHEAD] + woff) * w_row
+                    for k in range(0, blk * blk, 64):
+                        prefetch(wf, wn + np.uint64(k))
                 ao = np.uint64(udst[u] + doff) * ulanes
                 so = np.uint64(usrc[u] + soff) * in_row
                 wo = we * w_row
                 for b in range(batch):
-                    for c in range(nc):
-                        d32 = np.uint32(d32 + dot_tile(accf, ao + np.uint64(b * bo + c * width), inpf,
-                                                       so + np.uint64(b * blk), wf, wo + np.uint64(2 * c * width),
-                                                       wstride, width, blk))
-    return np.uint64(d32)
+                    _mac(accf, ao + np.uint64(b * blk), xf, so + np.uint64(b * blk), wf, wo, dsum, blk)
+    # sum of mix terms = MIX_V * sum of (value XOR hash), mod 2^32 (multiplication distributes)
+    total = np.uint32(0)
+    for ln in range(8):
+        total = np.uint32(total + np.uint32(dsum[ln]))
+    return np.uint64(np.uint32(total * np.uint32(MIX_V)))
 
 
 @njit(cache=True)

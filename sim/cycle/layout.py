@@ -29,6 +29,8 @@ P_LAY = 25
 # P_LATENCY .. P_ALU_PIPE hold the timing keys, one slot per row of vtasim.hw.timing.TIMING_KEYS (its ``slot``
 # names P_<slot>), filled with TimingKey.engine_value by vtasim.sim.cycle.engine.
 N_PARAMS = P_LAY + 8 * N_FIELDS * 3
+# P_BUS_BYTES, P_BURST and P_FETCH_INSNS are powers of two (hw/timing.py; vtasim.sim.cycle.engine.params checks), so the
+# event loop's bus-word and burst arithmetic is shifts and masks, not divisions.
 # P_EB_<mem> are DRAM element bytes indexed by memory type (P_EB_UOP + memory_type).
 # P_GEMM_MODE: how non-reset GEMMs run (reset GEMMs always take the integer kernel, kernels.gemm_kernel):
 GEMM_INT, GEMM_AUTO, GEMM_SIMD, GEMM_BLAS = 0, 1, 2, 3

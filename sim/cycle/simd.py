@@ -17,6 +17,15 @@ plain loop otherwise.
   like ``add_tile``.  Both operands are read before the write, so ``s == a`` reads the old values, as the
   lane-by-lane loop does.
 
+* ``mac_row{B}(acc, a, x16, s, wp, w, dsum, hb)`` for B in :data:`DOT_BLOCKS`: one batch row of one GEMM uop,
+  ``acc[a + o] += sum_k x16[s + k] * W[o, k]`` for the B outputs o, where the weights are ``wp[w:w + B*B]`` in
+  the pair layout of :func:`vtasim.sim.cycle.kernels.pair_weights` (int8 or int16) and ``x16`` is int16; then
+  ``dsum[0:8] += new value XOR (a + ln) * 0x9E3779B1`` lane-wise over the row's lanes, 8 at a time (int32,
+  wrapping; ``hb = row_hash(a)``).  The caller multiplies the lanes' sum by ``0x85EBCA77`` once to get the
+  digest terms of all the writes.  Each pair of inputs is one 32-bit load broadcast to 8 lanes and each
+  (pair, 8 outputs) one sign-extend-multiply-add-pairs, which LLVM emits as ``vpmaddwd``.
+* ``prefetch(arr, off)``: a cache hint for the line of ``arr[off]``; no effect on any value.
+
 Offsets are not checked (the callers' indices are range-checked before any work, as in every kernel).
 """
 
@@ -162,53 +171,75 @@ def _alu_tile(width):
     return intrinsic(typer)
 
 
-def _dot_tile(width, pairs):
-    i8, i16, i32 = ir.IntType(8), ir.IntType(16), ir.IntType(32)
-    vi, v2i, v2b, v2h = (ir.VectorType(i32, width), ir.VectorType(i32, 2 * width), ir.VectorType(i8, 2 * width),
-                         ir.VectorType(i16, 2 * width))
-    even = ir.Constant(vi, [2 * ln for ln in range(width)])
-    odd = ir.Constant(vi, [2 * ln + 1 for ln in range(width)])
+def _mac_row(blk):
+    """``mac_row{blk}``: one batch row of one GEMM uop (see the module docstring)."""
+    i16, i32 = ir.IntType(16), ir.IntType(32)
+    v8, v16h, v16i = ir.VectorType(i32, 8), ir.VectorType(i16, 16), ir.VectorType(i32, 16)
+    even = ir.Constant(v8, [2 * ln for ln in range(8)])
+    odd = ir.Constant(v8, [2 * ln + 1 for ln in range(8)])
+    chunks, pairs = blk // 8, blk // 2
 
-    def typer(typingctx, acc, a, inp, s, wp, w, wstride, hb):
-        sig = types.uint32(acc, a, inp, s, wp, w, wstride, hb)
+    def typer(typingctx, acc, a, x16, s, wp, w, dsum, hb):
+        if x16.dtype != types.int16 or dsum.dtype != types.int32 or wp.dtype not in (types.int8, types.int16):
+            return None
+        sig = types.void(acc, a, x16, s, wp, w, dsum, hb)
 
         def codegen(context, builder, signature, args):
-            acc_v, a_v, inp_v, s_v, wp_v, w_v, ws_v, hb_v = args
-            acc_arr = context.make_array(signature.args[0])(context, builder, acc_v)
-            inp_arr = context.make_array(signature.args[2])(context, builder, inp_v)
-            wp_arr = context.make_array(signature.args[4])(context, builder, wp_v)
-            wide_in = signature.args[2].dtype == types.int16
-            wide_w = signature.args[4].dtype == types.int16
-            # the input row once, as int16 pairs in int32 lanes: pair jj = (x[2jj], x[2jj+1])
-            xrow = builder.load(builder.bitcast(builder.gep(inp_arr.data, [s_v]),
-                                                ir.VectorType(i16 if wide_in else i8, 2 * pairs).as_pointer()),
-                                align=2 if wide_in else 1)
-            if not wide_in:
-                xrow = builder.sext(xrow, ir.VectorType(i16, 2 * pairs))
-            xrow = builder.bitcast(xrow, ir.VectorType(i32, pairs))
-            total = ir.Constant(vi, [0] * width)
-            wrow = w_v
+            acc_v, a_v, x_v, s_v, wp_v, w_v, d_v, hb_v = args
+            accp = context.make_array(signature.args[0])(context, builder, acc_v).data
+            xp = context.make_array(signature.args[2])(context, builder, x_v).data
+            wptr = context.make_array(signature.args[4])(context, builder, wp_v).data
+            dptr = builder.bitcast(context.make_array(signature.args[6])(context, builder, d_v).data, v8.as_pointer())
+            wbits = signature.args[4].dtype.bitwidth
+            wvec = ir.VectorType(ir.IntType(wbits), 16)
+            tot = [ir.Constant(v8, [0] * 8) for _ in range(chunks)]
             for jj in range(pairs):
-                xv = builder.shuffle_vector(xrow, ir.Constant(xrow.type, ir.Undefined), ir.Constant(vi, [jj] * width))
-                xv = builder.sext(builder.bitcast(xv, v2h), v2i)
-                wv = builder.load(builder.bitcast(builder.gep(wp_arr.data, [wrow]), (v2h if wide_w else v2b).as_pointer()),
-                                  align=2 if wide_w else 1)
-                m = builder.mul(xv, builder.sext(wv, v2i), flags=["nsw"])
-                total = builder.add(total, builder.add(builder.shuffle_vector(m, m, even),
-                                                       builder.shuffle_vector(m, m, odd), flags=["nsw"]))
-                wrow = builder.add(wrow, ws_v)
-            aptr = builder.bitcast(builder.gep(acc_arr.data, [a_v]), vi.as_pointer())
-            v = builder.add(builder.load(aptr, align=4), total)
-            builder.store(v, aptr, align=4)
-            return _digest_terms(builder, v, hb_v, width)
+                # input channels 2jj, 2jj+1 as one int32 word, splat: (x[2jj], x[2jj+1]) in every lane
+                xq = builder.gep(xp, [builder.add(s_v, ir.Constant(s_v.type, 2 * jj))])
+                xw = _splat(builder, v8, builder.load(builder.bitcast(xq, i32.as_pointer()), align=2), 8)
+                xw = builder.sext(builder.bitcast(xw, v16h), v16i)
+                for c in range(chunks):
+                    wq = builder.gep(wptr, [builder.add(w_v, ir.Constant(w_v.type, (jj * blk + 8 * c) * 2))])
+                    wv = builder.sext(builder.load(builder.bitcast(wq, wvec.as_pointer()), align=wbits // 8), v16i)
+                    m = builder.mul(xw, wv, flags=["nsw"])          # sext-mul-add of pairs: one vpmaddwd
+                    tot[c] = builder.add(tot[c], builder.add(builder.shuffle_vector(m, m, even),
+                                                             builder.shuffle_vector(m, m, odd), flags=["nsw"]))
+            hbv = _splat(builder, v8, hb_v, 8)
+            dsum = builder.load(dptr, align=4)
+            for c in range(chunks):
+                aptr = builder.bitcast(builder.gep(accp, [builder.add(a_v, ir.Constant(a_v.type, 8 * c))]),
+                                       v8.as_pointer())
+                v = builder.add(builder.load(aptr, align=4), tot[c])
+                builder.store(v, aptr, align=4)
+                lane_hash = ir.Constant(v8, [((8 * c + ln) * MIX_X) & 0xFFFFFFFF for ln in range(8)])
+                dsum = builder.add(dsum, builder.xor(v, builder.add(hbv, lane_hash)))
+            builder.store(dsum, dptr, align=4)
+            return context.get_dummy_value()
         return sig, codegen
-    typer.__name__ = f"dot_tile{width}_{2 * pairs}"
+    typer.__name__ = f"mac_row{blk}"
     return intrinsic(typer)
+
+
+def _prefetch(typingctx, arr, off):
+    """``prefetch(arr, off)``: a read hint for the cache line holding ``arr[off]`` (no effect on values)."""
+    sig = types.void(arr, off)
+
+    def codegen(context, builder, signature, args):
+        i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
+        data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
+                                            "llvm.prefetch.p0i8")
+        builder.call(fn, [builder.bitcast(builder.gep(data, [args[1]]), i8p), ir.Constant(i32, 0),
+                          ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+prefetch = intrinsic(_prefetch)
 
 
 add_tile8, add_tile16 = _add_tile(8), _add_tile(16)
 DOT_BLOCKS = (8, 16, 32, 64)
-(dot_tile8_8, dot_tile8_16, dot_tile8_32, dot_tile8_64), (dot_tile16_8, dot_tile16_16, dot_tile16_32, dot_tile16_64) = (
-    [_dot_tile(width, blk // 2) for blk in DOT_BLOCKS] for width in WIDTHS)
+mac_row8, mac_row16, mac_row32, mac_row64 = (_mac_row(blk) for blk in DOT_BLOCKS)
 alu_tile8, alu_tile16 = _alu_tile(8), _alu_tile(16)
 copy_f8, copy_f16 = _copy(8), _copy(16)
