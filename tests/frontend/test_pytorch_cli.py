@@ -93,6 +93,7 @@ def test_bad_models_and_options(tmp_path):
     _one_line_error(*_vtasim("torch_cases:tiny", "--input-shape", "1,3,16,16", "--limit", "0"), "--limit 0")
     _one_line_error(*_vtasim("torch_cases:nothing", "--input-shape", "1,3,16,16"), "cannot import it")
     _one_line_error(*_vtasim("resnet18", "--input-shape", "1,3,16,16"), "takes --image")
+    _one_line_error(*_vtasim("resnet18", "--train-steps", "-1"), "--train-steps -1 must be at least 0")
     evil = tmp_path / "evil.pt"
     marker = tmp_path / "ran"
     code = (f"import torch\nclass P:\n    def __reduce__(self):\n        return (open, ({str(marker)!r}, 'w'))\n"
