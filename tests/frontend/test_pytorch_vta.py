@@ -27,6 +27,7 @@ from compiler.frontend.compare import agreement, output_lsb  # noqa: E402
 from compiler.frontend.models.torchvision_quant import random_inputs, task_inputs  # noqa: E402
 from compiler.frontend.network import Network  # noqa: E402
 from compiler.frontend.torch_reference import TorchReference, input_scale, noisy_runs  # noqa: E402
+from sim.image import Segment  # noqa: E402
 
 CASES = [(n, m) for n in ("resnet18", "mobilenet_v2", "mobilenet_v3_large") for m in ("eager", "fx")]
 
@@ -90,8 +91,8 @@ def test_on_vta_at_64x64(name, mode, cfg, torch_model):
 
 
 def test_the_checks_catch_a_wrong_weight(cfg, torch_model):
-    """Mutations: one bit of one weight flipped in a region's packed kernel (what the engine runs, not what its
-    numpy reference reads) fails the bit-exactness check; the sign of one region's weights flipped in the
+    """Mutations: one bit of one weight flipped in a region's compiled kernel (the DRAM image the engine runs,
+    not the weights its numpy reference reads) fails the bit-exactness check; the sign of one region's weights flipped in the
     imported graph (region and its reference agree, PyTorch does not) fails the judgement against PyTorch."""
     from torch_cases import tiny
     net = Network.from_torch(tiny(), (1, 3, 16, 16), cfg, skip_first_conv=False)
@@ -100,8 +101,12 @@ def test_the_checks_catch_a_wrong_weight(cfg, torch_model):
     net.run(x, engine="cycle", values_out=vals)
     _check_regions(net, vals)
     node = next(n for n in net.graph.nodes if n.target == "vta")
-    flat = net.regions[node.name].layer.consts["kernel"].reshape(-1).view(np.uint8)
-    flat[np.flatnonzero(flat)[0]] ^= 0x10
+    built = net.regions[node.name].layer.built          # the compiled program's DRAM image: the kernel segment
+    addr = built.buffers["kernel"].addr
+    k = next(i for i, seg in enumerate(built.image.segments) if seg.addr == addr)
+    data = bytearray(built.image.segments[k].data)
+    data[next(i for i, b in enumerate(data) if b)] ^= 0x10
+    built.image.segments[k] = Segment(addr, bytes(data))
     vals = {}
     net.run(x, engine="cycle", values_out=vals)
     with pytest.raises(AssertionError, match=node.name):
