@@ -9,7 +9,7 @@ Columns: ``compile s`` wall time of compile_workload (lower + passes + codegen +
 numpy reference included), ``insns`` instructions, ``cycles`` from the cycle engine, ``util`` GEMM
 uops / cycles (1.0 = the GEMM core busy every cycle), ``DRAM MB`` bytes moved by loads and stores
 (the fsim counters), ``ideal`` the GEMM uop count of spec 7.1.  ``tuned`` is the best of an
-evolutionary search seeded with TopHub (``compiler.tune``), so it is never worse than TopHub; the
+evolutionary search seeded with TopHub (``vtasim.compiler.tuning.tune``), so it is never worse than TopHub; the
 sums of cycles over the layers are printed for each knob set.  The machine is shared: compile times
 are wall times of this run; cycles are exact.  It asserts nothing.
 """
@@ -23,12 +23,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from hw.config import load_config  # noqa: E402
-from compiler.knobs import fallback_knobs, tophub_knobs  # noqa: E402
-from compiler.ops import compile_workload  # noqa: E402
-from compiler.tune import tune  # noqa: E402
-from compiler.workloads import RESNET18, parse_workload  # noqa: E402
-from sim import cycle  # noqa: E402
+from vtasim.hw.config import load_config  # noqa: E402
+from vtasim.compiler.tuning.knobs import fallback_knobs, tophub_knobs  # noqa: E402
+from vtasim.compiler.ops import compile_workload  # noqa: E402
+from vtasim.compiler.tuning.tune import tune  # noqa: E402
+from vtasim.compiler.tuning.workloads import RESNET18, parse_workload  # noqa: E402
+from vtasim.sim import cycle  # noqa: E402
 
 _BYTES = ("inp_load_nbytes", "wgt_load_nbytes", "acc_load_nbytes", "uop_load_nbytes", "out_store_nbytes")
 

@@ -45,7 +45,7 @@ def _median(f, n: int) -> float:
 
 def _cli(*args, env=None) -> tuple[float, str]:
     t0 = time.perf_counter()
-    r = subprocess.run([sys.executable, "-m", "sim.cli", *map(str, args)], capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-m", "vtasim.sim.cli", *map(str, args)], capture_output=True, text=True,
                        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
     if r.returncode:
         raise SystemExit(r.stderr)
@@ -78,7 +78,7 @@ def _input_shape(model) -> tuple:
 
 
 def per_input_table(nets: dict, repeat: int) -> None:
-    from compiler.frontend.compare import OrtReference
+    from vtasim.compiler.frontend.compare import OrtReference
     print(f"\n2. per-input time of a loaded network vs onnxruntime (median of {repeat})")
     print(f"  {'model':<8} {'onnxruntime':>12} {'functional':>11} {'x':>6} {'cycle':>9} {'x':>6} {'cycles':>9}")
     for name, (_, net, model) in nets.items():
@@ -98,8 +98,8 @@ def per_input_table(nets: dict, repeat: int) -> None:
 
 
 def dask_table(nets: dict, n: int, engine: str, tmp: Path) -> None:
-    from compiler.frontend.evaluate import evaluate_chunk
-    from sim.scale.cluster import dask_client
+    from vtasim.compiler.frontend.evaluate import evaluate_chunk
+    from vtasim.sim.scale.cluster import dask_client
     print(f"\n3. data-set evaluation, {n} inputs, engine {engine}, onnxruntime reference per input; "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"  {'model':<8} {'1 proc in/s':>12} {'2 workers in/s':>15} {'efficiency':>11} "
@@ -131,11 +131,11 @@ def dask_table(nets: dict, n: int, engine: str, tmp: Path) -> None:
 
 
 def main(argv=None) -> int:
-    from compiler.frontend.models import DIGITS_QDQ
-    from compiler.frontend.models.vgg import make_vgg5
-    from compiler.frontend.netcache import compile_key, compile_network
-    from compiler.frontend.netfile import load_network
-    from hw.config import load_config
+    from vtasim.compiler.frontend.models import DIGITS_QDQ
+    from vtasim.compiler.frontend.models.vgg import make_vgg5
+    from vtasim.compiler.frontend.netcache import compile_key, compile_network
+    from vtasim.compiler.frontend.netfile import load_network
+    from vtasim.hw.config import load_config
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--inputs", type=int, default=128, help="inputs of the Dask table")
     ap.add_argument("--engine", default="cycle", choices=("functional", "cycle"))

@@ -22,13 +22,13 @@ from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from hw.config import load_config  # noqa: E402
-from compiler.errors import CompileError  # noqa: E402
-from compiler.knobs import check_knobs, knob_space, split_extents  # noqa: E402
-from compiler.ops import compile_workload  # noqa: E402
-from compiler.workloads import parse_workload  # noqa: E402
-from sim import cycle  # noqa: E402
-from sim.engines import check_result  # noqa: E402
+from vtasim.hw.config import load_config  # noqa: E402
+from vtasim.compiler.errors import CompileError  # noqa: E402
+from vtasim.compiler.tuning.knobs import check_knobs, knob_space, split_extents  # noqa: E402
+from vtasim.compiler.ops import compile_workload  # noqa: E402
+from vtasim.compiler.tuning.workloads import parse_workload  # noqa: E402
+from vtasim.sim import cycle  # noqa: E402
+from vtasim.sim.engines import check_result  # noqa: E402
 
 LAYERS = ["depthwise_conv2d.56.56.64.3.1.1", "depthwise_conv2d.56.56.64.3.1.2",
           "depthwise_conv2d.14.14.256.3.1.1", "depthwise_conv2d.14.14.256.3.1.2"]

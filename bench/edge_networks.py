@@ -41,9 +41,9 @@ def _kind(node) -> str:
 
 
 def _make(name, path):
-    from compiler.frontend.models import edge
+    from vtasim.compiler.frontend.models import edge
     if name == "resnet18":
-        from compiler.frontend.models.resnet18 import make_resnet18
+        from vtasim.compiler.frontend.models.resnet18 import make_resnet18
         return make_resnet18(path, image=224)
     return edge.make(name, path, **FULL[name])
 
@@ -51,10 +51,10 @@ def _make(name, path):
 def main(argv=None) -> int:
     import onnx
 
-    from compiler.frontend.compare import OrtReference, agreement, output_lsb
-    from compiler.frontend.models import edge
-    from compiler.frontend.network import Network
-    from hw.config import load_config
+    from vtasim.compiler.frontend.compare import OrtReference, agreement, output_lsb
+    from vtasim.compiler.frontend.models import edge
+    from vtasim.compiler.frontend.network import Network
+    from vtasim.hw.config import load_config
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--networks", nargs="+", default=list(FULL), choices=list(FULL))
     ap.add_argument("--inputs", type=int, default=8, help="inputs for the agreement with onnxruntime")

@@ -9,7 +9,7 @@ one core against two - all measured in one run.
     python bench/engine_speed.py --previous c899423      # also the engine of that revision, same images
 
 Main table (every time is the best of ``--repeat`` runs): ``func s`` our functional engine
-(``sim.functional``, its default executor; not TVM's fsim), ``np s`` the same with ``executor="numpy"`` (its
+(``vtasim.sim.functional``, its default executor; not TVM's fsim), ``np s`` the same with ``executor="numpy"`` (its
 own numpy code), ``cycle s`` the cycle engine's ``run_image`` end to end (JIT excluded:
 warmed up first), ``Mcyc/s`` simulated cycles per second of that wall time, ``int s`` the same engine with
 ``gemm="int"`` (every GEMM through the integer kernel: the data path before the grouped float32 products,
@@ -18,13 +18,13 @@ engine with every non-reset GEMM forced through the integer SIMD kernel (``gemm=
 BLAS grouping (``gemm="blas"``), ``blas s`` np.dot on float32
 of the same MAC count on one BLAS thread, ``cyc/blas`` the cycle engine's time over that host limit's, ``func/cyc`` the
 functional engine's time over the cycle engine's.  Rows after the layers (``--no-synthetic`` drops them): ``gemm-bound`` (one regular
-uop pattern, :func:`sim.programs.synthetic.gemm_bound_image`), ``irregular`` (GEMMs over random uops,
-:func:`sim.programs.streams.irregular_gemm_image`), ``alu-vec``, ``alu-imm`` and ``alu-mixed`` (ALU
+uop pattern, :func:`vtasim.sim.programs.synthetic.gemm_bound_image`), ``irregular`` (GEMMs over random uops,
+:func:`vtasim.sim.programs.streams.irregular_gemm_image`), ``alu-vec``, ``alu-imm`` and ``alu-mixed`` (ALU
 instructions over random uops in the two-row form, the immediate form and both,
-:func:`sim.programs.streams.alu_bound_image`; no MACs, so no BLAS column).
+:func:`vtasim.sim.programs.streams.alu_bound_image`; no MACs, so no BLAS column).
 
 Fixed cost table (the small layers C4, C7, C10 when selected): a run's stages in ms (see
-``sim.cycle.profile``): ``data`` the data kernels alone, ``above`` total minus data (the issue's target is
+``vtasim.sim.cycle.profile``): ``data`` the data kernels alone, ``above`` total minus data (the issue's target is
 <= 0.5 ms), then what the rest is made of: ``decode`` (load_program from scratch; ``run_image`` pays
 ``cached``), ``setup`` machine arrays, ``dispatch`` one call into the compiled core, ``events`` the event
 loop and per-instruction starts (core minus data minus dispatch), ``result`` result objects.
@@ -50,14 +50,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from hw.config import load_config  # noqa: E402
-from sim import functional  # noqa: E402
-from sim import cycle  # noqa: E402
-from sim.cycle.profile import stage_times  # noqa: E402
-from compiler.ops import compile_workload  # noqa: E402
-from compiler.workloads import RESNET18, parse_workload  # noqa: E402
-from sim.programs.synthetic import MAXIMAL_KINDS, gemm_bound_image, maximal_nest_image  # noqa: E402
-from sim.programs.streams import alu_bound_image, irregular_gemm_image  # noqa: E402
+from vtasim.hw.config import load_config  # noqa: E402
+from vtasim.sim import functional  # noqa: E402
+from vtasim.sim import cycle  # noqa: E402
+from vtasim.sim.cycle.profile import stage_times  # noqa: E402
+from vtasim.compiler.ops import compile_workload  # noqa: E402
+from vtasim.compiler.tuning.workloads import RESNET18, parse_workload  # noqa: E402
+from vtasim.sim.programs.synthetic import MAXIMAL_KINDS, gemm_bound_image, maximal_nest_image  # noqa: E402
+from vtasim.sim.programs.streams import alu_bound_image, irregular_gemm_image  # noqa: E402
 
 LAYERS = [n.split(".")[1] for n in RESNET18]
 SMALL = ("C4", "C7", "C10")
@@ -242,9 +242,9 @@ def targets(rows, tot, overhead, cores) -> None:
 PREVIOUS_SCRIPT = """
 import json, sys, time
 sys.path.insert(0, ".")
-from sim.cycle import run_image
-from sim.cycle.engine import warm_up
-from sim.image import MemoryImage
+from vtasim.sim.cycle import run_image
+from vtasim.sim.cycle.engine import warm_up
+from vtasim.sim.image import MemoryImage
 out = {}
 for name, path in json.loads(sys.argv[1]).items():
     img = MemoryImage.load(path)

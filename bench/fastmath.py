@@ -1,5 +1,5 @@
 """FastMath on the host, measured side by side in one run: each approximation
-(:mod:`compiler.frontend.fastmath`) against the exact float op as the host runs it (numpy / scipy),
+(:mod:`vtasim.compiler.frontend.fastmath`) against the exact float op as the host runs it (numpy / scipy),
 on the same float32 array, best of ``--repeat`` timings each.
 
     python bench/fastmath.py                    # 1,000,000 elements
@@ -20,8 +20,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from compiler.frontend.fastmath import fast_erf, fast_exp, fast_tanh  # noqa: E402
-from compiler.frontend.host_ops import softmax  # noqa: E402
+from vtasim.compiler.frontend.fastmath import fast_erf, fast_exp, fast_tanh  # noqa: E402
+from vtasim.compiler.frontend.host_ops import softmax  # noqa: E402
 
 
 def _best(fn, x, repeat: int) -> float:

@@ -33,11 +33,11 @@ PUBLISHED_RESNET18 = 7_729_601   # tvm-vta #30, pipelined TensorGemm, tsim, per 
 
 
 def main(argv=None) -> int:
-    from compiler.frontend.compare import OrtReference, agreement, output_lsb
-    from compiler.frontend.models.resnet18 import make_resnet18
-    from compiler.frontend.network import Network
-    from compiler.frontend.report import layer_table, totals
-    from hw.config import load_config
+    from vtasim.compiler.frontend.compare import OrtReference, agreement, output_lsb
+    from vtasim.compiler.frontend.models.resnet18 import make_resnet18
+    from vtasim.compiler.frontend.network import Network
+    from vtasim.compiler.frontend.report import layer_table, totals
+    from vtasim.hw.config import load_config
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--image", type=int, default=224)
@@ -99,8 +99,8 @@ def main(argv=None) -> int:
 
 def _side_by_side(net, records, path, cfg, x, y, engine):
     """The multi-op run (``net``, ``records``) next to the single-op partitioning of the same model."""
-    from compiler.frontend.network import Network
-    from compiler.frontend.report import edge_bytes, totals
+    from vtasim.compiler.frontend.network import Network
+    from vtasim.compiler.frontend.report import edge_bytes, totals
     single = Network.from_onnx(path, cfg, region_mode="single")
     y_s, rec_s = single.run(x, engine=engine)
     t_m, t_s = totals(records), totals(rec_s)

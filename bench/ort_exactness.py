@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from compiler.frontend.compare import cpu_has_vnni, ort_session
+from vtasim.compiler.frontend.compare import cpu_has_vnni, ort_session
 
 _TYPE = {np.dtype(np.uint8): TensorProto.UINT8, np.dtype(np.int8): TensorProto.INT8}
 _CASES = [("u8 x s8, 8-bit weights", np.uint8, 127), ("u8 x s8, 7-bit weights", np.uint8, 63),
@@ -62,8 +62,8 @@ def op_table(rng) -> None:
 
 
 def digits_levels() -> None:
-    from compiler.frontend.models import DIGITS_QDQ
-    from compiler.frontend.models.digits import load_split
+    from vtasim.compiler.frontend.models import DIGITS_QDQ
+    from vtasim.compiler.frontend.models.digits import load_split
     x = load_split()[2].astype(np.float32)
     m = onnx.load(DIGITS_QDQ)
     last = next(n for n in m.graph.node if n.output[0] == m.graph.output[0].name)      # DequantizeLinear

@@ -19,19 +19,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hw.config import load_config  # noqa: E402
+from vtasim.hw.config import load_config  # noqa: E402
 
 
 def _streams(cfg, which, layers, reduce):
     out = []
     if which in ("all", "unit"):
-        from sim.programs.unit import UNIT_PROGRAMS
+        from vtasim.sim.programs.unit import UNIT_PROGRAMS
         for name in ("gemm", "hw_gemm_u", "hw_blocked_gemm_vt1", "hw_blocked_gemm_vt2", "relu", "hw_alu_add_vec_u"):
             if name in UNIT_PROGRAMS:
                 out.append((name, UNIT_PROGRAMS[name](cfg)))
     if which in ("all", "resnet"):
-        from compiler.ops import compile_workload
-        from sim.programs.synthetic import gemm_bound_image
+        from vtasim.compiler.ops import compile_workload
+        from vtasim.sim.programs.synthetic import gemm_bound_image
         for layer in layers:
             image = compile_workload(f"resnet18.{layer}", cfg, reduce=reduce).image      # TopHub knobs
             out.append((layer + (f"/r{reduce}" if reduce > 1 else ""), image))
@@ -48,9 +48,9 @@ def main(argv=None) -> int:
     p.add_argument("--config", type=Path, default=None)
     args = p.parse_args(argv)
     cfg = load_config(args.config)
-    from sim.rtl import run_images
-    from sim.rtl.runner import get_build
-    from sim.cycle import run_image as cycle_run
+    from vtasim.sim.rtl import run_images
+    from vtasim.sim.rtl.runner import get_build
+    from vtasim.sim.cycle import run_image as cycle_run
 
     streams = _streams(cfg, args.streams, args.layers.split(","), args.reduce)
     t = time.perf_counter()

@@ -41,8 +41,8 @@ def _noop(x):
 
 
 def _warm(_=None):
-    from compiler.scale.point import evaluate_point
-    from compiler.scale.spec import parse_spec
+    from vtasim.compiler.scale.point import evaluate_point
+    from vtasim.compiler.scale.spec import parse_spec
     p = parse_spec({"base": "1x16x16", "workloads": ["resnet18.C10"], "reduce": 7, "points": [{}]}).points()[0]
     return evaluate_point(p.as_dict())["status"]
 
@@ -52,8 +52,8 @@ def _run_on(workers: int, spec, out: Path) -> dict:
 
     import distributed
 
-    from compiler.scale.runner import run_sweep
-    from compiler.scale.results import read_rows
+    from vtasim.compiler.scale.runner import run_sweep
+    from vtasim.compiler.scale.results import read_rows
     cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                        dashboard_address=None, silence_logs=logging.ERROR)
     try:
@@ -84,8 +84,8 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=3, help="rounds of (1 worker, 2 workers); the best wall counts")
     ap.add_argument("--sample-trials", type=int, default=8, help="tuner trials per layer measured for the estimate")
     args = ap.parse_args(argv)
-    from compiler.scale.point import evaluate_point
-    from compiler.scale.spec import parse_spec
+    from vtasim.compiler.scale.point import evaluate_point
+    from vtasim.compiler.scale.spec import parse_spec
     spec = parse_spec({"base": "1x16x16", "workloads": LAYERS, "reduce": args.reduce, "knobs": "tophub",
                        "grid": {"DRAM_LATENCY": args.latencies, "LOG_BUS_WIDTH": args.bus}})
     points = spec.points()
@@ -130,8 +130,8 @@ def main(argv=None) -> int:
     med = {w: statistics.median(v) for w, v in per_layer.items()}
     print("  " + ", ".join(f"{w.split('.')[1]} {s:.3f} s" for w, s in med.items()))
     # what one tuning trial costs: the tuner's own measurements (random and bred knobs, not only TopHub's)
-    from compiler.tune import tune
-    from hw.config import VTAConfig
+    from vtasim.compiler.tuning.tune import tune
+    from vtasim.hw.config import VTAConfig
     cfg = VTAConfig.from_dict(spec.configs[0], source="bench")
     trial, trial_ok, compiled = {}, {}, {}
     for w in LAYERS:

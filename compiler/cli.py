@@ -18,19 +18,19 @@ import os
 import time
 from pathlib import Path
 
-from hw.files import load_json, parse_json
-from sim.cli.options import add_config
-from sim.rtl.runner import SIMULATORS
+from vtasim.hw.files import load_json, parse_json
+from vtasim.sim.cli.options import add_config
+from vtasim.sim.rtl.runner import SIMULATORS
 
 __all__ = ["add_commands"]
 
 
 def _knobs_from_args(args, wl, cfg):
     """(knobs, source) from --knobs / --log / TopHub / fallback, in that order of preference."""
-    from compiler.errors import CompileError
-    from compiler.knobs import best_from_log, fallback_knobs, tophub_knobs, tuned_sizes
+    from vtasim.compiler.errors import CompileError
+    from vtasim.compiler.tuning.knobs import best_from_log, fallback_knobs, tophub_knobs, tuned_sizes
     if args.knobs is not None:
-        if os.path.lexists(args.knobs):         # a file: regular, bounded, strict JSON (hw.files)
+        if os.path.lexists(args.knobs):         # a file: regular, bounded, strict JSON (vtasim.hw.files)
             knobs = load_json(args.knobs, "--knobs file", 1 << 20, error=CompileError)
         else:
             knobs = parse_json(args.knobs, "--knobs (neither a file nor a JSON object)", CompileError)
@@ -54,23 +54,23 @@ def _knobs_from_args(args, wl, cfg):
     if top is not None:
         return top, "TopHub" if args.reduce == 1 else f"TopHub (adapted to reduce={args.reduce})"
     if hasattr(wl, "tile_fits"):              # grouped / depthwise / dilated / transposed: no TopHub
-        from compiler.knobs import fitting_knobs
+        from vtasim.compiler.tuning.knobs import fitting_knobs
         return fitting_knobs(wl, cfg), "the largest tiles that fit (no TopHub record)"
     return fallback_knobs(wl, cfg), "fallback (no TopHub record)"
 
 
 def _size(workload: str, cfg, reduce: int) -> str:
     """``--reduce 4 (7x7)``: a size of the workload as the command line spells it, with its H x W."""
-    from compiler.workloads import parse_workload
+    from vtasim.compiler.tuning.workloads import parse_workload
     wl = parse_workload(workload, cfg, reduce=reduce)
     dims = f" ({wl.h}x{wl.w})" if hasattr(wl, "h") and hasattr(wl, "w") else ""
     return f"--reduce {reduce}{dims}"
 
 
 def cmd_compile(args) -> int:
-    from hw.config import load_config
-    from compiler.ops import compile_workload
-    from compiler.workloads import check_seed, parse_workload
+    from vtasim.hw.config import load_config
+    from vtasim.compiler.ops import compile_workload
+    from vtasim.compiler.tuning.workloads import check_seed, parse_workload
     check_seed(args.seed, "compile --seed")
     cfg = load_config(args.config)
     wl = parse_workload(args.workload, cfg, reduce=args.reduce)
@@ -92,15 +92,15 @@ def cmd_compile(args) -> int:
 
 
 def cmd_tune(args) -> int:
-    from hw.config import load_config
-    from compiler.knobs import check_log_target, fallback_knobs, tophub_knobs
-    from compiler.tune import measure, tune
-    from compiler.workloads import check_seed, parse_workload
+    from vtasim.hw.config import load_config
+    from vtasim.compiler.tuning.knobs import check_log_target, fallback_knobs, tophub_knobs
+    from vtasim.compiler.tuning.tune import measure, tune
+    from vtasim.compiler.tuning.workloads import check_seed, parse_workload
     check_seed(args.seed, "tune --seed")
     if args.log is not None:
         check_log_target(args.log)          # before any trial: a FIFO would block the first append
     cfg = load_config(args.config)
-    from sim.scale.cluster import client_from_args, cluster_option, require_cluster, wants_cluster
+    from vtasim.sim.scale.cluster import client_from_args, cluster_option, require_cluster, wants_cluster
     if wants_cluster(args):
         require_cluster(f"vtasim tune {cluster_option(args)}")
     wl = parse_workload(args.workload, cfg, reduce=args.reduce)
@@ -135,10 +135,10 @@ def cmd_tune(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from hw.config import load_config
-    from compiler.demo import run_demo
+    from vtasim.hw.config import load_config
+    from vtasim.compiler.demo import run_demo
     if args.rtl:
-        from sim.rtl import require
+        from vtasim.sim.rtl import require
         require(args.rtl, "vtasim demo --rtl")
     return run_demo(load_config(args.config), Path(args.out), rtl=args.rtl, workload=args.workload,
                     reduce=args.reduce)
@@ -177,9 +177,9 @@ def add_commands(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the knob search")
     add_config(p)
     p.add_argument("--skip-fallback", action="store_true", help="do not measure the (slow) fallback knobs")
-    from sim.scale.cluster import add_cluster_options
+    from vtasim.sim.scale.cluster import add_cluster_options
     add_cluster_options(p, default_workers=None)    # --workers N / --scheduler ADDR: trials on Dask
     p.set_defaults(func=cmd_tune)
 
-    from compiler.scale.cli import add_scale_commands
+    from vtasim.compiler.scale.cli import add_scale_commands
     add_scale_commands(sub)

@@ -1,11 +1,11 @@
 """``vtasim demo``: the README's first command - compile, simulate, report.
 
 Compiles ResNet-18's C8 layer (14x14, 256 -> 256 channels, 3x3, the fused epilogue ``>> s``,
-``+ bias``, clip, int8; ``s`` and the data follow :mod:`compiler.ops.data`) from its DSL schedule with the TopHub knobs, writes the memory image and the
+``+ bias``, clip, int8; ``s`` and the data follow :mod:`vtasim.compiler.ops.data`) from its DSL schedule with the TopHub knobs, writes the memory image and the
 IR after every pass, runs the image on the functional and the cycle engine, checks both against the
 numpy reference of the tensor expressions, and reports the fsim counters, the cycles, the GEMM
 utilisation against spec 7.1's ideal count, the per-module breakdown, and a retire trace, a
-Perfetto trace and a timeline PNG (:func:`sim.cli.report.run_and_report`).
+Perfetto trace and a timeline PNG (:func:`vtasim.sim.cli.report.run_and_report`).
 
 On another config the TopHub record is adapted to its block sizes and, where a tile does not fit
 that config's SRAMs, the output-channel and row tiles are halved until it compiles.
@@ -16,10 +16,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from compiler.errors import CompileError
-from compiler.knobs import check_knobs, fallback_knobs, tophub_knobs
-from compiler.ops import compile_workload
-from compiler.workloads import parse_workload
+from vtasim.compiler.errors import CompileError
+from vtasim.compiler.tuning.knobs import check_knobs, fallback_knobs, tophub_knobs
+from vtasim.compiler.ops import compile_workload
+from vtasim.compiler.tuning.workloads import parse_workload
 
 __all__ = ["run_demo", "fitting_knobs"]
 
@@ -57,8 +57,8 @@ def fitting_knobs(name: str, cfg, reduce: int = 1, dump_ir=None):
 
 
 def run_demo(cfg, out: Path, rtl: str | None = None, workload: str = WORKLOAD, reduce: int = 1) -> int:
-    from hw.outfiles import out_dir
-    from sim.cli.report import run_and_report
+    from vtasim.hw.outfiles import out_dir
+    from vtasim.sim.cli.report import run_and_report
     out = out_dir(out, "demo directory")
     t0 = time.perf_counter()
     compiled, source = fitting_knobs(workload, cfg, reduce=reduce, dump_ir=out / "ir")

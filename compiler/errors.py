@@ -3,12 +3,12 @@
 A construct a pass cannot lower raises :class:`CompileError` with one line naming the pass, the
 buffer or loop, and the rule it breaks, e.g.
 ``inject_dma: dma_copy of `data_buf`: stride of the inner loop is 3 elements, the pattern needs 1``.
-It derives from :class:`sim.errors.SimError`, so the CLI prints it as one line.
+It derives from :class:`vtasim.sim.errors.SimError`, so the CLI prints it as one line.
 """
 
 from __future__ import annotations
 
-from sim.errors import SimError
+from vtasim.sim.errors import SimError
 
 __all__ = ["CompileError"]
 

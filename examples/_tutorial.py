@@ -11,8 +11,8 @@ import argparse
 
 import numpy as np
 
-import sim.cycle
-import sim.functional
+import vtasim.sim.cycle
+import vtasim.sim.functional
 
 
 def parse_args(doc: str, argv=None, reduce: bool = False):
@@ -35,7 +35,7 @@ def run(built, output: str, ref: np.ndarray, out_dir=None) -> int:
         built.image.save(out_dir)
         print(f"memory image saved to {out_dir} (replay: vtasim run {out_dir} --engine cycle --check)")
     ok, counters = True, []
-    for engine, run_image in (("functional", sim.functional.run_image), ("cycle", sim.cycle.run_image)):
+    for engine, run_image in (("functional", vtasim.sim.functional.run_image), ("cycle", vtasim.sim.cycle.run_image)):
         r = run_image(built.image)
         got = np.frombuffer(r.outputs[output], dtype=ref.dtype).reshape(ref.shape)
         if not np.array_equal(got, ref):

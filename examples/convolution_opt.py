@@ -8,12 +8,12 @@ optimize/convolution_opt.py, compiler spec 3.5).
 import numpy as np
 
 from _tutorial import parse_args, run
-from compiler import te
-from compiler.build import build
-from compiler.environment import Environment
-from compiler.lower import lower
-from compiler.ops.data import draw, requant_shift
-from hw.config import load_config
+from vtasim.compiler.dsl import te
+from vtasim.compiler.lowering.build import build
+from vtasim.compiler.dsl.environment import Environment
+from vtasim.compiler.lowering.lower import lower
+from vtasim.compiler.ops.data import draw, requant_shift
+from vtasim.hw.config import load_config
 
 
 # The kernel geometry of the layer (fixed; the sizes are conv2d_schedule's parameters): 3x3, zero
@@ -81,7 +81,7 @@ def conv2d_schedule(env, height=14, width=14, in_channels=256, out_channels=256,
             axis=[ic, dy, dx, ic_tns]),
         name="res_conv")
     # Shift, clip and cast.  TVM shifts by 8; the shift here comes from the reduction length
-    # (compiler.ops.data), so the outputs depend on the convolution instead of sitting at 0 or 127.
+    # (vtasim.compiler.ops.data), so the outputs depend on the convolution instead of sitting at 0 or 127.
     inp_max = (1 << (env.INP_WIDTH - 1)) - 1
     shift = requant_shift(in_channels * kernel_h * kernel_w)
     res_shr = te.compute(output_shape, lambda *i: res_conv(*i) >> shift, name="res_shr")

@@ -7,12 +7,12 @@ shift / clip epilogue on the ALU (TVM tutorial optimize/matrix_multiply_opt.py, 
 import numpy as np
 
 from _tutorial import parse_args, run
-from compiler import te
-from compiler.build import build
-from compiler.environment import Environment
-from compiler.lower import lower
-from compiler.ops.data import draw, requant_shift
-from hw.config import load_config
+from vtasim.compiler.dsl import te
+from vtasim.compiler.lowering.build import build
+from vtasim.compiler.dsl.environment import Environment
+from vtasim.compiler.lowering.lower import lower
+from vtasim.compiler.ops.data import draw, requant_shift
+from vtasim.hw.config import load_config
 
 
 def gemm_opt_schedule(env, batch_size=None, in_channels=1024, out_channels=1024, block=256):
@@ -41,7 +41,7 @@ def gemm_opt_schedule(env, batch_size=None, in_channels=1024, out_channels=1024,
         name="res_gem")
     # Requantize: shift right, then clip to [0, 127].  TVM shifts by INP_WIDTH, which puts nearly every
     # output of a 1024-long reduction at a bound; the shift here comes from the reduction length
-    # (compiler.ops.data), so the outputs depend on the GEMM.
+    # (vtasim.compiler.ops.data), so the outputs depend on the GEMM.
     inp_max = (1 << (env.INP_WIDTH - 1)) - 1
     shift = requant_shift(in_channels)
     res_shr = te.compute(output_shape, lambda *i: res_gemm(*i) >> shift, name="res_shr")

@@ -6,11 +6,11 @@
 import numpy as np
 
 from _tutorial import parse_args, run
-from compiler import te
-from compiler.build import build
-from compiler.environment import Environment
-from compiler.lower import lower
-from hw.config import load_config
+from vtasim.compiler.dsl import te
+from vtasim.compiler.lowering.build import build
+from vtasim.compiler.dsl.environment import Environment
+from vtasim.compiler.lowering.lower import lower
+from vtasim.hw.config import load_config
 
 
 def vadd_schedule(env, o=1, m=64):

@@ -11,7 +11,7 @@ Each :class:`AluOp` row holds everything about one operation (hardware spec 2.2 
 * ``repeat``: the closed form of ``k`` applications of the immediate form, as the one immediate that
   does the same in a single step (``None``: no closed form, :meth:`AluOp.apply_imm_repeated` iterates
   until the value stops changing);
-* ``symbol``: the operator of the compiler's IR/DSL that lowers to it (``compiler.ir.BinOp.op``);
+* ``symbol``: the operator of the compiler's IR/DSL that lowers to it (``vtasim.compiler.lowering.ir.BinOp.op``);
 * ``commutes``: whether ``c op x == x op c`` (the compiler then moves an immediate on the left to the right);
 * ``draw_imm``: how program generators draw an immediate so results neither saturate nor collapse.
 
@@ -36,8 +36,8 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from hw.config import KNOWN_HW_VERS
-from hw.fields import ALU_IMM_WIDTH, id_bits
+from vtasim.hw.config import KNOWN_HW_VERS
+from vtasim.hw.fields import ALU_IMM_WIDTH, id_bits
 
 __all__ = ["AluOp", "ALU_OPS", "ALU_MIN", "ALU_MAX", "ALU_ADD", "ALU_SHR", "ALU_MUL", "ALU_NAMES",
            "ALU_CODES", "IMM_MIN", "IMM_MAX", "by_opcode", "by_name", "ops_for", "unknown_opcode_message",
@@ -150,7 +150,7 @@ def by_opcode(opcode: int) -> AluOp:
     try:
         return _BY_OPCODE[int(opcode)]
     except KeyError:
-        raise KeyError(f"alu_opcode {opcode} is not in hw.alu.ALU_OPS ({_listing(ALU_OPS)})") from None
+        raise KeyError(f"alu_opcode {opcode} is not in vtasim.hw.alu.ALU_OPS ({_listing(ALU_OPS)})") from None
 
 
 def by_name(name: str) -> AluOp:

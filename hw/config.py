@@ -3,7 +3,7 @@
 A config is read from a TVM-format ``vta_config.json`` (the eleven keys of TVM's default file) plus
 optional vtasim timing keys (see ``docs/timing.md``).  Nothing is read at import time::
 
-    >>> from hw.config import load_config
+    >>> from vtasim.hw.config import load_config
     >>> cfg = load_config()              # config/vta_config.json of this checkout
     >>> cfg.bitstream, cfg.inp_depth, cfg.uop_depth
     ('1x16_i8w8a32_15_15_18_17', 2048, 8192)
@@ -22,10 +22,10 @@ from dataclasses import MISSING, dataclass, field, fields, make_dataclass
 from pathlib import Path
 
 # ISA field widths that do not depend on the config (hardware spec 2.2), re-exported for callers.
-from hw.fields import (ALU_IMM_WIDTH, INSN_BYTES, LOOP_ITER_WIDTH, MEMOP_SRAM_ADDR_WIDTH,  # noqa: F401
+from vtasim.hw.fields import (ALU_IMM_WIDTH, INSN_BYTES, LOOP_ITER_WIDTH, MEMOP_SRAM_ADDR_WIDTH,  # noqa: F401
                        UOP_BITS, check_isa_fit)
-from hw.files import brief, load_json
-from hw.timing import TIMING_KEY_NAMES, TIMING_KEYS
+from vtasim.hw.files import brief, load_json
+from vtasim.hw.timing import TIMING_KEY_NAMES, TIMING_KEYS
 
 __all__ = [
     "ConfigError",
@@ -60,7 +60,7 @@ class ConfigError(ValueError):
 @dataclass(frozen=True)
 class ConfigKey:
     """One JSON key: its type, range [lo, hi] (ints), power-of-two rule, default (None: required)
-    and what it means.  The timing keys' rows come from :data:`hw.timing.TIMING_KEYS`."""
+    and what it means.  The timing keys' rows come from :data:`vtasim.hw.timing.TIMING_KEYS`."""
 
     name: str
     type: type
@@ -126,7 +126,7 @@ _ConfigFields.__module__ = __name__
 @dataclass(frozen=True)
 class VTAConfig(_ConfigFields):
     """Frozen VTA configuration.  Upper-case attributes are the JSON keys (:data:`CONFIG_KEYS`, the
-    timing ones from :data:`hw.timing.TIMING_KEYS`); the rest is derived."""
+    timing ones from :data:`vtasim.hw.timing.TIMING_KEYS`); the rest is derived."""
 
     # ---- construction ----------------------------------------------------------------------
     @classmethod

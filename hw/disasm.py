@@ -13,16 +13,16 @@ adds one tab-indented line for each field TVM would lose, only when it carries i
 
 So ``assemble(dump(insns)) == insns`` for every decodable instruction, and ``dump(assemble(text))
 == text`` for every text :func:`dump` produces.  :func:`assemble` also reads TVM's own dumps; with
-``tvm=True`` it returns which fields the text lacked, per instruction (see ``sim.programs.tvm_import``).
+``tvm=True`` it returns which fields the text lacked, per instruction (see ``vtasim.sim.programs.tvm_import``).
 """
 
 from __future__ import annotations
 
 import re
 
-from hw.config import MEM_ACC_8BIT, MEM_INP, MEM_NAMES, MEM_OUT, MEM_UOP
-from hw.files import brief
-from hw.isa import (ALU_NAMES, MODULE_LOAD, OP_ALU, OP_FINISH, OP_GEMM,
+from vtasim.hw.config import MEM_ACC_8BIT, MEM_INP, MEM_NAMES, MEM_OUT, MEM_UOP
+from vtasim.hw.files import brief
+from vtasim.hw.isa import (ALU_NAMES, MODULE_LOAD, OP_ALU, OP_FINISH, OP_GEMM,
                     OP_LOAD, OP_STORE, OPCODE_NAMES, TOKEN_POPS, TOKEN_PUSHES, TOKEN_QUEUES, Insn, IsaError,
                     module_of)
 

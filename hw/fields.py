@@ -1,6 +1,6 @@
 """The ISA's bit-field rule and the widths that do not depend on the config (hardware spec 2.1-2.2).
 
-Both :mod:`hw.config` (which rejects a config whose fields do not fit the ISA) and :mod:`hw.isa`
+Both :mod:`vtasim.hw.config` (which rejects a config whose fields do not fit the ISA) and :mod:`vtasim.hw.isa`
 (which lays the fields out) use this module, so neither imports the other's internals: fields are
 packed LSB-first and a field that would straddle bit 64 starts at bit 64 (the C bit-field rule).
 ``cfg`` below is anything with the ``log_*_depth`` and ``legacy_isa`` properties of a VTAConfig.

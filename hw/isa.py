@@ -1,11 +1,11 @@
-"""VTA instruction set: bit layouts derived from a :class:`~hw.config.VTAConfig`, encode and decode.
+"""VTA instruction set: bit layouts derived from a :class:`~vtasim.hw.config.VTAConfig`, encode and decode.
 
 Instructions are 128 bits stored as 16 little-endian bytes; micro-ops are 32-bit words.  Field
 positions are computed, never tabulated: fields are packed LSB-first and a field that does not fit
 in what is left of the first 64-bit word starts at bit 64 (the C bit-field rule of hardware spec
 2.1).  For the default config this reproduces the tables of spec 2.4-2.8 exactly::
 
-    >>> from hw.config import load_config
+    >>> from vtasim.hw.config import load_config
     >>> lay = layout(load_config())
     >>> lay.gemm["uop_end"], lay.gemm["dst_factor_out"]
     ((21, 14), (64, 11))
@@ -22,9 +22,9 @@ from dataclasses import dataclass, fields, asdict
 
 import numpy as np
 
-from hw.alu import ALU_ADD, ALU_MAX, ALU_MIN, ALU_MUL, ALU_NAMES, ALU_SHR
-from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_OUT, MEM_UOP, MEM_WGT, VTAConfig
-from hw.fields import INSN_BYTES, check_isa_fit, field_specs, pack
+from vtasim.hw.alu import ALU_ADD, ALU_MAX, ALU_MIN, ALU_MUL, ALU_NAMES, ALU_SHR
+from vtasim.hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_OUT, MEM_UOP, MEM_WGT, VTAConfig
+from vtasim.hw.fields import INSN_BYTES, check_isa_fit, field_specs, pack
 
 __all__ = [
     "OP_LOAD", "OP_STORE", "OP_GEMM", "OP_FINISH", "OP_ALU", "OPCODE_NAMES",
@@ -38,7 +38,7 @@ __all__ = [
 
 OP_LOAD, OP_STORE, OP_GEMM, OP_FINISH, OP_ALU = 0, 1, 2, 3, 4
 OPCODE_NAMES = {OP_LOAD: "LOAD", OP_STORE: "STORE", OP_GEMM: "GEMM", OP_FINISH: "FINISH", OP_ALU: "ALU"}
-# the ALU opcodes and names are rows of the table in hw.alu (re-exported here for the ISA's users)
+# the ALU opcodes and names are rows of the table in vtasim.hw.alu (re-exported here for the ISA's users)
 MODULE_LOAD, MODULE_COMPUTE, MODULE_STORE = 0, 1, 2
 MODULE_NAMES = ("load", "compute", "store")
 # Dependency token queues and which flag of which module pops / pushes each (hardware spec 4.2):
@@ -320,7 +320,7 @@ def encode_uops(cfg: VTAConfig, triples) -> np.ndarray:
     return np.array([encode_uop(cfg, *t) for t in triples], dtype="<u4")
 
 
-# Memory types a LOAD may name (used by validators; the names live in hw.config).  A STORE's one
+# Memory types a LOAD may name (used by validators; the names live in vtasim.hw.config).  A STORE's one
 # valid type depends on the layout: store_mem_type below.
 LOAD_MEM_TYPES = (MEM_UOP, MEM_WGT, MEM_INP, MEM_ACC, MEM_ACC_8BIT)
 

@@ -1,11 +1,11 @@
 """Generate ``vta_params.vh``, the one header that parameterises the Verilog RTL.
 
 Every size, width and instruction bit position the RTL uses comes from here, and this file takes
-them from :class:`hw.config.VTAConfig` and :func:`hw.isa.layout` only, so the RTL can never drift
+them from :class:`vtasim.hw.config.VTAConfig` and :func:`vtasim.hw.isa.layout` only, so the RTL can never drift
 from the Python models::
 
-    >>> from hw.config import load_config
-    >>> from hw.rtl_params import header_text
+    >>> from vtasim.hw.config import load_config
+    >>> from vtasim.hw.rtl_params import header_text
     >>> "`define VTA_BLOCK_OUT 16" in header_text(load_config())
     True
 
@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hw.config import (ConfigError, MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_UOP, MEM_WGT,
+from vtasim.hw.config import (ConfigError, MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_UOP, MEM_WGT,
                        VTAConfig)
-from hw.alu import ops_for
-from hw.isa import OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, layout, store_mem_type
-from hw.timing import TIMING_KEYS
+from vtasim.hw.alu import ops_for
+from vtasim.hw.isa import OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, layout, store_mem_type
+from vtasim.hw.timing import TIMING_KEYS
 
 __all__ = ["HEADER_NAME", "DEFAULT_TB_DRAM_BYTES", "timing_defines", "header_defines", "header_text", "write_header",
            "check_rtl_supported"]
@@ -48,7 +48,7 @@ def check_rtl_supported(cfg: VTAConfig) -> None:
 
 
 def timing_defines(cfg: VTAConfig) -> dict:
-    """The header macros of every timing key (:data:`hw.timing.TIMING_KEYS`, in table order)."""
+    """The header macros of every timing key (:data:`vtasim.hw.timing.TIMING_KEYS`, in table order)."""
     out = {}
     for key in TIMING_KEYS:
         out.update(key.rtl_defines(getattr(cfg, key.name)))
@@ -81,7 +81,7 @@ def header_defines(cfg: VTAConfig, tb_dram_bytes: int = DEFAULT_TB_DRAM_BYTES) -
         "MEM_UOP": MEM_UOP, "MEM_WGT": MEM_WGT, "MEM_INP": MEM_INP, "MEM_ACC": MEM_ACC,
         # the code a STORE's memory_type field holds: OUT (4) cut to the field's width (0 in HW_VER 0.0.1)
         "MEM_OUT": store_mem_type(cfg), "MEM_ACC_8BIT": MEM_ACC_8BIT,
-        # one define per row of hw.alu this HW_VER has, and the set of them as a bit mask (bit c set
+        # one define per row of vtasim.hw.alu this HW_VER has, and the set of them as a bit mask (bit c set
         # for opcode c): vta_fetch rejects any other opcode as an undecodable instruction
         **{f"ALU_{op.name}": op.opcode for op in ops_for(cfg.HW_VER)},
         "ALU_LEGAL_MASK": sum(1 << op.opcode for op in ops_for(cfg.HW_VER)),

@@ -1,9 +1,9 @@
 """Static view of the Verilog RTL through pyverilog: parse every file, extract ``vta_top``'s
-parameters and ports, check them against :class:`hw.config.VTAConfig`, and print the module
+parameters and ports, check them against :class:`vtasim.hw.config.VTAConfig`, and print the module
 hierarchy.  Nothing is simulated::
 
-    >>> from hw.config import load_config
-    >>> from hw.rtl_report import RtlParser, check_top
+    >>> from vtasim.hw.config import load_config
+    >>> from vtasim.hw.rtl_report import RtlParser, check_top
     >>> with RtlParser() as p:                                   # doctest: +SKIP
     ...     design = p.parse_design(load_config())
     ...     check_top(load_config(), design.top())               # [] when consistent
@@ -22,10 +22,10 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hw.config import VTAConfig
-from hw.isa import layout
-from hw.rtl_params import write_header
-from hw.timing import TIMING_KEYS
+from vtasim.hw.config import VTAConfig
+from vtasim.hw.isa import layout
+from vtasim.hw.rtl_params import write_header
+from vtasim.hw.timing import TIMING_KEYS
 
 __all__ = ["RTL_DIR", "TOP", "RtlParser", "Design", "TopInterface", "check_top", "report"]
 
@@ -232,5 +232,5 @@ def report(cfg: VTAConfig) -> str:
 
 if __name__ == "__main__":
     import sys
-    from hw.config import load_config
+    from vtasim.hw.config import load_config
     print(report(load_config(sys.argv[1] if len(sys.argv) > 1 else None)))

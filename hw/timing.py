@@ -3,17 +3,17 @@
 Each row gives the JSON key, its default, its range, what it means, the ``docs/timing.md`` section
 that says how time depends on it, and how the two timed executors receive it:
 
-* ``slot``: the cycle engine's parameter slot ``P_<slot>`` (:mod:`sim.cycle.layout`), filled with
+* ``slot``: the cycle engine's parameter slot ``P_<slot>`` (:mod:`vtasim.sim.cycle.layout`), filled with
   :meth:`TimingKey.engine_value`;
-* ``rtl_param``: the ``vta_top`` localparam holding it (checked by :func:`hw.rtl_report.check_top`),
+* ``rtl_param``: the ``vta_top`` localparam holding it (checked by :func:`vtasim.hw.rtl_report.check_top`),
   and :meth:`TimingKey.rtl_defines` the ``VTA_*`` macros of the generated header
-  (:func:`hw.rtl_params.header_defines`).
+  (:func:`vtasim.hw.rtl_params.header_defines`).
 
-Everything reads this table: :class:`hw.config.VTAConfig` takes its fields, defaults and checks
+Everything reads this table: :class:`vtasim.hw.config.VTAConfig` takes its fields, defaults and checks
 from it, the cycle engine its parameter vector, the RTL header and the RTL checks their timing
 macros::
 
-    >>> from hw.timing import TIMING_KEYS, timing_key
+    >>> from vtasim.hw.timing import TIMING_KEYS, timing_key
     >>> timing_key("DRAM_LATENCY").default, timing_key("DRAM_LATENCY").section
     (16, '4.2')
     >>> [k.name for k in TIMING_KEYS][:2]

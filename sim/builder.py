@@ -1,4 +1,4 @@
-"""ProgramBuilder: assemble a VTA program and its data into a :class:`~sim.image.MemoryImage`.
+"""ProgramBuilder: assemble a VTA program and its data into a :class:`~vtasim.sim.image.MemoryImage`.
 
 Used by the unit programs, the demo, tests and (later) the compiler's stream builder::
 
@@ -16,7 +16,7 @@ Used by the unit programs, the demo, tests and (later) the compiler's stream bui
 DRAM layout: every buffer starts on a page boundary (4096 bytes, or the largest element size if
 that is bigger) from :data:`DATA_BASE` up, so every buffer's byte address is a whole number of
 elements of every memory type; the instruction segment goes after the last buffer when
-:meth:`ProgramBuilder.build` runs.  Keyword names of the emitters are :class:`hw.isa.Insn` field
+:meth:`ProgramBuilder.build` runs.  Keyword names of the emitters are :class:`vtasim.hw.isa.Insn` field
 names; ``dram_base`` may be given as a :class:`Buffer` (converted with the instruction's memory
 type).  Instructions are encoded as they are emitted, so a field that does not fit fails at once
 with the instruction index.
@@ -28,12 +28,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hw.config import MEM_INP, MEM_OUT, MEM_UOP, MEM_NAMES, VTAConfig
-from hw.isa import (MODULE_COMPUTE, MODULE_LOAD, MODULE_NAMES, MODULE_STORE, OP_ALU, OP_FINISH, OP_GEMM,
+from vtasim.hw.config import MEM_INP, MEM_OUT, MEM_UOP, MEM_NAMES, VTAConfig
+from vtasim.hw.isa import (MODULE_COMPUTE, MODULE_LOAD, MODULE_NAMES, MODULE_STORE, OP_ALU, OP_FINISH, OP_GEMM,
                     OP_LOAD, OP_STORE, Insn, IsaError, encode, encode_uops,
                     store_mem_type)
-from sim.image import PAGE_BYTES, MemoryImage, Output, Segment, check_output_name
-from sim.errors import ImageError
+from vtasim.sim.image import PAGE_BYTES, MemoryImage, Output, Segment, check_output_name
+from vtasim.sim.errors import ImageError
 
 __all__ = ["Buffer", "ProgramBuilder", "DATA_BASE"]
 

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hw.disasm import one_line
-from hw.isa import MODULE_NAMES, OPCODE_NAMES, TOKEN_POPS, TOKEN_PUSHES, TOKEN_QUEUES, decode
-from sim.program import load_program
+from vtasim.hw.disasm import one_line
+from vtasim.hw.isa import MODULE_NAMES, OPCODE_NAMES, TOKEN_POPS, TOKEN_PUSHES, TOKEN_QUEUES, decode
+from vtasim.sim.program import load_program
 
 __all__ = ["Diff", "Divergence", "DataDiff", "compare", "machine_state", "render", "tally", "format_record",
            "WINDOW_CYCLES", "LAST_N", "TOKENS"]
@@ -32,7 +32,7 @@ WINDOW_CYCLES = 20          # half-width of the waveform window named by a repor
 LAST_N = 5                  # retirements shown on each side
 RECORD_FIELDS = ("module", "index_in_module", "opcode", "start_cycle", "end_cycle", "digest")
 
-TOKENS = TOKEN_QUEUES        # token counters (hardware spec 4.2); TOKEN_POPS/PUSHES from hw.isa
+TOKENS = TOKEN_QUEUES        # token counters (hardware spec 4.2); TOKEN_POPS/PUSHES from vtasim.hw.isa
 
 
 @dataclass
@@ -212,9 +212,9 @@ def opcode_name(op: int) -> str:
 def functional_lanes(image, order, index: int) -> str | None:
     """Re-run the functional model over ``order`` (program indices, retire order) up to ``index``
     and show the lanes of the first SRAM element or DRAM element that instruction writes."""
-    from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_NAMES, MEM_UOP
-    from hw.isa import OP_ALU, OP_GEMM, OP_LOAD, OP_STORE
-    from sim.functional import FunctionalMachine
+    from vtasim.hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_NAMES, MEM_UOP
+    from vtasim.hw.isa import OP_ALU, OP_GEMM, OP_LOAD, OP_STORE
+    from vtasim.sim.functional import FunctionalMachine
     program = load_program(image)
     machine = FunctionalMachine(program, image.dram())
     for i in order:

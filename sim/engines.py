@@ -2,16 +2,16 @@
 
 An engine is a module with
 
-* ``run_image(image, **options) -> RunResult`` (:mod:`sim.result`): one memory image;
+* ``run_image(image, **options) -> RunResult`` (:mod:`vtasim.sim.result`): one memory image;
 * ``run_images(images, **batch_options) -> list[RunResult]``: many, in input order;
 * ``OPTIONS`` and ``BATCH_OPTIONS``: the :class:`Option` s those two accept, with their types;
 * ``TIMED``: True when its results carry retire records and cycles (then :func:`run_engine` also
-  takes ``trace`` and ``perfetto``, written by :func:`sim.trace.write_run` for every engine alike).
+  takes ``trace`` and ``perfetto``, written by :func:`vtasim.sim.trace.write_run` for every engine alike).
 
 :func:`run_engine` and :func:`run_many` enforce it: an option the engine does not declare, or a value of
-the wrong type, is a :class:`~sim.errors.SimError` naming the engine and the options it has::
+the wrong type, is a :class:`~vtasim.sim.errors.SimError` naming the engine and the options it has::
 
-    >>> from sim.engines import run_engine, check_result
+    >>> from vtasim.sim.engines import run_engine, check_result
     >>> result = run_engine("cycle", image, gemm="int")        # doctest: +SKIP
     >>> run_engine("cycle", image, gem="int")                  # doctest: +SKIP
     SimError: engine 'cycle' has no option 'gem' for run_engine; its options: progress, gemm, trace, perfetto
@@ -19,7 +19,7 @@ the wrong type, is a :class:`~sim.errors.SimError` naming the engine and the opt
     []
 
 Engines are imported only when asked for (the RTL engine needs cocotb and a simulator); an engine
-that cannot be imported raises :class:`EngineUnavailable`, a :class:`~sim.errors.SimError`.
+that cannot be imported raises :class:`EngineUnavailable`, a :class:`~vtasim.sim.errors.SimError`.
 """
 
 from __future__ import annotations
@@ -30,13 +30,13 @@ from pathlib import Path
 
 import numpy as np
 
-from sim.errors import SimError
+from vtasim.sim.errors import SimError
 
 __all__ = ["ENGINES", "Option", "TRACE_OPTIONS", "EngineUnavailable", "engine_module", "engine_options",
            "run_engine", "run_many", "check_result"]
 
 # Abstraction level -> module implementing it (PyMTL3's naming: functional / cycle / rtl).
-ENGINES = {"functional": "sim.functional", "cycle": "sim.cycle", "rtl": "sim.rtl"}
+ENGINES = {"functional": "vtasim.sim.functional", "cycle": "vtasim.sim.cycle", "rtl": "vtasim.sim.rtl"}
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ class Option:
                            f"{', '.join(map(repr, self.choices))} ({self.meaning})")
 
 
-# Written by the protocol (sim.trace.write_run) for every TIMED engine: not an engine's own options.
+# Written by the protocol (vtasim.sim.trace.write_run) for every TIMED engine: not an engine's own options.
 TRACE_OPTIONS = (
     Option("trace", (str, Path), "CSV file of the retire records"),
     Option("perfetto", (str, Path), "Perfetto / Chrome trace-event JSON file of the run"),
@@ -110,7 +110,7 @@ def run_engine(name: str, image, **opts):
     trace, perfetto = opts.pop("trace", None), opts.pop("perfetto", None)
     result = engine_module(name).run_image(image, **opts)
     if trace is not None or perfetto is not None:
-        from sim.trace import write_run
+        from vtasim.sim.trace import write_run
         write_run(result, trace, perfetto)
     return result
 

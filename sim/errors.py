@@ -48,7 +48,7 @@ class RunError(SimError):
 class RtlStopped(SimError):
     """The RTL stopped before FINISH retired.
 
-    ``records``: the :class:`~sim.result.RetireRecord` list retired before the stop; ``dispatch_cycle``:
+    ``records``: the :class:`~vtasim.sim.result.RetireRecord` list retired before the stop; ``dispatch_cycle``:
     int64 array per program index (-1 = never dispatched); ``stop_cycle``: the cycle it stopped at."""
 
     def __init__(self, message, records=(), dispatch_cycle=None, stop_cycle=None):

@@ -11,7 +11,7 @@ whose uops read rows earlier uops wrote runs uop by uop in a small compiled loop
 
 Rules for the cases fsim leaves undefined (README "Semantics and timing", identical in every engine):
 
-* ALU operations are the rows of :mod:`hw.alu` (their numpy rules, and the closed forms of repeated
+* ALU operations are the rows of :mod:`vtasim.hw.alu` (their numpy rules, and the closed forms of repeated
   immediates).  SHR by a signed 32-bit amount y: ``0 <= y < 32`` arithmetic right shift; ``y >= 32``
   gives ``x >> 31``; ``-32 < y < 0`` left shift by ``-y`` keeping the low 32 bits; ``y <= -32`` gives 0.
   MUL keeps the low 32 bits; ADD wraps; MIN/MAX are signed.
@@ -26,8 +26,8 @@ Scheduler (deterministic, unlike fsim's random one): scan load, compute, store i
 module runs its head instruction while the tokens it pops are available and the queues it pushes
 are below ``TOKEN_QUEUE_DEPTH``; stop after FINISH.  A full scan without progress before FINISH is
 either a token overflow - some head's push would take a queue above ``TOKEN_QUEUE_DEPTH`` and no
-order of execution lets the consumer pop first: :class:`~sim.errors.TokenOverflowError`
-(docs/timing.md section 5) - or a deadlock (:class:`~sim.errors.DeadlockError` naming each blocked
+order of execution lets the consumer pop first: :class:`~vtasim.sim.errors.TokenOverflowError`
+(docs/timing.md section 5) - or a deadlock (:class:`~vtasim.sim.errors.DeadlockError` naming each blocked
 module's head and the token it needs).  So the functional model never reports an overflow that a
 different (timing-dependent) interleaving would avoid.
 """
@@ -40,17 +40,17 @@ import weakref
 import numpy as np
 from numba import njit
 
-from sim.cycle import jitcache  # noqa: F401  (the cache stamp of _alu_sequential covers hw/alu.py)
+from vtasim.sim.cycle import jitcache  # noqa: F401  (the cache stamp of _alu_sequential covers hw/alu.py)
 
-from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_UOP, MEM_WGT
-from hw.alu import ALU_ADD, ALU_MAX, ALU_MIN, ALU_MUL, ALU_SHR, by_opcode
-from hw.isa import (MODULE_COMPUTE, MODULE_LOAD, MODULE_NAMES,
+from vtasim.hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_UOP, MEM_WGT
+from vtasim.hw.alu import ALU_ADD, ALU_MAX, ALU_MIN, ALU_MUL, ALU_SHR, by_opcode
+from vtasim.hw.isa import (MODULE_COMPUTE, MODULE_LOAD, MODULE_NAMES,
                     MODULE_STORE, OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, TOKEN_POPS, TOKEN_PUSHES,
                     TOKEN_QUEUES, decode_uops)
-from sim.engines import Option
-from sim.errors import DeadlockError, ProgramError, RunError, SimError, TokenOverflowError
-from sim.program import Program, load_program
-from sim.result import COUNTER_NAMES, RunResult
+from vtasim.sim.engines import Option
+from vtasim.sim.errors import DeadlockError, ProgramError, RunError, SimError, TokenOverflowError
+from vtasim.sim.program import Program, load_program
+from vtasim.sim.result import COUNTER_NAMES, RunResult
 
 __all__ = ["run_image", "run_program", "schedule", "warm_up", "EXECUTORS", "FunctionalMachine", "alu_apply", "alu_imm_repeated", "TOKEN_QUEUES"]
 
@@ -58,7 +58,7 @@ _CHUNK = 1 << 14          # uops per vectorised loop-nest step: bounds temporary
 
 
 def alu_apply(op: int, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """One ALU operation on int32 lanes: the vector rule of ``op``'s row in :mod:`hw.alu`; returns int32."""
+    """One ALU operation on int32 lanes: the vector rule of ``op``'s row in :mod:`vtasim.hw.alu`; returns int32."""
     return by_opcode(op).apply(x, y)
 
 
@@ -80,7 +80,7 @@ def _alu_sequential(acc, op, dst, src, iter_out, iter_in, dfo, dfi, sfo, sfi):
                 for ln in range(lanes):
                     x = np.int64(acc[d, ln])
                     y = np.int64(acc[s, ln])
-                    # one branch per row of hw.alu (test_alu_conformance checks that each has one)
+                    # one branch per row of vtasim.hw.alu (test_alu_conformance checks that each has one)
                     if op == ALU_ADD:
                         r = x + y
                     elif op == ALU_MUL:
@@ -99,7 +99,7 @@ def _alu_sequential(acc, op, dst, src, iter_out, iter_in, dfo, dfi, sfo, sfi):
                         else:
                             r = 0
                     else:
-                        raise ValueError("ALU opcode outside hw.alu (sim.program rejects it at decode)")
+                        raise ValueError("ALU opcode outside vtasim.hw.alu (vtasim.sim.program rejects it at decode)")
                     r &= 0xFFFFFFFF
                     acc[d, ln] = r - (1 << 32) if r >= (1 << 31) else r
 
@@ -343,7 +343,7 @@ class FunctionalMachine:
 
 
 def _blocked_report(prog: Program, heads, queues, tokens) -> tuple:
-    from hw.disasm import one_line
+    from vtasim.hw.disasm import one_line
     lines, summary = [], []
     for m in (MODULE_LOAD, MODULE_COMPUTE, MODULE_STORE):
         if heads[m] >= len(queues[m]):
@@ -413,7 +413,7 @@ def schedule(prog: Program, tokens: dict, step) -> None:
                     left = [(mm, int(queues[mm][heads[mm]])) for mm in (MODULE_LOAD, MODULE_COMPUTE, MODULE_STORE)
                             if heads[mm] < len(queues[mm])]
                     if left:
-                        from hw.disasm import one_line
+                        from vtasim.hw.disasm import one_line
                         _raise_if_overflow(left, pushes, tokens, depth)
                         mm, j = left[0]
                         raise RunError(f"FINISH (instruction {i}) ran while {MODULE_NAMES[mm]} instruction {j} "
@@ -523,7 +523,7 @@ def _token_masks(prog: Program, table) -> np.ndarray:
 EXECUTORS = ("auto", "compiled", "numpy")
 _warmed = []
 
-# The engine contract (sim.engines): no timing, so no trace files either.
+# The engine contract (vtasim.sim.engines): no timing, so no trace files either.
 TIMED = False
 OPTIONS = (Option("executor", (str,), "how instructions are applied: the cycle engine's data kernels "
                   "(compiled), this module's numpy code (numpy), or the compiled one unless the numpy one walks "
@@ -534,10 +534,10 @@ BATCH_OPTIONS = OPTIONS
 def warm_up(cfg=None) -> None:
     """Compile (or load from numba's cache) what the compiled executor runs, once per process."""
     if not _warmed:
-        from sim.builder import ProgramBuilder
-        from sim.cycle.engine import run_in_order
+        from vtasim.sim.builder import ProgramBuilder
+        from vtasim.sim.cycle.engine import run_in_order
         if cfg is None:
-            from hw.config import load_config
+            from vtasim.hw.config import load_config
             cfg = load_config()
         b = ProgramBuilder(cfg)
         b.finish()
@@ -549,10 +549,10 @@ def warm_up(cfg=None) -> None:
 
 
 def run_image(image, executor: str = "auto") -> RunResult:
-    """Run a :class:`~sim.image.MemoryImage` on the functional model.
+    """Run a :class:`~vtasim.sim.image.MemoryImage` on the functional model.
 
     ``executor``: "compiled" applies each instruction, in the scheduler's order, through the cycle engine's
-    data kernels with no timing (:func:`sim.cycle.engine.run_in_order`: the same bytes, orders of magnitude
+    data kernels with no timing (:func:`vtasim.sim.cycle.engine.run_in_order`: the same bytes, orders of magnitude
     faster on GEMM-heavy layers); "numpy" runs this module's own executor (:class:`FunctionalMachine`,
     independent of the cycle engine: the reference the tests hold the compiled executor and the cycle
     engine to); "auto" (default) the compiled one unless the numpy one walks far fewer uops
@@ -564,7 +564,7 @@ def run_image(image, executor: str = "auto") -> RunResult:
         warm_up(image.cfg)                           # wall_s excludes the JIT, as the cycle engine's
     t0 = time.perf_counter()
     if executor != "numpy":
-        from sim.cycle.engine import cached_program, run_in_order
+        from vtasim.sim.cycle.engine import cached_program, run_in_order
         prog = cached_program(image)
         arrays, numpy_pays = _schedule_arrays(prog)
         if executor == "compiled" or not numpy_pays:

@@ -25,7 +25,7 @@ written or allocated:
 * Segments do not overlap; every segment and output lies inside the DRAM; the outputs' sizes
   together stay within :data:`MAX_DRAM_BYTES` (overlapping outputs cannot multiply what is read).
 * ``image.json`` is a regular file of at most 64 MiB and strict JSON (no key twice in an object, no
-  nesting beyond the recursion limit, no integer beyond 4300 digits: :mod:`hw.files`); ``version``
+  nesting beyond the recursion limit, no integer beyond 4300 digits: :mod:`vtasim.hw.files`); ``version``
   is the integer 1 (not ``true``, not ``1.0``).
 * File names are relative, contain no ``..``, and resolve (symlinks followed) to the same place
   inside the image directory - any symlink on the way is refused.  Each file's size is taken with
@@ -47,11 +47,11 @@ from pathlib import Path
 
 import numpy as np
 
-from hw.config import INSN_BYTES, ConfigError, VTAConfig
-from hw.files import brief, load_json, regular_size
-from hw.outfiles import open_out, out_dir, write_bytes, write_text
-from sim.errors import ImageError
-from sim.result import COUNTER_NAMES
+from vtasim.hw.config import INSN_BYTES, ConfigError, VTAConfig
+from vtasim.hw.files import brief, load_json, regular_size
+from vtasim.hw.outfiles import open_out, out_dir, write_bytes, write_text
+from vtasim.sim.errors import ImageError
+from vtasim.sim.result import COUNTER_NAMES
 
 __all__ = ["MAX_DRAM_BYTES", "PAGE_BYTES", "FORMAT", "VERSION", "Segment", "Output", "MemoryImage",
            "check_output_name", "safe_child"]
@@ -290,7 +290,7 @@ class MemoryImage:
     def load(cls, path) -> "MemoryImage":
         d = Path(path)
         meta = d / "image.json"
-        # a regular file (no FIFO, device or link) of at most MAX_JSON_BYTES, strict JSON (hw.files)
+        # a regular file (no FIFO, device or link) of at most MAX_JSON_BYTES, strict JSON (vtasim.hw.files)
         doc = load_json(meta, "image", MAX_JSON_BYTES, limit="MAX_JSON_BYTES", error=ImageError,
                         follow_symlinks=False)
         if not isinstance(doc, dict):

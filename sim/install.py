@@ -4,7 +4,7 @@ Both facts live in ``pyproject.toml`` (``[project] version`` and ``[project.opti
 and nowhere else.  They are read from the source tree's ``pyproject.toml`` when vtasim runs from a
 checkout, else from the installed package metadata (which pip derives from that file)::
 
-    >>> from sim.install import extra_of, require
+    >>> from vtasim.sim.install import extra_of, require
     >>> extra_of("sklearn")
     'onnx'
     >>> require(["cocotb_tools"], "vtasim run --engine rtl")      # doctest: +SKIP
@@ -24,7 +24,7 @@ import tomllib
 from functools import lru_cache
 from pathlib import Path
 
-from sim.errors import SimError
+from vtasim.sim.errors import SimError
 
 __all__ = ["MissingExtra", "DIST", "version", "extras", "extra_of", "pip_command", "require", "missing_note",
            "missing_extra"]

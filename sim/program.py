@@ -1,17 +1,17 @@
 """Static checks of a decoded instruction stream, shared by every engine before it runs.
 
-:func:`load_program` checks the instructions of a memory image (decoded vectorised, :func:`hw.isa.decode_fields`,
+:func:`load_program` checks the instructions of a memory image (decoded vectorised, :func:`vtasim.hw.isa.decode_fields`,
 a block of instructions at a time) and rejects anything that can be known bad without running it; the
 :class:`Program` keeps the raw 16-byte words and decodes fields on demand.  The first offending instruction
-(lowest index) is reported as a :class:`~sim.errors.ProgramError` naming the index, the field, its
+(lowest index) is reported as a :class:`~vtasim.sim.errors.ProgramError` naming the index, the field, its
 value and the rule.  The rules:
 
 * opcode is LOAD, STORE, GEMM, FINISH or ALU;
 * memory type valid for the opcode: LOAD takes UOP, WGT, INP, ACC, ACC_8BIT; STORE takes OUT (a
   STORE with ``x_size == 0`` is a NOP and may carry any type - the runtime's NOP-STORE uses UOP;
-  under HW_VER 0.0.1 OUT reads as 0, see :func:`hw.isa.store_mem_type`);
-* ALU opcode is a row of :data:`hw.alu.ALU_OPS` that the config's HW_VER has, and an immediate lies in
-  that row's ``imm_range`` (message :func:`hw.alu.unknown_opcode_message`, the same on every engine);
+  under HW_VER 0.0.1 OUT reads as 0, see :func:`vtasim.hw.isa.store_mem_type`);
+* ALU opcode is a row of :data:`vtasim.hw.alu.ALU_OPS` that the config's HW_VER has, and an immediate lies in
+  that row's ``imm_range`` (message :func:`vtasim.hw.alu.unknown_opcode_message`, the same on every engine);
 * STORE pads are 0;
 * a load-module instruction (LOAD INP/WGT) has no prev flags, a STORE has no next flags;
 * FINISH appears exactly once, as the last instruction;
@@ -30,13 +30,13 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from hw.alu import ops_for, unknown_opcode_message
-from hw.config import MEM_NAMES, VTAConfig
-from hw.isa import module_array  # noqa: F401  (re-exported: part of this module's API)
-from hw.isa import (INSN_BYTES, INSN_FIELDS, LOAD_MEM_TYPES, MODULE_LOAD, OP_ALU, OP_FINISH, OP_GEMM,
+from vtasim.hw.alu import ops_for, unknown_opcode_message
+from vtasim.hw.config import MEM_NAMES, VTAConfig
+from vtasim.hw.isa import module_array  # noqa: F401  (re-exported: part of this module's API)
+from vtasim.hw.isa import (INSN_BYTES, INSN_FIELDS, LOAD_MEM_TYPES, MODULE_LOAD, OP_ALU, OP_FINISH, OP_GEMM,
                     OP_LOAD, OP_STORE, OPCODE_NAMES, SIGNED_FIELDS, Insn, IsaError, decode_fields, layout,
                     store_mem_type)
-from sim.errors import ProgramError
+from vtasim.sim.errors import ProgramError
 
 __all__ = ["Program", "load_program", "decode_program", "program_from_words", "check_program", "decode_field",
            "module_array"]
@@ -50,7 +50,7 @@ class Program:
     usually sharing the image's bytes) plus the executing module of each (``module``: ``int8[n]``).
 
     Decoding is on demand so memory stays proportional to the 16 bytes an instruction is:
-    :meth:`row` / :meth:`insn` decode one instruction; :attr:`fields` maps every :class:`~hw.isa.Insn`
+    :meth:`row` / :meth:`insn` decode one instruction; :attr:`fields` maps every :class:`~vtasim.hw.isa.Insn`
     field to an int64 array, each decoded for the whole stream on first use (then kept); :meth:`field`
     decodes one without keeping it."""
 
@@ -74,7 +74,7 @@ class Program:
         return self._fields
 
     def row(self, i: int) -> dict:
-        """Every :class:`~hw.isa.Insn` field of instruction ``i`` as Python ints (0 where the opcode has none)."""
+        """Every :class:`~vtasim.hw.isa.Insn` field of instruction ``i`` as Python ints (0 where the opcode has none)."""
         w = self.words[i]
         word = int(w[0]) | int(w[1]) << 64
         op = word & 7
@@ -119,7 +119,7 @@ class _Fields(Mapping):
 
 
 def decode_field(cfg: VTAConfig, words: np.ndarray, name: str) -> np.ndarray:
-    """One field of a ``uint64[n, 2]`` word array, as :func:`hw.isa.decode_fields` gives it (int64)."""
+    """One field of a ``uint64[n, 2]`` word array, as :func:`vtasim.hw.isa.decode_fields` gives it (int64)."""
     opcode = (words[:, 0] & np.uint64(7)).astype(np.uint8)
     if name == "opcode":
         return opcode.astype(np.int64)
@@ -139,7 +139,7 @@ def decode_field(cfg: VTAConfig, words: np.ndarray, name: str) -> np.ndarray:
 
 
 def load_program(image) -> Program:
-    """Decode and check the instructions of a :class:`~sim.image.MemoryImage`."""
+    """Decode and check the instructions of a :class:`~vtasim.sim.image.MemoryImage`."""
     return program_from_words(image.cfg, image.insn_words(), image.dram_size)
 
 
@@ -184,7 +184,7 @@ def _first(mask) -> int | None:
 
 def check_program(cfg: VTAConfig, f: dict, dram_size: int) -> None:
     """Raise ProgramError for the lowest-index instruction that breaks a static rule (``f``: the
-    :func:`hw.isa.decode_fields` arrays of a whole stream)."""
+    :func:`vtasim.hw.isa.decode_fields` arrays of a whole stream)."""
     if len(f["opcode"]) == 0:
         raise ProgramError("the program has no instructions (no FINISH: a program ends with exactly one FINISH)",
                            None, "opcode")

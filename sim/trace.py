@@ -1,6 +1,6 @@
 """Retire traces and statistics on disk: CSV records, Chrome trace-event JSON, breakdown tables.
 
-* :func:`write_csv` / :func:`read_csv`: one row per :class:`~sim.result.RetireRecord`
+* :func:`write_csv` / :func:`read_csv`: one row per :class:`~vtasim.sim.result.RetireRecord`
   (docs/timing.md 9), header ``module,index_in_module,program_index,opcode,start_cycle,end_cycle,digest``
   with the digest as 8 hex digits, so traces from the model and the RTL compare as text.
 * :func:`write_perfetto`: Chrome trace-event format (``{"traceEvents": [...]}``), one "X" (complete)
@@ -21,10 +21,10 @@ import csv
 import json
 from pathlib import Path
 
-from hw.isa import OPCODE_NAMES
-from hw.outfiles import open_out, write_text
-from sim.result import RetireRecord
-from waveforms.breakdown import BUCKETS, share_text, shares
+from vtasim.hw.isa import OPCODE_NAMES
+from vtasim.hw.outfiles import open_out, write_text
+from vtasim.sim.result import RetireRecord
+from vtasim.waveforms.breakdown import BUCKETS, share_text, shares
 
 __all__ = ["CSV_HEADER", "TIME_NOTE", "process_name", "write_csv", "read_csv", "perfetto_events", "write_perfetto",
            "write_run", "breakdown_table"]
@@ -61,7 +61,7 @@ def read_csv(path) -> list:
 
 
 def perfetto_events(result) -> list:
-    """Trace events of a cycle-engine :class:`~sim.result.RunResult` (records + fetch chunks)."""
+    """Trace events of a cycle-engine :class:`~vtasim.sim.result.RunResult` (records + fetch chunks)."""
     ev = [{"ph": "M", "pid": 1, "name": "process_name", "args": {"name": process_name(result.engine)}}]
     for tid, lane in enumerate(LANES):
         ev.append({"ph": "M", "pid": 1, "tid": tid, "name": "thread_name", "args": {"name": lane}})
@@ -88,7 +88,7 @@ def write_perfetto(path, result) -> Path:
 
 def write_run(result, trace=None, perfetto=None) -> None:
     """The trace files of one run (the one writer every engine's ``trace``/``perfetto`` go through,
-    :func:`sim.engines.run_engine`): ``trace`` the CSV of its retire records, ``perfetto`` the
+    :func:`vtasim.sim.engines.run_engine`): ``trace`` the CSV of its retire records, ``perfetto`` the
     trace-event JSON; None writes nothing."""
     if trace is not None:
         write_csv(trace, result.trace)
@@ -98,7 +98,7 @@ def write_run(result, trace=None, perfetto=None) -> None:
 
 def breakdown_table(breakdown: dict, cycles: int) -> str:
     """Text table: one row per module, one column per bucket, with percentages of ``cycles``
-    (:func:`waveforms.breakdown.shares`, which the timeline plot reads too)."""
+    (:func:`vtasim.waveforms.breakdown.shares`, which the timeline plot reads too)."""
     rows = shares(breakdown, cycles)
     lines = [f"{'module':<8}" + "".join(f"{b:>20}" for b in BUCKETS)]
     for mod, row in rows.items():

@@ -15,11 +15,11 @@ __all__ = ["vtasim", "one_line", "one_line_error", "ROOT"]
 
 
 def vtasim(*args, timeout: float = 600, as_limit: int | None = None, cwd=None):
-    """``python -m sim.cli ARGS`` from the checkout root; ``timeout`` is a hang detector, ``as_limit``
+    """``python -m vtasim.sim.cli ARGS`` from the checkout root; ``timeout`` is a hang detector, ``as_limit``
     an address-space limit (bytes) on the child."""
     def limit():
         resource.setrlimit(resource.RLIMIT_AS, (as_limit, as_limit))
-    return subprocess.run([sys.executable, "-m", "sim.cli", *map(str, args)], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "vtasim.sim.cli", *map(str, args)], capture_output=True, text=True,
                           timeout=timeout, preexec_fn=limit if as_limit else None, cwd=cwd or ROOT)
 
 

@@ -23,11 +23,11 @@ import contextlib
 
 import numpy as np
 
-from compiler.ops.data import clip_fractions
-from hw.config import MEM_UOP
-from hw.isa import OP_ALU, OP_GEMM, OP_LOAD, layout
-from sim.image import MemoryImage, Segment
-from sim.program import load_program
+from vtasim.compiler.ops.data import clip_fractions
+from vtasim.hw.config import MEM_UOP
+from vtasim.hw.isa import OP_ALU, OP_GEMM, OP_LOAD, layout
+from vtasim.sim.image import MemoryImage, Segment
+from vtasim.sim.program import load_program
 
 __all__ = ["flip_data_bit", "flip_uop_bit", "flip_byte", "drop_product", "saturation", "outputs_move",
            "mutants", "has_load"]
@@ -91,7 +91,7 @@ def flip_uop_bit(image) -> MemoryImage:
 def mutants(image) -> dict:
     """name -> mutated image: one weight bit, one input bit (accumulator operand for ALU-only streams),
     one uop bit."""
-    from hw.config import MEM_ACC, MEM_INP, MEM_WGT
+    from vtasim.hw.config import MEM_ACC, MEM_INP, MEM_WGT
     out = {}
     if has_load(image, MEM_WGT):
         out["weight bit"] = flip_data_bit(image, MEM_WGT)
@@ -105,7 +105,7 @@ def outputs_move(base_result, result) -> bool:
 
 
 class _DropOneProduct:
-    """numpy for sim.functional, except that ``matmul`` (its GEMM tile product) loses the product of
+    """numpy for vtasim.sim.functional, except that ``matmul`` (its GEMM tile product) loses the product of
     batch row 0, output lane 0 and input lane 0."""
 
     def __getattr__(self, name):
@@ -120,14 +120,14 @@ class _DropOneProduct:
 
 @contextlib.contextmanager
 def drop_product():
-    """Within the block, sim.functional's GEMM drops one product of every tile (a broken multiplier)."""
-    import sim.functional
-    real = sim.functional.np
-    sim.functional.np = _DropOneProduct()
+    """Within the block, vtasim.sim.functional's GEMM drops one product of every tile (a broken multiplier)."""
+    import vtasim.sim.functional
+    real = vtasim.sim.functional.np
+    vtasim.sim.functional.np = _DropOneProduct()
     try:
         yield
     finally:
-        sim.functional.np = real
+        vtasim.sim.functional.np = real
 
 
 def saturation(values, lo: int, hi: int) -> tuple[float, float, float]:

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hw.config import load_config
+from vtasim.hw.config import load_config
 
 __all__ = ["CFG", "LAYERS", "CATALOGUE", "TUTORIALS", "catalogue", "tutorial", "digits_regions", "gemm_bound",
            "families"]
@@ -33,7 +33,7 @@ TUTORIALS = {"vta_get_started": [], "matrix_multiply": [], "matrix_multiply_opt"
 @lru_cache(maxsize=None)
 def catalogue(name: str, reduce: int = 1):
     """(image, expected output values, bounds) of a catalogue workload."""
-    from compiler.ops import compile_workload
+    from vtasim.compiler.ops import compile_workload
     c = compile_workload(name, CFG, reduce=reduce)
     return c.image, c.built.expected[c.built.func.args[-1].name], c.workload.out_bounds
 
@@ -44,7 +44,7 @@ def tutorial(script: str):
     import importlib.util
     import tempfile
 
-    from sim.image import MemoryImage
+    from vtasim.sim.image import MemoryImage
     examples = REPO / "examples"
     if str(examples) not in sys.path:
         sys.path.insert(0, str(examples))
@@ -64,11 +64,11 @@ def tutorial(script: str):
 def digits_regions():
     """[(region name, image, output values over 20 test images, (lo, hi))] of the digits CNN (QDQ)."""
     pytest.importorskip("onnxruntime")
-    from compiler.frontend.composite import act_limits
-    from compiler.frontend.execute import execute
-    from compiler.frontend.models import DIGITS_QDQ
-    from compiler.frontend.models.digits import load_split
-    from compiler.frontend.network import Network
+    from vtasim.compiler.frontend.composite import act_limits
+    from vtasim.compiler.frontend.execute import execute
+    from vtasim.compiler.frontend.models import DIGITS_QDQ
+    from vtasim.compiler.frontend.models.digits import load_split
+    from vtasim.compiler.frontend.network import Network
     _, _, xt, _ = load_split()
     net = Network.from_onnx(DIGITS_QDQ, CFG, skip_first_conv=False)
     nodes = [n for n in net.graph.nodes if n.target == "vta"]
@@ -91,7 +91,7 @@ def digits_regions():
 
 @lru_cache(maxsize=None)
 def gemm_bound(gemms: int = 16, repeat: int = 256):
-    from sim.programs.synthetic import gemm_bound_image
+    from vtasim.sim.programs.synthetic import gemm_bound_image
     image = gemm_bound_image(CFG, gemms=gemms, repeat=repeat)
     return image, np.frombuffer(image.expected["y"], np.int8), (-128, 127)
 

@@ -2,7 +2,7 @@
 
 * :func:`same_run`: identical DRAM, outputs, counters and leftover tokens, the image's numpy
   reference outputs, and (``timing=True``) identical retire records and cycles, through
-  :func:`sim.diff.compare` and then the raw facts it summarises.
+  :func:`vtasim.sim.diff.compare` and then the raw facts it summarises.
 * :func:`cycle_invariants`: the run invariants of the cycle engine.
 
 ``tests/conftest.py`` exposes :func:`same_run` as the ``same_run`` fixture for every test directory.
@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from hw.isa import OP_GEMM
-from sim.program import load_program
+from vtasim.hw.isa import OP_GEMM
+from vtasim.sim.program import load_program
 
 __all__ = ["same_run", "cycle_invariants", "gemm_uops"]
 
 
 def same_run(image, expected, actual, timing=True):
     """Assert identical bytes (and, with ``timing``, identical retire records and cycles)."""
-    from sim.diff import compare
+    from vtasim.sim.diff import compare
     if isinstance(actual, BaseException):
         raise actual
     d = compare(expected, actual, image, timing=timing)
@@ -51,7 +51,7 @@ def gemm_uops(image, result) -> int:
 def cycle_invariants(image, result):
     """What every cycle-engine run satisfies (docs/timing.md): cycles >= GEMM uops, the breakdown of each
     module sums to the cycles, one record per instruction in end order, a second run is identical."""
-    from sim.cycle import run_image
+    from vtasim.sim.cycle import run_image
     assert result.cycles >= gemm_uops(image, result)
     for module, buckets in result.breakdown.items():
         assert sum(buckets.values()) == result.cycles, module

@@ -1,10 +1,10 @@
-"""ALU conformance: every row of :mod:`hw.alu` on every engine, in immediate and vector form.
+"""ALU conformance: every row of :mod:`vtasim.hw.alu` on every engine, in immediate and vector form.
 
 References, independent of the code under test:
 
 * :data:`SPEC`: hardware spec 3.5 (with the project's rules for shifts beyond +-31) as scalar Python
   integer arithmetic, one entry per row; the table's numpy rules and closed forms are held to it;
-* the table's numpy rule (:meth:`hw.alu.AluOp.apply`), computed here in the test, is what every
+* the table's numpy rule (:meth:`vtasim.hw.alu.AluOp.apply`), computed here in the test, is what every
   engine's accumulator must hold after the program (functional, cycle, and the RTL on Verilator);
 * the compiler's ALU intrinsic: the DSL step of each row compiles to that row's opcode and computes
   the row's rule on the functional engine.
@@ -23,13 +23,13 @@ import re
 import numpy as np
 import pytest
 
-from hw import alu as alu_table
-from hw.alu import ALU_OPS, ALU_SHR, IMM_MAX, IMM_MIN, AluOp, check_table, ops_for, unknown_opcode_message
-from hw.config import MEM_ACC, MEM_UOP, load_config
-from hw.isa import OP_ALU, decode_fields
-from sim.builder import ProgramBuilder
-from sim.engines import run_engine
-from sim.errors import ProgramError
+from vtasim.hw import alu as alu_table
+from vtasim.hw.alu import ALU_OPS, ALU_SHR, IMM_MAX, IMM_MIN, AluOp, check_table, ops_for, unknown_opcode_message
+from vtasim.hw.config import MEM_ACC, MEM_UOP, load_config
+from vtasim.hw.isa import OP_ALU, decode_fields
+from vtasim.sim.builder import ProgramBuilder
+from vtasim.sim.engines import run_engine
+from vtasim.sim.errors import ProgramError
 
 CFG = load_config()
 # 4 lanes per element: the cycle engine's lane-by-lane loop (kernels.alu_op) instead of its 8/16-lane
@@ -161,7 +161,7 @@ def test_table_is_consistent():
 
 
 def test_rtl_header_follows_the_table():
-    from hw.rtl_params import header_defines
+    from vtasim.hw.rtl_params import header_defines
     for ver in ("0.0.1", "0.0.2"):
         d = header_defines(CFG.replace(HW_VER=ver))
         rows = ops_for(ver)
@@ -172,7 +172,7 @@ def test_rtl_header_follows_the_table():
 
 @pytest.mark.parametrize("row", ALU_OPS, ids=lambda r: r.name)
 def test_rule_and_closed_form_match_the_spec(row):
-    assert row.name in SPEC, f"hw.alu row {row.name} has no independent reference in SPEC of {__file__}"
+    assert row.name in SPEC, f"vtasim.hw.alu row {row.name} has no independent reference in SPEC of {__file__}"
     rng = np.random.default_rng(row.opcode)
     x = _lanes(rng, 4000)
     y = np.concatenate([_lanes(rng, 1000), [_imm(row, rng) for _ in range(2000)],
@@ -211,7 +211,7 @@ def test_engine_computes_the_table_rule(engine, row, form, config):
 
 @pytest.fixture(scope="module")
 def rtl_results(verilator_build):
-    from sim.rtl import run_images
+    from vtasim.sim.rtl import run_images
     return dict(zip(IDS, run_images([alu_case(row, form)[0] for row, form in CASES])))
 
 
@@ -257,9 +257,9 @@ def test_rtl_refuses_an_unknown_opcode_itself(verilator_build, code):
     """Through the engine the static decode check answers first (the same message); the RTL on its
     own (the job given to the simulator unchecked) stops with an undecodable instruction and the
     Python side names it in the same words."""
-    from sim.errors import RtlIllegalInstruction
-    from sim.rtl import run_images, runner
-    from sim.rtl.results import to_run_result
+    from vtasim.sim.errors import RtlIllegalInstruction
+    from vtasim.sim.rtl import run_images, runner
+    from vtasim.sim.rtl.results import to_run_result
     image, j = _unknown_image(code)
     with pytest.raises(ProgramError) as exc:
         run_images([image])
@@ -275,9 +275,9 @@ def test_rtl_refuses_an_unknown_opcode_itself(verilator_build, code):
 # ---- the compiler's ALU intrinsic --------------------------------------------------------------
 @pytest.mark.parametrize("row,form", [c for c in CASES if c[1] != "vec2"], ids=[i for i in IDS if "vec2" not in i])
 def test_compiler_intrinsic_emits_the_row(row, form):
-    from compiler.build import build
-    from compiler.environment import Environment
-    from compiler.ops.alu import alu_chain, schedule_alu
+    from vtasim.compiler.lowering.build import build
+    from vtasim.compiler.dsl.environment import Environment
+    from vtasim.compiler.ops.alu import alu_chain, schedule_alu
     m = 4
     rng = np.random.default_rng([7, row.opcode, FORMS.index(form)])
     a = _lanes(rng, m * CFG.batch * CFG.block_out).reshape(1, m, CFG.batch, CFG.block_out)
@@ -307,14 +307,14 @@ def _compares(func, name: str) -> bool:
 
 def missing_pieces(rows) -> list:
     """``"<row>: <what is missing>"`` for every executor lacking an implementation of a row."""
-    from compiler import ir
-    from compiler.passes.inject_alu import _OPS as lowered
-    from hw.config import KNOWN_HW_VERS
-    from hw.rtl_params import header_defines
-    from sim import functional
-    from sim.cycle import kernels, simd
-    from sim.programs.randprog import ALL_BINS
-    from sim.rtl.runner import default_rtl_dir
+    from vtasim.compiler.lowering import ir
+    from vtasim.compiler.lowering.passes.inject_alu import _OPS as lowered
+    from vtasim.hw.config import KNOWN_HW_VERS
+    from vtasim.hw.rtl_params import header_defines
+    from vtasim.sim import functional
+    from vtasim.sim.cycle import kernels, simd
+    from vtasim.sim.programs.randprog import ALL_BINS
+    from vtasim.sim.rtl.runner import default_rtl_dir
     core = (default_rtl_dir() / "vta_alu_core.v").read_text()
     headers = {v: header_defines(load_config().replace(HW_VER=v)) for v in KNOWN_HW_VERS}
     out = []
@@ -326,7 +326,7 @@ def missing_pieces(rows) -> list:
         if row.name not in SPEC:
             miss(f"no independent reference (SPEC in {__file__})")
         if getattr(alu_table, f"ALU_{row.name}", None) != row.opcode:
-            miss(f"no constant hw.alu.ALU_{row.name}")
+            miss(f"no constant vtasim.hw.alu.ALU_{row.name}")
         if not _compares(functional._alu_sequential, row.name):
             miss("no branch in sim/functional.py _alu_sequential")
         if not _compares(kernels.alu_op, row.name):
@@ -341,9 +341,9 @@ def missing_pieces(rows) -> list:
         try:
             ir.BinOp(row.symbol, ir.const(1), ir.const(2))
         except ir.IRError:
-            miss(f"symbol {row.symbol!r} is not an operator of compiler/ir.py")
+            miss(f"symbol {row.symbol!r} is not an operator of compiler/lowering/ir.py")
         if lowered.get(row.symbol) != row.opcode:
-            miss(f"symbol {row.symbol!r} does not lower to it in compiler/passes/inject_alu.py")
+            miss(f"symbol {row.symbol!r} does not lower to it in compiler/lowering/passes/inject_alu.py")
         if f"alu:{row.mnemonic}:imm" not in ALL_BINS:
             miss("no coverage bin in sim/programs/randprog.py")
     return out
@@ -357,8 +357,8 @@ def test_a_row_without_implementations_is_named():
     """A row added to the table alone (and one without a numpy rule): every missing piece is named."""
     fake = AluOp("FAKE", 7, ("0.0.2",), (IMM_MIN, IMM_MAX), np.bitwise_xor, None, "^^", True, lambda rng: 0)
     got = missing_pieces([fake])
-    for piece in ("SPEC", "hw.alu.ALU_FAKE", "sim/functional.py", "sim/cycle/kernels.py", "sim/cycle/simd.py",
-                  "`define VTA_ALU_FAKE", "vta_alu_core.v", "compiler/ir.py", "inject_alu.py", "randprog.py"):
+    for piece in ("SPEC", "vtasim.hw.alu.ALU_FAKE", "sim/functional.py", "sim/cycle/kernels.py", "sim/cycle/simd.py",
+                  "`define VTA_ALU_FAKE", "vta_alu_core.v", "compiler/lowering/ir.py", "inject_alu.py", "randprog.py"):
         assert any(piece in line for line in got), (piece, got)
     assert all(line.startswith("FAKE: ") for line in got)
     norule = AluOp("MIN", 0, ("0.0.2",), (IMM_MIN, IMM_MAX), None, None, "min", True, lambda rng: 0)
@@ -368,8 +368,8 @@ def test_a_row_without_implementations_is_named():
 def test_numba_caches_are_keyed_on_the_table():
     """The opcodes are compiled into the cycle kernels and the functional engine's sequential loop: an
     edit of hw/alu.py must invalidate both caches (sim/cycle/jitcache.py)."""
-    from sim import functional
-    from sim.cycle import jitcache, kernels
+    from vtasim.sim import functional
+    from vtasim.sim.cycle import jitcache, kernels
     assert inspect.getsourcefile(alu_table) in {str(p) for p in jitcache._DEPS}
     for func in (kernels.alu_op, kernels.alu_kernel, functional._alu_sequential):
         assert isinstance(func._cache._impl.locator, jitcache._Stamped), func

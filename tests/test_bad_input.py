@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from hw.config import MEM_ACC, MEM_INP, MEM_OUT, MEM_UOP, default_config_path, load_config
-from hw.isa import ALU_ADD, OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, Insn, encode
-from sim.cli import main
-from sim.image import MemoryImage, Segment
+from vtasim.hw.config import MEM_ACC, MEM_INP, MEM_OUT, MEM_UOP, default_config_path, load_config
+from vtasim.hw.isa import ALU_ADD, OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, Insn, encode
+from vtasim.sim.cli import main
+from vtasim.sim.image import MemoryImage, Segment
 
 CFG = load_config()
 DATA_ADDR, INSN_ADDR = 0x1000, 0x2000

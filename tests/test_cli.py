@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hw.config import load_config
-from hw.disasm import assemble
-from hw.isa import decode_stream
-from sim.cli import main
-from sim.image import MemoryImage
-from sim.programs.unit import UNIT_PROGRAMS
+from vtasim.hw.config import load_config
+from vtasim.hw.disasm import assemble
+from vtasim.hw.isa import decode_stream
+from vtasim.sim.cli import main
+from vtasim.sim.image import MemoryImage
+from vtasim.sim.programs.unit import UNIT_PROGRAMS
 
 ROOT = Path(__file__).resolve().parent.parent
 CFG = load_config()
@@ -102,8 +102,8 @@ def test_demo(tmp_path, capsys):
     assert "functional outputs OK" in out and "all outputs match the numpy reference" in out
     assert main(["run", str(tmp_path / "demo"), "--check"]) == 0
     # The timed run's reports: the trace CSV holds one record per instruction, the PNG is a PNG.
-    from sim.image import MemoryImage
-    from sim.trace import read_csv
+    from vtasim.sim.image import MemoryImage
+    from vtasim.sim.trace import read_csv
     records = read_csv(tmp_path / "demo" / "cycle_trace.csv")
     assert len(records) == MemoryImage.load(tmp_path / "demo").insn_count
     assert (tmp_path / "demo" / "cycle_timeline.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -117,17 +117,17 @@ def test_demo_small_preset(tmp_path, capsys):
 
 def test_console_entry_point_exit_codes(relu_dir):
     """The real process: exit 2 and a single stderr line for an error."""
-    bad = subprocess.run([sys.executable, "-m", "sim.cli", "run", str(relu_dir / "missing")], cwd=ROOT,
+    bad = subprocess.run([sys.executable, "-m", "vtasim.sim.cli", "run", str(relu_dir / "missing")], cwd=ROOT,
                          capture_output=True, text=True)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
-    ok = subprocess.run([sys.executable, "-m", "sim.cli", "run", str(relu_dir), "--check"], cwd=ROOT,
+    ok = subprocess.run([sys.executable, "-m", "vtasim.sim.cli", "run", str(relu_dir), "--check"], cwd=ROOT,
                         capture_output=True, text=True)
     assert ok.returncode == 0 and "check: OK" in ok.stdout
 
 
 def test_demo_without_cycle_engine(tmp_path, capsys, monkeypatch):
-    import sim.engines
-    monkeypatch.setitem(sim.engines.ENGINES, "cycle", "sim.engine_that_is_not_installed")
+    import vtasim.sim.engines
+    monkeypatch.setitem(vtasim.sim.engines.ENGINES, "cycle", "sim.engine_that_is_not_installed")
     assert main(["demo", "--out", str(tmp_path / "d")]) == 0
     out = capsys.readouterr().out
     assert "cycle      skipped: engine 'cycle' is not available" in out and "all outputs match" in out
@@ -146,11 +146,11 @@ def test_a_command_group_that_cannot_import_fails_alone(monkeypatch, capsys):
     its name that exits 2 with one line saying what to install; the other commands still work."""
     from importlib.metadata import EntryPoint
 
-    import sim.cli
-    real = sim.cli.entry_points(group=sim.cli.GROUP)
+    import vtasim.sim.cli
+    real = vtasim.sim.cli.entry_points(group=vtasim.sim.cli.GROUP)
     broken = EntryPoint(name="frobnicate", value="vtasim_module_that_is_not_installed.cli:add_commands [frob]",
-                        group=sim.cli.GROUP)
-    monkeypatch.setattr(sim.cli, "entry_points", lambda group: [*real, broken])
+                        group=vtasim.sim.cli.GROUP)
+    monkeypatch.setattr(vtasim.sim.cli, "entry_points", lambda group: [*real, broken])
     assert main(["frobnicate", "anything", "--at-all"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "vtasim frobnicate is not available" in err[0] and "pip install 'vtasim[frob]'" in err[0]
@@ -161,11 +161,11 @@ def test_a_command_of_a_group_that_cannot_import_names_the_group(monkeypatch, ca
     """``vtasim compile`` when the group providing it failed to load: one line naming that group."""
     from importlib.metadata import EntryPoint
 
-    import sim.cli
-    real = sim.cli.entry_points(group=sim.cli.GROUP)
+    import vtasim.sim.cli
+    real = vtasim.sim.cli.entry_points(group=vtasim.sim.cli.GROUP)
     broken = EntryPoint(name="frobnicate", value="vtasim_module_that_is_not_installed.cli:add_commands [frob]",
-                        group=sim.cli.GROUP)
-    monkeypatch.setattr(sim.cli, "entry_points", lambda group: [*real, broken])
+                        group=vtasim.sim.cli.GROUP)
+    monkeypatch.setattr(vtasim.sim.cli, "entry_points", lambda group: [*real, broken])
     assert main(["frob-it", "x"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no command 'frob-it'" in err[0] and "vtasim frobnicate is not available" in err[0]

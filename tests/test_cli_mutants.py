@@ -9,10 +9,10 @@ import json
 import numpy as np
 import pytest
 
-from hw.config import MEM_UOP, load_config
-from sim.builder import ProgramBuilder
-from sim.cli import main
-from sim.programs.unit import UNIT_PROGRAMS
+from vtasim.hw.config import MEM_UOP, load_config
+from vtasim.sim.builder import ProgramBuilder
+from vtasim.sim.cli import main
+from vtasim.sim.programs.unit import UNIT_PROGRAMS
 
 CFG = load_config()
 
@@ -54,8 +54,8 @@ def test_run_check_fails_on_a_wrong_expected_counter(tmp_path, capsys, engine):
 def test_run_json_rates_and_trace_are_the_cycle_engines(tmp_path, capsys):
     """run --json on the cycle engine: cycles and breakdown equal an API run of the same image,
     cycles_per_s is cycles / wall_s, and the --trace CSV holds that run's retire records."""
-    from sim.cycle import run_image
-    from sim.trace import read_csv
+    from vtasim.sim.cycle import run_image
+    from vtasim.sim.trace import read_csv
     image = UNIT_PROGRAMS["gemm"](CFG)
     image.save(tmp_path / "g")
     assert main(["run", str(tmp_path / "g"), "--engine", "cycle", "--json", "--trace", str(tmp_path / "t.csv")]) == 0
@@ -69,8 +69,8 @@ def test_run_json_rates_and_trace_are_the_cycle_engines(tmp_path, capsys):
 def test_demo_with_a_wrong_cycle_engine_fails(tmp_path, capsys, monkeypatch):
     """The cycle engine returns its run with one output byte flipped: demo reports the mismatch on the
     cycle line, never 'OK' there nor 'all outputs match', and exits non-zero."""
-    import sim.cycle
-    real = sim.cycle.run_image
+    import vtasim.sim.cycle
+    real = vtasim.sim.cycle.run_image
 
     def wrong(image, **opts):
         r = real(image, **opts)
@@ -79,7 +79,7 @@ def test_demo_with_a_wrong_cycle_engine_fails(tmp_path, capsys, monkeypatch):
         outputs[name] = bytes([outputs[name][0] ^ 1]) + outputs[name][1:]
         r.outputs = outputs
         return r
-    monkeypatch.setattr(sim.cycle, "run_image", wrong)
+    monkeypatch.setattr(vtasim.sim.cycle, "run_image", wrong)
     rc = main(["demo", "--out", str(tmp_path / "demo"), "--reduce", "4"])
     out = capsys.readouterr().out
     assert rc != 0

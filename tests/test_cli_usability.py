@@ -1,7 +1,7 @@
 """The command line a new user meets: missing extras, --version, help, wave options, closed pipes,
 tuning logs of another size, the RTL build cache key and its progress line.
 
-Missing extras run the real command (``python -m sim.cli ...``) in a subprocess whose import of the
+Missing extras run the real command (``python -m vtasim.sim.cli ...``) in a subprocess whose import of the
 hidden packages fails (a ``sys.meta_path`` finder installed first raises ModuleNotFoundError for
 their top-level names), and hold the output to the rule of DEVELOPERS.md: exit 2, one stderr line.
 The extra each package belongs to is read from pyproject.toml by the test itself.
@@ -21,16 +21,16 @@ from pathlib import Path
 
 import pytest
 
-from hw.config import load_config
-from sim.cli import build_parser, main
-from sim.programs.unit import UNIT_PROGRAMS
+from vtasim.hw.config import load_config
+from vtasim.sim.cli import build_parser, main
+from vtasim.sim.programs.unit import UNIT_PROGRAMS
 
 ROOT = Path(__file__).resolve().parent.parent
 CFG = load_config()
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 MODEL = ROOT / "compiler/frontend/models/digits_int8_qdq.onnx"
 
-# Runs ``sim.cli`` with the top-level modules in argv[1] (comma-separated) failing to import.
+# Runs ``vtasim.sim.cli`` with the top-level modules in argv[1] (comma-separated) failing to import.
 HIDE = """
 import runpy, sys
 hidden = set(sys.argv[1].split(","))
@@ -43,7 +43,7 @@ class Hidden:
 
 sys.meta_path.insert(0, Hidden())
 sys.argv = ["vtasim"] + sys.argv[2:]
-runpy.run_module("sim.cli", run_name="__main__")
+runpy.run_module("vtasim.sim.cli", run_name="__main__")
 """
 
 
@@ -120,7 +120,7 @@ def test_an_optional_plot_is_skipped_with_a_note(image_dir, tmp_path):
 def test_an_import_error_deep_in_a_command_names_the_extra(monkeypatch, capsys):
     """The net under every command: a ModuleNotFoundError of an extra's module raised anywhere is the
     same one line; one of a module no extra provides stays a bug report."""
-    import sim.cli.run as run_mod
+    import vtasim.sim.cli.run as run_mod
 
     def needs(name):
         def cmd(args):
@@ -140,19 +140,19 @@ def test_an_import_error_deep_in_a_command_names_the_extra(monkeypatch, capsys):
 def test_version(capsys, monkeypatch):
     import importlib.metadata
 
-    import sim.install
+    import vtasim.sim.install
     with pytest.raises(SystemExit) as exc:
         main(["--version"])
     assert exc.value.code == 0
     assert capsys.readouterr().out.strip() == f"vtasim {PYPROJECT['project']['version']}"
     # Without a source tree: the installed metadata; without either: said so.
-    monkeypatch.setattr(sim.install, "_PYPROJECT", ROOT / "no-such-pyproject.toml")
-    assert sim.install.version() == importlib.metadata.version("vtasim")
+    monkeypatch.setattr(vtasim.sim.install, "_PYPROJECT", ROOT / "no-such-pyproject.toml")
+    assert vtasim.sim.install.version() == importlib.metadata.version("vtasim")
 
     def not_installed(name):
         raise importlib.metadata.PackageNotFoundError(name)
     monkeypatch.setattr(importlib.metadata, "version", not_installed)
-    assert sim.install.version().startswith("unknown")
+    assert vtasim.sim.install.version().startswith("unknown")
 
 
 def _subcommands():
@@ -196,7 +196,7 @@ def test_the_options_a_new_user_asked_about_show_their_defaults():
 
 def test_one_waveform_option_spelling():
     """run, diff and waves take ``--waves [fst|vcd]``; waves' former ``--format`` still parses."""
-    from sim.rtl.runner import WAVE_FORMATS
+    from vtasim.sim.rtl.runner import WAVE_FORMATS
     cmds = dict(_subcommands())
     for name in ("run", "diff", "waves"):
         (opt,) = [a for a in cmds[name]._actions if "--waves" in a.option_strings]
@@ -217,7 +217,7 @@ def test_a_closed_pipe_ends_quietly(tmp_path):
         r, w = os.pipe()
         os.close(r)
         env = dict(os.environ, PYTHONPATH=str(ROOT))
-        proc = subprocess.run([sys.executable, "-m", "sim.cli", *args], stdout=w, stderr=subprocess.PIPE,
+        proc = subprocess.run([sys.executable, "-m", "vtasim.sim.cli", *args], stdout=w, stderr=subprocess.PIPE,
                               cwd=ROOT, env=env, text=True, timeout=300)
         os.close(w)
         assert proc.stderr == "", (args, proc.stderr)
@@ -231,8 +231,8 @@ def _log(path, records):
 def test_compile_log_picks_the_record_of_the_size_asked(tmp_path, capsys):
     """A log with the C5 layer tuned at full size (fewer cycles, knobs that do not fit 7x7) and at
     --reduce 4: compile --reduce 4 takes the --reduce 4 record; full size takes its own."""
-    from compiler.knobs import fallback_knobs
-    from compiler.workloads import parse_workload
+    from vtasim.compiler.tuning.knobs import fallback_knobs
+    from vtasim.compiler.tuning.workloads import parse_workload
     small = fallback_knobs(parse_workload("resnet18.C5", CFG, reduce=4), CFG)
     full = dict(small, tile_h=[1, 28])
     log = tmp_path / "t.jsonl"
@@ -257,7 +257,7 @@ def test_compile_log_of_another_size_is_one_line_naming_both(tmp_path, capsys):
 
 
 def test_best_from_log_by_size(tmp_path):
-    from compiler.knobs import best_from_log, tuned_sizes
+    from vtasim.compiler.tuning.knobs import best_from_log, tuned_sizes
     log = tmp_path / "t.jsonl"
     _log(log, [{"workload": "w", "config": CFG.bitstream, "knobs": {"a": 1}, "cycles": 50},      # no reduce: full
                {"workload": "w", "config": CFG.bitstream, "reduce": 4, "knobs": {"a": 2}, "cycles": 70},
@@ -271,7 +271,7 @@ def test_best_from_log_by_size(tmp_path):
 def test_runs_with_and_without_waves_share_one_rtl_build():
     """The cache key: Verilator builds for no waves, FST waves and ``True`` are one build (VCD is its
     own); Icarus dumps either format from one build.  Nothing is built."""
-    from sim.rtl.runner import build_key
+    from vtasim.sim.rtl.runner import build_key
     plain = build_key(CFG, "verilator", None)
     assert build_key(CFG, "verilator", "fst") == plain == build_key(CFG, "verilator", True)
     assert build_key(CFG, "verilator", "vcd") != plain
@@ -285,7 +285,7 @@ class _Tty(io.StringIO):
 
 
 def test_elapsed_line_on_a_log_and_on_a_terminal():
-    from sim.elapsed import Elapsed
+    from vtasim.sim.elapsed import Elapsed
     log = io.StringIO()
     with Elapsed("vtasim: building X", "into D", stream=log):
         pass
@@ -302,7 +302,7 @@ def test_elapsed_line_on_a_log_and_on_a_terminal():
 
 
 def test_a_build_shows_its_time_and_a_cache_hit_is_silent(tmp_path, monkeypatch, capsys):
-    from sim.rtl import runner
+    from vtasim.sim.rtl import runner
     built = []
 
     def fake_compile(cfg, sim, waves, sources, bdir, tb_bytes, coverage=False):

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from hw.config import (ConfigError, MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_OUT, MEM_UOP, MEM_WGT, VTAConfig,
+from vtasim.hw.config import (ConfigError, MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_OUT, MEM_UOP, MEM_WGT, VTAConfig,
                        PRESETS, default_config_path, get_config, load_config, load_preset, using_config)
 
 PRESET_DIR = default_config_path().parent / "presets"
@@ -147,7 +147,7 @@ def test_the_config_context_is_per_thread_and_shared_with_the_compiler_environme
     thread that entered nothing sees the default."""
     import threading
 
-    from compiler.environment import Environment, get_env
+    from vtasim.compiler.dsl.environment import Environment, get_env
     small, wide = load_preset("1x8x8"), load_preset("2x16x16")
     inside, recorded = threading.Barrier(3), threading.Barrier(3)   # timeouts below only detect hangs
     seen = {}
@@ -177,7 +177,7 @@ def test_the_config_context_is_per_thread_and_shared_with_the_compiler_environme
 
 
 def test_load_preset_names_every_shipped_preset_and_only_those():
-    """hw.config.PRESETS is the directory's listing; the default config is the 1x16x16 preset."""
+    """vtasim.hw.config.PRESETS is the directory's listing; the default config is the 1x16x16 preset."""
     assert sorted(PRESETS) == sorted(p.stem for p in PRESET_DIR.glob("*.json"))
     assert load_preset("1x16x16") == load_config()
     with pytest.raises(ConfigError, match=r"preset '3x3' is not one of 1x16x16, 2x16x16, 1x32x32, 1x8x8"):

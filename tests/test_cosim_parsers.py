@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sim.rtl.results import parse_trace
-from sim.rtl.runner import _write_hex, parse_hex
-from sim.errors import SimError
-from sim.result import RetireRecord
+from vtasim.sim.rtl.results import parse_trace
+from vtasim.sim.rtl.runner import _write_hex, parse_hex
+from vtasim.sim.errors import SimError
+from vtasim.sim.result import RetireRecord
 
 
 @pytest.mark.parametrize("bus_bytes", [8, 16, 64])
@@ -44,7 +44,7 @@ def test_trace_bad_line(line):
 
 
 def test_testbench_dram_grows_with_the_image():
-    from sim.rtl.runner import TB_DRAM_DEFAULT, tb_dram_bytes_for
+    from vtasim.sim.rtl.runner import TB_DRAM_DEFAULT, tb_dram_bytes_for
     assert tb_dram_bytes_for("icarus", 0) == TB_DRAM_DEFAULT["icarus"] == 1 << 20
     assert tb_dram_bytes_for("icarus", (1 << 20) + 1) == 2 << 20
     assert tb_dram_bytes_for("icarus", 2_437_120) == 4 << 20          # full ResNet C11
@@ -55,7 +55,7 @@ def test_testbench_dram_grows_with_the_image():
 def test_build_cache_location(monkeypatch, tmp_path):
     """$VTASIM_BUILD_DIR, else $XDG_CACHE_HOME/vtasim/rtl (XDG base directory spec: absolute paths
     only), else ~/.cache/vtasim/rtl."""
-    from sim.rtl.runner import cache_root
+    from vtasim.sim.rtl.runner import cache_root
     monkeypatch.delenv("VTASIM_BUILD_DIR", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)

@@ -11,9 +11,9 @@ import json
 
 import pytest
 
-from sim.cli import main
-from sim.rtl.coverage import Coverage, CoverageError, format_dat, parse_dat, point
-from sim.rtl.coverage_report import summary, text_report, write_html
+from vtasim.sim.cli import main
+from vtasim.sim.rtl.coverage import Coverage, CoverageError, format_dat, parse_dat, point
+from vtasim.sim.rtl.coverage_report import summary, text_report, write_html
 
 SRC = """module m(input a, output b);
   assign b = a;

@@ -4,12 +4,12 @@ here from the functional model's state with plain Python integers (not the engin
 import numpy as np
 import pytest
 
-from hw.config import MEM_ACC, MEM_ACC_8BIT, load_preset
-from hw.isa import ALU_ADD, ALU_MAX, ALU_MIN, ALU_MUL, OP_ALU, OP_GEMM, OP_LOAD, OP_STORE, decode_uops
-from sim.cycle import run_image
-from sim.functional import FunctionalMachine, run_program
-from sim.program import load_program
-from sim.programs.randprog import generate
+from vtasim.hw.config import MEM_ACC, MEM_ACC_8BIT, load_preset
+from vtasim.hw.isa import ALU_ADD, ALU_MAX, ALU_MIN, ALU_MUL, OP_ALU, OP_GEMM, OP_LOAD, OP_STORE, decode_uops
+from vtasim.sim.cycle import run_image
+from vtasim.sim.functional import FunctionalMachine, run_program
+from vtasim.sim.program import load_program
+from vtasim.sim.programs.randprog import generate
 
 M32 = 0xFFFFFFFF
 

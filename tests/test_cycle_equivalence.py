@@ -5,10 +5,10 @@ same trace).  The unit programs (spec 7.1/7.2) run on every engine in ``test_eng
 
 import pytest
 
-from hw.config import PRESETS, load_config, load_preset
-from sim import functional
-from sim.cycle import run_image
-from sim.programs.randprog import generate
+from vtasim.hw.config import PRESETS, load_config, load_preset
+from vtasim.sim import functional
+from vtasim.sim.cycle import run_image
+from vtasim.sim.programs.randprog import generate
 from engine_checks import cycle_invariants, same_run
 
 RANDOM_PER_PRESET = 200
@@ -40,8 +40,8 @@ def test_random_programs_many_large(preset_name):
 def test_empty_loop_checks_no_index(kind, iters):
     """A loop nest with an iteration count of 0 executes nothing, so no index is out of range even
     when ``uop + (iter - 1) * factor`` (with iter - 1 = -1 for the empty count) would be."""
-    from hw.config import MEM_UOP
-    from sim.builder import ProgramBuilder
+    from vtasim.hw.config import MEM_UOP
+    from vtasim.sim.builder import ProgramBuilder
     cfg = load_config()
     b = ProgramBuilder(cfg)
     u = b.uops([(1, 1, 1)])

@@ -4,12 +4,12 @@ deadlocks end with the report (docs/timing.md 7), never a hang."""
 import numpy as np
 import pytest
 
-from hw.config import MEM_INP, MEM_UOP
-from hw.disasm import one_line
-from sim.builder import ProgramBuilder
-from sim.cycle import run_image
-from sim.errors import DeadlockError, ProgramError, RunError, TokenOverflowError
-from sim.program import load_program
+from vtasim.hw.config import MEM_INP, MEM_UOP
+from vtasim.hw.disasm import one_line
+from vtasim.sim.builder import ProgramBuilder
+from vtasim.sim.cycle import run_image
+from vtasim.sim.errors import DeadlockError, ProgramError, RunError, TokenOverflowError
+from vtasim.sim.program import load_program
 
 
 def test_unbalanced_token_deadlock_report(cfg):

@@ -1,4 +1,4 @@
-"""The cycle engine's GEMM fast path (grouped float32 products, sim.cycle.gemm_fast) is invisible: it gives
+"""The cycle engine's GEMM fast path (grouped float32 products, vtasim.sim.cycle.gemm_fast) is invisible: it gives
 the functional engine's bytes, and the integer kernel's retire records (digests included) and cycles.
 Each fallback to the integer kernel is forced here and checked against the functional engine (its numpy
 executor, independent of the cycle engine's kernels)."""
@@ -6,13 +6,13 @@ executor, independent of the cycle engine's kernels)."""
 import numpy as np
 import pytest
 
-from hw.config import MEM_INP, MEM_UOP, MEM_WGT, PRESETS, load_config, load_preset
-from sim import functional
-from sim.builder import ProgramBuilder
-from sim.cycle import gemm_fast, run_image
-from sim.errors import SimError
-from sim.programs.randprog import generate
-from sim.programs.synthetic import gemm_bound_image
+from vtasim.hw.config import MEM_INP, MEM_UOP, MEM_WGT, PRESETS, load_config, load_preset
+from vtasim.sim import functional
+from vtasim.sim.builder import ProgramBuilder
+from vtasim.sim.cycle import gemm_fast, run_image
+from vtasim.sim.errors import SimError
+from vtasim.sim.programs.randprog import generate
+from vtasim.sim.programs.synthetic import gemm_bound_image
 from engine_checks import same_run
 
 
@@ -114,7 +114,7 @@ def test_nest_larger_than_the_product_scratch_uses_the_integer_kernel():
 
 def test_forced_integer_path_on_a_compiled_layer():
     """``gemm="int"`` is the path a config failing the bound would take; on a real layer it matches."""
-    from compiler.ops import compile_workload
+    from vtasim.compiler.ops import compile_workload
     img = compile_workload("resnet18.C10", load_config(), reduce=7).image
     ref, fast, slow = both_paths(img)
     assert dict(fast.outputs) == img.expected
@@ -139,11 +139,11 @@ def test_small_and_odd_lane_counts(log_block, log_batch):
 
 
 def test_alu_vector_step_matches_the_scalar_rule():
-    """sim.cycle.simd.alu_tile{8,16} against kernels.alu_op lane by lane, on shift amounts around every
+    """vtasim.sim.cycle.simd.alu_tile{8,16} against kernels.alu_op lane by lane, on shift amounts around every
     boundary of the SHR rule and on extreme values, for every opcode, vector and immediate forms."""
     from numba import njit
-    from sim.cycle.kernels import alu_op, mix32, row_hash
-    from sim.cycle.simd import alu_tile8, alu_tile16
+    from vtasim.sim.cycle.kernels import alu_op, mix32, row_hash
+    from vtasim.sim.cycle.simd import alu_tile8, alu_tile16
 
     @njit
     def vector(acc, a, s, op, use_imm, imm, width):

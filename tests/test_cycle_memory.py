@@ -1,6 +1,6 @@
 """Memory per instruction: the cycle engine and the decoded program stay proportional to the 16 bytes an
 instruction is (no wide per-field arrays, no per-instruction Python objects), with the results checked
-against independent readings (the per-cycle timing reference, hw.isa's decoders, the whole-stream check)."""
+against independent readings (the per-cycle timing reference, vtasim.hw.isa's decoders, the whole-stream check)."""
 
 import json
 import subprocess
@@ -12,13 +12,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hw.config import MEM_INP, MEM_UOP, load_config
-from hw.isa import INSN_FIELDS, OP_FINISH, OP_LOAD, Insn, decode, decode_fields, encode
-from sim import program as program_mod
-from sim.cycle.engine import LazyRows
-from sim.errors import ProgramError
-from sim.image import MemoryImage, Segment
-from sim.program import check_program, decode_program, load_program
+from vtasim.hw.config import MEM_INP, MEM_UOP, load_config
+from vtasim.hw.isa import INSN_FIELDS, OP_FINISH, OP_LOAD, Insn, decode, decode_fields, encode
+from vtasim.sim import program as program_mod
+from vtasim.sim.cycle.engine import LazyRows
+from vtasim.sim.errors import ProgramError
+from vtasim.sim.image import MemoryImage, Segment
+from vtasim.sim.program import check_program, decode_program, load_program
 from timing_reference import simulate
 
 CFG = load_config()
@@ -43,7 +43,7 @@ def test_a_million_nops_take_under_64_bytes_each():
         import json, sys, tracemalloc
         sys.path[:0] = [{str(ROOT)!r}, {str(ROOT / 'tests')!r}]
         from test_cycle_memory import nop_image
-        from sim.cycle.engine import run_image, warm_up
+        from vtasim.sim.cycle.engine import run_image, warm_up
         warm_up()
         img = nop_image({n})
         tracemalloc.start()
@@ -104,7 +104,7 @@ def random_words(rng, n):
 
 @pytest.mark.parametrize("seed", range(3))
 def test_lazy_fields_and_rows_equal_hw_isa_decoders(seed):
-    """Program.fields (decoded on use) equals hw.isa.decode_fields, Program.row(i) equals hw.isa.decode."""
+    """Program.fields (decoded on use) equals vtasim.hw.isa.decode_fields, Program.row(i) equals vtasim.hw.isa.decode."""
     rng = np.random.default_rng(seed)
     words = random_words(rng, 3000)
     words[-1] = np.frombuffer(encode(CFG, Insn(opcode=OP_FINISH)), "<u8")

@@ -1,11 +1,11 @@
-"""``sim.cycle.run_images``: several images in threads give, in order, what ``run_image`` gives for each."""
+"""``vtasim.sim.cycle.run_images``: several images in threads give, in order, what ``run_image`` gives for each."""
 
 import pytest
 
-from hw.config import load_config, load_preset
-from sim.cycle import run_image, run_images
-from sim.errors import SimError
-from sim.programs.randprog import generate
+from vtasim.hw.config import load_config, load_preset
+from vtasim.sim.cycle import run_image, run_images
+from vtasim.sim.errors import SimError
+from vtasim.sim.programs.randprog import generate
 from engine_checks import same_run
 
 
@@ -19,9 +19,9 @@ def test_threads_give_each_image_its_own_run(workers):
 
 
 def test_an_error_is_raised_for_its_image():
-    from hw.config import MEM_UOP
-    from sim.builder import ProgramBuilder
-    from sim.errors import ProgramError
+    from vtasim.hw.config import MEM_UOP
+    from vtasim.sim.builder import ProgramBuilder
+    from vtasim.sim.errors import ProgramError
     cfg = load_config()
     b = ProgramBuilder(cfg)
     u = b.uops([(cfg.acc_depth - 2, 0, 0)])

@@ -1,4 +1,4 @@
-"""The cycle engine's integer SIMD GEMM kernel (sim.cycle.gemm_simd) and the choice between it and the float32
+"""The cycle engine's integer SIMD GEMM kernel (vtasim.sim.cycle.gemm_simd) and the choice between it and the float32
 BLAS grouping are invisible: every GEMM path gives the functional engine's bytes and the integer kernel's retire
 records (digests included) and cycles, on random programs of every preset and on the irregular streams.  The
 functional engine's compiled executor (the cycle engine's kernels in the scheduler's order) gives its numpy
@@ -7,12 +7,12 @@ executor's bytes, counters, leftover tokens and execution order on the same prog
 import numpy as np
 import pytest
 
-from hw.config import PRESETS, load_config, load_preset
-from sim import functional
-from sim.cycle import run_image
-from sim.cycle.engine import GEMM_PATHS
-from sim.programs.randprog import generate
-from sim.programs.streams import alu_bound_image, irregular_gemm_image
+from vtasim.hw.config import PRESETS, load_config, load_preset
+from vtasim.sim import functional
+from vtasim.sim.cycle import run_image
+from vtasim.sim.cycle.engine import GEMM_PATHS
+from vtasim.sim.programs.randprog import generate
+from vtasim.sim.programs.streams import alu_bound_image, irregular_gemm_image
 from engine_checks import same_run
 
 PATHS = [p for p in GEMM_PATHS if p != "int"]
@@ -61,12 +61,12 @@ def test_alu_bound_stream(preset_name):
 
 @pytest.mark.parametrize("width,blk", [(w, b) for w in (8, 16) for b in (8, 16, 32, 64) if w <= b])
 def test_dot_tile_against_numpy(width, blk):
-    """sim.cycle.simd.dot_tile{W}_{B}: W lanes of acc += inp . w over the pair layout of kernels.pair_weights,
+    """vtasim.sim.cycle.simd.dot_tile{W}_{B}: W lanes of acc += inp . w over the pair layout of kernels.pair_weights,
     against numpy int64 arithmetic wrapped to int32, on random and extreme (-128, 127) values; the digest
     terms against kernels.mix."""
     from numba import njit
-    from sim.cycle import simd
-    from sim.cycle.kernels import pair_weights, row_hash
+    from vtasim.sim.cycle import simd
+    from vtasim.sim.cycle.kernels import pair_weights, row_hash
     tile = getattr(simd, f"dot_tile{width}_{blk}")
 
     @njit
@@ -99,11 +99,11 @@ def test_dot_tile_against_numpy(width, blk):
 
 
 def test_cost_rule_picks_each_path():
-    """The documented rule (sim.cycle.gemm_simd) on three nests: products reused by an inner loop that moves
+    """The documented rule (vtasim.sim.cycle.gemm_simd) on three nests: products reused by an inner loop that moves
     neither src nor wgt, and uops sharing one weight element, take BLAS; unrelated indices take SIMD."""
-    from sim.cycle.engine import params
-    from sim.cycle.gemm_simd import BLAS_MIN_REUSE, BLAS_MIN_ROWS, blas_pays
-    from sim.cycle import layout as L
+    from vtasim.sim.cycle.engine import params
+    from vtasim.sim.cycle.gemm_simd import BLAS_MIN_REUSE, BLAS_MIN_ROWS, blas_pays
+    from vtasim.sim.cycle import layout as L
     cfg = load_config()
     P = params(cfg, 0, 1)
     rng = np.random.default_rng(0)

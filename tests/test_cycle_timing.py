@@ -10,10 +10,10 @@ none).  Every such address is a multiple of 16 words, so a transfer of <= 128 by
 import numpy as np
 import pytest
 
-from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_UOP, MEM_WGT
-from hw.isa import ALU_ADD, ALU_MAX, OP_FINISH, OP_LOAD
-from sim.builder import ProgramBuilder
-from sim.cycle import run_image
+from vtasim.hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_UOP, MEM_WGT
+from vtasim.hw.isa import ALU_ADD, ALU_MAX, OP_FINISH, OP_LOAD
+from vtasim.sim.builder import ProgramBuilder
+from vtasim.sim.cycle import run_image
 
 
 def load_then_wait(cfg, data, **load):
@@ -260,7 +260,7 @@ def test_nop_store_token(cfg):
 
 
 def test_load_without_rows_only_pads(cfg):
-    from sim import functional
+    from vtasim.sim import functional
     b = ProgramBuilder(cfg)
     a = b.data("a", np.arange(16, dtype=np.int32))
     b.load(memory_type=MEM_ACC, dram_base=a, sram_base=3, x_size=2, y_size=0, y_pad_0=1, x_pad_1=1)

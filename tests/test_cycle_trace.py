@@ -3,11 +3,11 @@
 import json
 
 
-from sim.cycle import run_image
-from sim.engines import run_engine
-from sim.image import MemoryImage, Segment
-from sim.trace import breakdown_table, read_csv
-from sim.programs.unit import build
+from vtasim.sim.cycle import run_image
+from vtasim.sim.engines import run_engine
+from vtasim.sim.image import MemoryImage, Segment
+from vtasim.sim.trace import breakdown_table, read_csv
+from vtasim.sim.programs.unit import build
 
 
 def test_csv_and_perfetto_files(cfg, tmp_path):
@@ -64,7 +64,7 @@ def test_breakdown_table_text(cfg):
 
 def test_sliced_run_equals_one_call_and_shows_progress(cfg, monkeypatch, capsys):
     """The core resumes from its state arrays: tiny slices give the same run, with progress lines."""
-    from sim.cycle import engine
+    from vtasim.sim.cycle import engine
     img = build("hw_blocked_gemm_vt2", cfg)
     whole = run_image(img)
     monkeypatch.setattr(engine, "SLICE_EVENTS", 3)

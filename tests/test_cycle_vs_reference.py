@@ -4,10 +4,10 @@ end and dispatch cycle for every instruction, same total and same per-module bre
 
 import pytest
 
-from hw.config import load_config
-from sim.cycle import run_image
-from sim.program import load_program
-from sim.programs.randprog import generate
+from vtasim.hw.config import load_config
+from vtasim.sim.cycle import run_image
+from vtasim.sim.program import load_program
+from vtasim.sim.programs.randprog import generate
 from timing_reference import simulate
 
 VARIANTS = {

@@ -1,5 +1,5 @@
-"""Connecting to Dask is bounded and its failures are one line (:mod:`sim.scale.cluster`,
-:mod:`sim.scale.handshake`): a peer that accepts and never answers, a peer speaking HTTP, a bad
+"""Connecting to Dask is bounded and its failures are one line (:mod:`vtasim.sim.scale.cluster`,
+:mod:`vtasim.sim.scale.handshake`): a peer that accepts and never answers, a peer speaking HTTP, a bad
 scheduler file, garbage TLS files and an absurd ``--workers`` each end in exit 2 with one stderr line
 naming the address or file and the rule, on ``tune``, ``sweep`` and ``fuzz`` alike.
 
@@ -92,7 +92,7 @@ def test_silent_peer_is_one_line_after_the_connect_timeout(command, silent, spec
 
 
 def test_silent_peer_default_timeout(silent, spec, tmp_path):
-    from sim.scale.cluster import CONNECT_TIMEOUT_S
+    from vtasim.sim.scale.cluster import CONNECT_TIMEOUT_S
     one_line(cli("sweep", spec, "--out", tmp_path / "r.csv", "--scheduler", silent.address),
              silent.address, f"no handshake within {CONNECT_TIMEOUT_S:g} s")
 
@@ -141,15 +141,15 @@ def test_garbage_tls_files_are_refused_before_the_cluster_starts(spec, tmp_path)
 
 @pytest.mark.parametrize("command", ["tune", "sweep", "fuzz"])
 def test_workers_are_bounded_by_the_cores(command, spec, tmp_path):
-    from sim.scale.cluster import max_workers
+    from vtasim.sim.scale.cluster import max_workers
     proc = cli(*_commands(spec, tmp_path)[command], "--workers", "100000")
     one_line(proc, "--workers 100000", f"more than {max_workers()}", "--force-workers")
     assert "local cluster" not in proc.stdout
 
 
 def test_connect_timeout_is_checked():
-    from sim.scale.cluster import ClusterError
-    from sim.scale.handshake import check_timeout
+    from vtasim.sim.scale.cluster import ClusterError
+    from vtasim.sim.scale.handshake import check_timeout
     for bad in (0, -1, float("nan"), float("inf"), 1e9):
         with pytest.raises(ClusterError, match="--connect-timeout"):
             check_timeout(bad)
@@ -162,7 +162,7 @@ def test_probe_accepts_a_real_scheduler():
 
     import distributed
 
-    from sim.scale.handshake import probe
+    from vtasim.sim.scale.handshake import probe
     with distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=None,
                                   silence_logs=logging.ERROR) as cluster:
         probe(cluster.scheduler_address, 10.0)

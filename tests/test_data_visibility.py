@@ -18,13 +18,13 @@ import pytest
 
 import data_checks as dc
 from data_families import CATALOGUE, CFG, TUTORIALS, catalogue, digits_regions, families, gemm_bound, tutorial
-from hw.config import MEM_WGT
-from sim.engines import check_result
+from vtasim.hw.config import MEM_WGT
+from vtasim.sim.engines import check_result
 
 
 def _engines():
-    from sim.cycle import run_image as cycle_run
-    from sim.functional import run_image as functional_run
+    from vtasim.sim.cycle import run_image as cycle_run
+    from vtasim.sim.functional import run_image as functional_run
     return {"functional": functional_run, "cycle": cycle_run}
 
 
@@ -44,7 +44,7 @@ def test_catalogue_outputs_are_not_at_the_bounds(name):
 
 @pytest.mark.parametrize("seed", [1, 7])
 def test_other_seeds_and_reduced_layers_stay_visible(seed):
-    from compiler.ops import compile_workload
+    from vtasim.compiler.ops import compile_workload
     for name in ("resnet18.C4", "resnet18.C11", "dense.16x256x64"):
         c = compile_workload(name, CFG, reduce=2, seed=seed)
         _assert_visible(c.built.expected["res"], c.workload.out_bounds, f"{name} seed {seed}")
@@ -96,7 +96,7 @@ def test_the_alu_only_families_have_no_gemm(family):
 
 @pytest.mark.parametrize("family", [n for n in FAMILIES if n not in ALU_ONLY])
 def test_an_engine_that_drops_one_product_is_caught(family):
-    from sim.functional import run_image
+    from vtasim.sim.functional import run_image
     image = FAMILIES[family]()
     assert dc.has_load(image, MEM_WGT), f"{family}: no weights loaded (an ALU-only stream belongs in ALU_ONLY)"
     with dc.drop_product():                  # a broken multiplier in the numpy executor's GEMM

@@ -1,4 +1,4 @@
-"""sim.diff without a simulator: a run compared with a copy of itself carrying known mutations."""
+"""vtasim.sim.diff without a simulator: a run compared with a copy of itself carrying known mutations."""
 
 from __future__ import annotations
 
@@ -7,17 +7,17 @@ import dataclasses
 import numpy as np
 import pytest
 
-from hw.config import MEM_ACC, MEM_UOP, load_config
-from sim.builder import ProgramBuilder
-from sim.diff import compare, machine_state
-from sim.program import load_program
-from sim.result import RetireRecord, RunResult
+from vtasim.hw.config import MEM_ACC, MEM_UOP, load_config
+from vtasim.sim.builder import ProgramBuilder
+from vtasim.sim.diff import compare, machine_state
+from vtasim.sim.program import load_program
+from vtasim.sim.result import RetireRecord, RunResult
 
 
 @pytest.fixture(scope="module")
 def case():
     """A 5-instruction program, its functional run and a hand-made trace of it (timing.md shape)."""
-    from sim.functional import run_image
+    from vtasim.sim.functional import run_image
     cfg = load_config()
     b = ProgramBuilder(cfg)
     acc = b.data("acc", np.arange(4 * cfg.acc_elem_bytes // 4, dtype="<i4"))

@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from hw.config import MEM_ACC_8BIT, MEM_INP, MEM_OUT, MEM_UOP, load_config
-from hw.disasm import DisasmError, assemble, dump, insn_lines, one_line
-from hw.isa import OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, Insn, decode_stream, layout
-from sim.programs.unit import UNIT_PROGRAMS
+from vtasim.hw.config import MEM_ACC_8BIT, MEM_INP, MEM_OUT, MEM_UOP, load_config
+from vtasim.hw.disasm import DisasmError, assemble, dump, insn_lines, one_line
+from vtasim.hw.isa import OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, Insn, decode_stream, layout
+from vtasim.sim.programs.unit import UNIT_PROGRAMS
 
 CFG = load_config()
 

@@ -14,10 +14,10 @@ import inspect
 import pytest
 
 from cli_checks import one_line, vtasim
-from sim.engines import ENGINES, TRACE_OPTIONS, engine_module, engine_options, run_engine, run_many
-from sim.errors import SimError
-from sim.programs.unit import build
-from sim.trace import read_csv
+from vtasim.sim.engines import ENGINES, TRACE_OPTIONS, engine_module, engine_options, run_engine, run_many
+from vtasim.sim.errors import SimError
+from vtasim.sim.programs.unit import build
+from vtasim.sim.trace import read_csv
 
 
 def keyword_params(fn) -> list:
@@ -32,7 +32,7 @@ def test_declared_options_are_the_signatures(name):
     assert set(keyword_params(mod.run_images)) == {o.name for o in mod.BATCH_OPTIONS}
     assert len({o.name for o in mod.OPTIONS}) == len(mod.OPTIONS)
     assert not {o.name for o in TRACE_OPTIONS} & set(keyword_params(mod.run_image)), \
-        "trace files are the protocol's (sim.trace.write_run), not an engine's"
+        "trace files are the protocol's (vtasim.sim.trace.write_run), not an engine's"
 
 
 @pytest.mark.parametrize("opts, needles", [

@@ -16,9 +16,9 @@ from __future__ import annotations
 import pytest
 
 from engine_checks import cycle_invariants, same_run
-from hw.config import PRESETS, load_preset
-from sim.engines import run_many
-from sim.programs.unit import UNIT_PROGRAMS
+from vtasim.hw.config import PRESETS, load_preset
+from vtasim.sim.engines import run_many
+from vtasim.sim.programs.unit import UNIT_PROGRAMS
 
 NAMES = sorted(UNIT_PROGRAMS)
 CASES = ([pytest.param(("functional", p), id=f"functional-{p}") for p in PRESETS]
@@ -37,7 +37,7 @@ def images_of(preset: str) -> dict:
 
 
 def runs_of(engine: str, preset: str) -> dict:
-    """Every unit program's run on ``engine`` through :func:`sim.engines.run_many` (the RTL as one batch,
+    """Every unit program's run on ``engine`` through :func:`vtasim.sim.engines.run_many` (the RTL as one batch,
     in one simulator process), once per process."""
     if (engine, preset) not in _runs:
         images = images_of(preset)

@@ -1,6 +1,6 @@
 """The recipe "A resized buffer" of ``docs/extending.md``, step by step.
 
-A resized buffer is a config file with ``LOG_*_BUFF_SIZE`` rows of ``hw.config.TVM_KEYS`` changed;
+A resized buffer is a config file with ``LOG_*_BUFF_SIZE`` rows of ``vtasim.hw.config.TVM_KEYS`` changed;
 everything else derives from it.  The test writes such a file (the input buffer doubled, the weight
 buffer halved to pay for it in the ISA),
 checks what the recipe says derives from it (depth, ISA fields, RTL header and ``vta_top``
@@ -20,12 +20,12 @@ import numpy as np
 import pytest
 
 from cli_checks import vtasim
-from hw.config import MEM_INP, MEM_UOP, MEM_WGT, ConfigError, default_config_path, load_config
-from hw.isa import IsaError, layout
-from hw.rtl_params import header_defines
-from hw.rtl_report import expected_top
-from sim.builder import ProgramBuilder
-from sim.engines import check_result, run_engine
+from vtasim.hw.config import MEM_INP, MEM_UOP, MEM_WGT, ConfigError, default_config_path, load_config
+from vtasim.hw.isa import IsaError, layout
+from vtasim.hw.rtl_params import header_defines
+from vtasim.hw.rtl_report import expected_top
+from vtasim.sim.builder import ProgramBuilder
+from vtasim.sim.engines import check_result, run_engine
 
 
 def resized(tmp_path, **keys):

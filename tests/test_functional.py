@@ -3,13 +3,13 @@
 import numpy as np
 import pytest
 
-from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_UOP, MEM_WGT, load_config
-from hw.isa import ALU_ADD, ALU_MAX, ALU_MIN, ALU_MUL, ALU_SHR
-from sim.builder import ProgramBuilder
-from sim.errors import DeadlockError, ProgramError, RunError, TokenOverflowError
-from sim.functional import run_image
-from sim.program import load_program
-from sim.functional import run_program
+from vtasim.hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_UOP, MEM_WGT, load_config
+from vtasim.hw.isa import ALU_ADD, ALU_MAX, ALU_MIN, ALU_MUL, ALU_SHR
+from vtasim.sim.builder import ProgramBuilder
+from vtasim.sim.errors import DeadlockError, ProgramError, RunError, TokenOverflowError
+from vtasim.sim.functional import run_image
+from vtasim.sim.program import load_program
+from vtasim.sim.functional import run_program
 
 CFG = load_config()
 LANES = CFG.batch * CFG.block_out
@@ -57,7 +57,7 @@ def acc_roundtrip(rows_a, alu_insns, rows_b=None, out_rows=None, uops=((0, 0, 0)
         b.alu(**kw)
     b.finish()
     img = b.build()
-    from sim.functional import FunctionalMachine  # noqa: F401  (state is inspected below)
+    from vtasim.sim.functional import FunctionalMachine  # noqa: F401  (state is inspected below)
     prog = load_program(img)
     m = run_program(prog, img.dram())
     return m.acc.copy(), m.counters
@@ -231,7 +231,7 @@ def test_uop_load_2d():
     b.finish()
     img = b.build()
     m = run_program(load_program(img), img.dram())
-    from hw.isa import decode_uop
+    from vtasim.hw.isa import decode_uop
     got = [decode_uop(CFG, int(w)) for w in m.uop[10:16]]
     assert got == [(0, 0, 0), (0, 1, 2), (1, 2, 3), (0, 0, 0), (4, 5, 6), (5, 6, 7)]
     assert m.counters["uop_load_nbytes"] == 16
@@ -317,7 +317,7 @@ def test_out_of_order_consumers_wait():
 
 def test_resnet_c2_scale_stream():
     """~450k GEMM uops (the ResNet-18 C2 count) as a tiled GEMM with requantization, vs numpy."""
-    from sim.programs.unit import tiled_gemm
+    from vtasim.sim.programs.unit import tiled_gemm
     img = tiled_gemm(CFG, "c2scale", 3136, 576, 64, bm=64, bk=64, bn=64, vt=2, requant=(8, 0, 127))
     r = run_image(img)
     assert r.counters == img.expected_counters and r.counters["gemm_counter"] == 451584
@@ -359,7 +359,7 @@ def test_builder_uop_load_defaults_to_all_uops():
 def naive_run(cfg, insns, uops, dram):
     """Spec 3.x pseudocode, one uop and one lane at a time, program order (the streams below are
     token-ordered so that program order is a legal schedule)."""
-    from hw.isa import OP_ALU as A, OP_GEMM as G, OP_LOAD as L, OP_STORE as S
+    from vtasim.hw.isa import OP_ALU as A, OP_GEMM as G, OP_LOAD as L, OP_STORE as S
     inp = np.zeros((cfg.inp_depth, cfg.batch * cfg.block_in), np.int64)
     wgt = np.zeros((cfg.wgt_depth, cfg.block_out * cfg.block_in), np.int64)
     acc = np.zeros((cfg.acc_depth, LANES), np.int64)
@@ -417,7 +417,7 @@ def naive_run(cfg, insns, uops, dram):
     return cnt
 
 
-from hw.isa import decode_uop  # noqa: E402
+from vtasim.hw.isa import decode_uop  # noqa: E402
 
 
 def random_program(cfg, seed):

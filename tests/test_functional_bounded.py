@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hw.config import MEM_ACC, MEM_INP, MEM_UOP, MEM_WGT, load_config
-from hw.isa import ALU_ADD, ALU_MAX, ALU_MIN, ALU_MUL, ALU_SHR
-from sim.builder import ProgramBuilder
-from sim.functional import run_program
-from sim.program import load_program
+from vtasim.hw.config import MEM_ACC, MEM_INP, MEM_UOP, MEM_WGT, load_config
+from vtasim.hw.isa import ALU_ADD, ALU_MAX, ALU_MIN, ALU_MUL, ALU_SHR
+from vtasim.sim.builder import ProgramBuilder
+from vtasim.sim.functional import run_program
+from vtasim.sim.program import load_program
 from test_functional import i32, ref_alu
 
 CFG = load_config()
@@ -66,7 +66,7 @@ def run_in_subprocess(body: str) -> dict:
         "import json, resource, sys",
         f"sys.path[:0] = [{str(ROOT)!r}, {str(ROOT / 'tests')!r}]",
         "from test_functional_bounded import *",
-        "from sim.functional import _alu_sequential",
+        "from vtasim.sim.functional import _alu_sequential",
         "_alu_sequential(np.zeros((2, 2), np.int32), 2, np.zeros(1, np.int64), np.ones(1, np.int64), 1, 1, 0, 0, 0, 0)",
         textwrap.dedent(body),
         "prog, dram = load_program(img), img.dram()",

@@ -6,12 +6,12 @@ one for nests it counts rather than walks."""
 
 import pytest
 
-from hw.config import MEM_UOP, PRESETS, load_config, load_preset
-from hw.isa import ALU_ADD
-from sim import functional
-from sim.builder import ProgramBuilder
-from sim.errors import ProgramError, SimError
-from sim.programs.randprog import generate
+from vtasim.hw.config import MEM_UOP, PRESETS, load_config, load_preset
+from vtasim.hw.isa import ALU_ADD
+from vtasim.sim import functional
+from vtasim.sim.builder import ProgramBuilder
+from vtasim.sim.errors import ProgramError, SimError
+from vtasim.sim.programs.randprog import generate
 from engine_checks import same_run
 
 CFG = load_config()
@@ -33,7 +33,7 @@ def test_random_large_programs(preset_name, seed):
 
 @pytest.mark.parametrize("layer", ["C4", "C7", "C10"])
 def test_resnet_layers(layer):
-    from compiler.ops import compile_workload
+    from vtasim.compiler.ops import compile_workload
     img = compile_workload(f"resnet18.{layer}", CFG, reduce=4).image
     ref = both(img)
     assert ref.counters["gemm_counter"] > 0 and img.expected
@@ -69,11 +69,11 @@ def test_auto_counts_repeated_loops_on_the_numpy_executor(kind):
     """The largest legal nests (every iteration on the same rows): "auto" takes the numpy executor where it
     counts the repeated loops (GEMM, immediate ALU) and the compiled one where both walk every uop (the
     dependent vector-ALU chain); the rule sees only the instruction fields."""
-    from sim.programs.synthetic import maximal_nest_image
-    from sim.program import load_program
+    from vtasim.sim.programs.synthetic import maximal_nest_image
+    from vtasim.sim.program import load_program
     img = maximal_nest_image(CFG, kind, uops=1)
     assert functional._numpy_pays(load_program(img)) == (kind != "alu-vec")
-    from sim.programs.synthetic import gemm_bound_image
+    from vtasim.sim.programs.synthetic import gemm_bound_image
     assert not functional._numpy_pays(load_program(gemm_bound_image(CFG)))     # BLAS grouping reuses products
     small = generate(CFG, 7)
     assert not functional._numpy_pays(load_program(small))

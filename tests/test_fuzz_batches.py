@@ -11,17 +11,17 @@ import weakref
 
 import pytest
 
-import sim.programs.randprog as randprog
-import sim.rtl as rtl_pkg
-from sim.cli import main
-from sim.errors import SimulatorError
+import vtasim.sim.programs.randprog as randprog
+import vtasim.sim.rtl as rtl_pkg
+from vtasim.sim.cli import main
+from vtasim.sim.errors import SimulatorError
 
 
 @pytest.fixture
 def fake_rtl(monkeypatch):
     """run_images stand-in: the cycle engine's result per image; records each batch's size and watchdogs.
     ``wrong`` seeds (by image identity) get their last retire record dropped (a divergence)."""
-    from sim.cycle import run_image
+    from vtasim.sim.cycle import run_image
     calls = {"sizes": [], "limits": [], "wrong": set(), "crash_batch": None}
 
     def run_images(images, sim="verilator", errors="raise", max_cycles=None, **kw):
@@ -67,14 +67,14 @@ def tracked(monkeypatch):
 def test_fuzz_runs_in_batches_with_bounded_live_images(fake_rtl, tracked, capsys):
     """7 programs in batches of 3: the RTL gets 3, 3, 1 images; at most one batch (plus none of the
     previous one) is alive while the next is generated; every watchdog is the model's count + margin."""
-    from sim.cycle import run_image
-    from sim.rtl import watchdog_for
+    from vtasim.sim.cycle import run_image
+    from vtasim.sim.rtl import watchdog_for
     assert main(["fuzz", "--n", "7", "--seed", "40", "--batch", "3"]) == 0
     out = capsys.readouterr().out
     assert fake_rtl["sizes"] == [3, 3, 1]
     assert tracked["peak"] <= 3, tracked["peak"]
     assert "seeds 40..46: 7 programs identical, 0 diverged" in out and "in batches of 3" in out
-    from hw.config import load_config
+    from vtasim.hw.config import load_config
     cfg = load_config()
     want = [watchdog_for(run_image(randprog.generate(cfg, s)).cycles) for s in range(40, 47)]
     assert [m for batch in fake_rtl["limits"] for m in batch] == want

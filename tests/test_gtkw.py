@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 
-from hw.config import load_config
-from waveforms.gtkw import WAVE_PX, GROUPS, write_gtkw
-from waveforms.vcd import SCOPE, SIGNALS, signal_widths
+from vtasim.hw.config import load_config
+from vtasim.waveforms.gtkw import WAVE_PX, GROUPS, write_gtkw
+from vtasim.waveforms.vcd import SCOPE, SIGNALS, signal_widths
 
 TR_BLANK, TR_CLOSED, TR_GRP_BEGIN, TR_GRP_END = 0x200, 0x400000, 0x800000, 0x1000000
 

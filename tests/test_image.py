@@ -6,11 +6,11 @@ import os
 import numpy as np
 import pytest
 
-from hw.config import MEM_ACC, MEM_UOP
-from hw.isa import ALU_SHR, decode_stream
-from sim.builder import ProgramBuilder
-from sim.errors import ImageError
-from sim.image import MAX_DRAM_BYTES, MemoryImage, Segment
+from vtasim.hw.config import MEM_ACC, MEM_UOP
+from vtasim.hw.isa import ALU_SHR, decode_stream
+from vtasim.sim.builder import ProgramBuilder
+from vtasim.sim.errors import ImageError
+from vtasim.sim.image import MAX_DRAM_BYTES, MemoryImage, Segment
 
 
 def small_image(cfg):
@@ -233,14 +233,14 @@ def test_builder_rejects_bad_names_and_misalignment(cfg):
     x = b.data("x", np.zeros(16, np.int8))
     with pytest.raises(ImageError, match="used twice"):
         b.data("x", np.zeros(16, np.int8))
-    from sim.builder import Buffer
+    from vtasim.sim.builder import Buffer
     odd = Buffer(cfg, "odd", x.addr + 16, 16)
     with pytest.raises(ImageError, match="not aligned to the 64-byte ACC element"):
         odd.elem(MEM_ACC)
 
 
 def test_constructor_rejects_negative_and_forged(cfg):
-    from sim.image import Output
+    from vtasim.sim.image import Output
     with pytest.raises(ImageError, match="segment addr = -16"):
         MemoryImage(cfg, 0, 0, [Segment(-16, b"\0")])
     with pytest.raises(ImageError, match="output 'y' nbytes = 1099511627776 is out of range"):

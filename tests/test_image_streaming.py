@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hw.config import MEM_ACC, load_config
-from sim.builder import ProgramBuilder
-from sim.errors import ImageError
-from sim.image import MemoryImage, Output, Segment
-from sim.rtl.runner import _write_hex, parse_hex
+from vtasim.hw.config import MEM_ACC, load_config
+from vtasim.sim.builder import ProgramBuilder
+from vtasim.sim.errors import ImageError
+from vtasim.sim.image import MemoryImage, Output, Segment
+from vtasim.sim.rtl.runner import _write_hex, parse_hex
 
 CFG = load_config()
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,9 +50,9 @@ def test_loaded_image_run_holds_one_dram(tmp_path, engine):
     script = textwrap.dedent(f"""
         import hashlib, json, resource, sys
         sys.path.insert(0, {str(ROOT)!r})
-        from sim.image import MemoryImage
-        from sim.{'functional' if engine == 'functional' else 'cycle.engine'} import run_image
-        from sim.cycle.engine import warm_up
+        from vtasim.sim.image import MemoryImage
+        from vtasim.sim.{'functional' if engine == 'functional' else 'cycle.engine'} import run_image
+        from vtasim.sim.cycle.engine import warm_up
         warm_up()
         before = int(next(ln for ln in open('/proc/self/status') if ln.startswith('VmHWM:')).split()[1]) * 1024
         img = MemoryImage.load({str(tmp_path / 'img')!r})
@@ -107,7 +107,7 @@ def test_segment_file_changed_after_load_is_refused(tmp_path):
 def test_outputs_are_copied_one_at_a_time():
     """``outputs`` of a run reads each region when asked; equality with a dict compares output by output."""
     dram = np.arange(1 << 16, dtype=np.uint32).view(np.uint8)
-    from sim.image import OutputBytes
+    from vtasim.sim.image import OutputBytes
     outs = OutputBytes([Output("a", 16, 100), Output("b", 4096, 8)], dram)
     assert list(outs) == ["a", "b"] and len(outs) == 2
     assert outs["a"] == dram[16:116].tobytes() and outs["b"] == dram[4096:4104].tobytes()

@@ -1,7 +1,7 @@
 """Inputs a careless or hostile user gives vtasim end in one line and exit 2, never a hang, a traceback or
 a MemoryError.
 
-CLI cases run ``python -m sim.cli`` in a real process under a 2 GiB address-space limit and with a
+CLI cases run ``python -m vtasim.sim.cli`` in a real process under a 2 GiB address-space limit and with a
 ``timeout``: both are safety bounds (a regression hangs on a FIFO or reads /dev/zero until memory runs
 out), not speed assertions.  Each asserts exit code 2, exactly one stderr line starting
 ``vtasim: error:``, no traceback, and the words naming the value and the rule.  The references are
@@ -21,16 +21,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hw.config import MEM_UOP, ConfigError, default_config_path, load_config
-from hw.files import parse_json
-from hw.isa import OP_ALU, OP_LOAD, decode_fields, decode_uops
-from sim import functional
-from sim.cycle import run_image
-from sim.errors import ImageError, SimError
-from sim.image import MemoryImage
-from sim.program import load_program
-from sim.programs.randprog import generate
-from sim.programs.unit import UNIT_PROGRAMS
+from vtasim.hw.config import MEM_UOP, ConfigError, default_config_path, load_config
+from vtasim.hw.files import parse_json
+from vtasim.hw.isa import OP_ALU, OP_LOAD, decode_fields, decode_uops
+from vtasim.sim import functional
+from vtasim.sim.cycle import run_image
+from vtasim.sim.errors import ImageError, SimError
+from vtasim.sim.image import MemoryImage
+from vtasim.sim.program import load_program
+from vtasim.sim.programs.randprog import generate
+from vtasim.sim.programs.unit import UNIT_PROGRAMS
 
 ROOT = Path(__file__).resolve().parent.parent
 FIFO = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs POSIX FIFOs")
@@ -43,7 +43,7 @@ def _limit():
 
 
 def cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "sim.cli", *map(str, args)], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "vtasim.sim.cli", *map(str, args)], capture_output=True, text=True,
                           timeout=TIMEOUT, preexec_fn=_limit, cwd=cwd or ROOT)
 
 
@@ -132,7 +132,7 @@ def test_read_regular_allocates_what_the_file_holds(tmp_path):
     (f.read(n) would allocate n up front); a file stat calls empty (/proc) is still read whole."""
     import tracemalloc
 
-    from hw.files import read_regular
+    from vtasim.hw.files import read_regular
     (tmp_path / "small").write_bytes(b"0123456789")
     tracemalloc.start()
     try:
@@ -190,8 +190,8 @@ def test_argument_errors_are_one_line():
 def test_last_resort_guard(monkeypatch, capsys):
     """A hole no command closes is one line naming the exception and asking for a report; -v adds
     the traceback.  MemoryError says what it is."""
-    import sim.cli.programs as programs
-    from sim.cli import main
+    import vtasim.sim.cli.programs as programs
+    from vtasim.sim.cli import main
 
     def boom(args):
         raise RuntimeError("no such state\nsecond line")

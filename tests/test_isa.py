@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from hw.config import (MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_OUT, MEM_UOP, MEM_WGT, PRESETS, load_config,
+from vtasim.hw.config import (MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_OUT, MEM_UOP, MEM_WGT, PRESETS, load_config,
                        load_preset)
-from hw.isa import (INSN_FIELDS, MODULE_COMPUTE, MODULE_LOAD, MODULE_STORE, OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD,
+from vtasim.hw.isa import (INSN_FIELDS, MODULE_COMPUTE, MODULE_LOAD, MODULE_STORE, OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD,
                     OP_STORE, Insn, IsaError, decode, decode_fields, decode_stream, decode_uop, decode_uops, encode,
                     encode_stream, encode_uop, encode_uops, layout, module_of)
 
@@ -81,7 +81,7 @@ def test_nop_flavours_and_modules():
     assert all(module_of(OP_LOAD, m) == MODULE_COMPUTE for m in (MEM_UOP, MEM_ACC, MEM_ACC_8BIT))
     assert module_of(OP_STORE, MEM_UOP) == MODULE_STORE
     assert all(module_of(op, 0) == MODULE_COMPUTE for op in (OP_GEMM, OP_ALU, OP_FINISH))
-    from sim.builder import ProgramBuilder
+    from vtasim.sim.builder import ProgramBuilder
     b = ProgramBuilder(load_config())
     b.nop("load", push_next=1)
     b.nop("compute", pop_prev=1)
@@ -167,7 +167,7 @@ def test_random_round_trip(cname):
 
 def test_legacy_store_memory_type():
     """0.0.1's 2-bit memory_type holds VTA_MEM_ID_OUT (4) as 0; 0.0.2 keeps 4."""
-    from hw.isa import store_mem_type
+    from vtasim.hw.isa import store_mem_type
     assert store_mem_type(load_config()) == MEM_OUT
     assert store_mem_type(cfg_of("legacy")) == 0
 
@@ -177,8 +177,8 @@ def test_encode_fast_path_equals_the_checked_path():
     checked encoder on random instructions (in and out of range, fields the opcode lacks, non-ints)."""
     import random
 
-    from hw.config import load_config
-    from hw.isa import INSN_FIELDS, Insn, IsaError, _encode_checked, encode
+    from vtasim.hw.config import load_config
+    from vtasim.hw.isa import INSN_FIELDS, Insn, IsaError, _encode_checked, encode
     cfg = load_config()
     rng = random.Random(5)
     for k in range(5000):

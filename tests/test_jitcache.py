@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from hw.config import load_config
-from sim.cycle import core, jitcache, kernels
-from sim.cycle.engine import warm_up
-from sim.programs.unit import UNIT_PROGRAMS
+from vtasim.hw.config import load_config
+from vtasim.sim.cycle import core, jitcache, kernels
+from vtasim.sim.cycle.engine import warm_up
+from vtasim.sim.programs.unit import UNIT_PROGRAMS
 
 
 def test_core_stamp_covers_kernels(tmp_path, monkeypatch):
@@ -63,7 +63,7 @@ def test_compile_notice_on_cache_miss_only(tmp_path, monkeypatch):
 
 def _run_cycle(img, env_extra=None):
     env = {**os.environ, **(env_extra or {})}
-    return subprocess.run([sys.executable, "-m", "sim.cli", "run", str(img), "--engine", "cycle", "--check"],
+    return subprocess.run([sys.executable, "-m", "vtasim.sim.cli", "run", str(img), "--engine", "cycle", "--check"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
 
 

@@ -91,8 +91,8 @@ def _cycles(graph: dict) -> list:
 
 def test_the_walk_sees_the_packages():
     graph = _graph()
-    assert {"hw.config", "hw.isa", "sim.engines", "sim.cli", "sim.rtl.runner", "waveforms.vcd"} <= set(graph)
-    assert "hw.config" in graph["hw.isa"] and "sim.engines" in graph["sim.cli.run"]
+    assert {"vtasim.hw.config", "vtasim.hw.isa", "vtasim.sim.engines", "vtasim.sim.cli", "vtasim.sim.rtl.runner", "vtasim.waveforms.vcd"} <= set(graph)
+    assert "vtasim.hw.config" in graph["vtasim.hw.isa"] and "vtasim.sim.engines" in graph["vtasim.sim.cli.run"]
 
 
 @pytest.mark.parametrize("layer", LAYERS)

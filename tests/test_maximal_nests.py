@@ -1,5 +1,5 @@
 """The largest legal loop nests (iteration fields at their maximum, every iteration on the same rows;
-``sim.programs.synthetic.maximal_nest_image``): the functional engine (its numpy executor) runs them under a 2 GiB
+``vtasim.sim.programs.synthetic.maximal_nest_image``): the functional engine (its numpy executor) runs them under a 2 GiB
 address-space limit and stores the same bytes as the cycle engine (the independent reference).
 CI runs one-uop nests of the two ALU kinds; the slow set runs the issue's 8-uop nests of every kind."""
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from hw.config import load_config
-from sim.programs.synthetic import MAXIMAL_KINDS, maximal_nest_image
+from vtasim.hw.config import load_config
+from vtasim.sim.programs.synthetic import MAXIMAL_KINDS, maximal_nest_image
 
 ROOT = Path(__file__).resolve().parents[1]
 LIMIT = 2 << 30
@@ -24,9 +24,9 @@ def _functional_under_limit(kind: str, uops: int) -> dict:
         "import json, resource, sys",
         f"sys.path.insert(0, {str(ROOT)!r})",
         f"resource.setrlimit(resource.RLIMIT_AS, ({LIMIT}, {LIMIT}))",
-        "from hw.config import load_config",
-        "from sim.functional import run_image",
-        "from sim.programs.synthetic import maximal_nest_image",
+        "from vtasim.hw.config import load_config",
+        "from vtasim.sim.functional import run_image",
+        "from vtasim.sim.programs.synthetic import maximal_nest_image",
         f"r = run_image(maximal_nest_image(load_config(), {kind!r}, uops={uops}), executor='numpy')",
         "print(json.dumps({'y': r.outputs['y'].hex(), 'counters': r.counters}))"])
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=3600)
@@ -35,7 +35,7 @@ def _functional_under_limit(kind: str, uops: int) -> dict:
 
 
 def _check(kind: str, uops: int) -> None:
-    from sim.cycle import run_image
+    from vtasim.sim.cycle import run_image
     cfg = load_config()
     got = _functional_under_limit(kind, uops)
     want = run_image(maximal_nest_image(cfg, kind, uops=uops))

@@ -1,4 +1,4 @@
-"""Every command that writes obeys one rule (:mod:`hw.outfiles`): nothing is written through a symbolic
+"""Every command that writes obeys one rule (:mod:`vtasim.hw.outfiles`): nothing is written through a symbolic
 link or outside the directory asked for.  A link planted where vtasim writes, pointing outside, is
 refused with one line (exit 2) and the file it points to is unchanged; an output directory that is
 itself a link is refused and the directory it points to stays empty; a regular file there is
@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from cli_checks import one_line, vtasim
-from hw.config import load_config
-from hw.outfiles import OutputError, open_out, out_dir, sub_dir, write_bytes
-from sim.image import MemoryImage
-from sim.programs.unit import UNIT_PROGRAMS
+from vtasim.hw.config import load_config
+from vtasim.hw.outfiles import OutputError, open_out, out_dir, sub_dir, write_bytes
+from vtasim.sim.image import MemoryImage
+from vtasim.sim.programs.unit import UNIT_PROGRAMS
 
 SECRET = b"outside the output directory\n"
 
@@ -48,7 +48,7 @@ def image_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def results_csv(tmp_path_factory):
     """A vtasim sweep results file of two successful points (what dse reads)."""
-    from compiler.scale.results import COLUMNS
+    from vtasim.compiler.scale.results import COLUMNS
     cfg = load_config().to_dict()
     path = tmp_path_factory.mktemp("sweep") / "r.csv"
     with open(path, "w", newline="") as f:

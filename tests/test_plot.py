@@ -6,13 +6,13 @@ import re
 import numpy as np
 import pytest
 
-from hw.config import load_config
-from sim.result import RetireRecord, RunResult
-from sim.trace import breakdown_table
-from waveforms.breakdown import BUCKETS
+from vtasim.hw.config import load_config
+from vtasim.sim.result import RetireRecord, RunResult
+from vtasim.sim.trace import breakdown_table
+from vtasim.waveforms.breakdown import BUCKETS
 
 matplotlib = pytest.importorskip("matplotlib")
-from waveforms.plot import in_instruction_fraction, timeline_figure  # noqa: E402
+from vtasim.waveforms.plot import in_instruction_fraction, timeline_figure  # noqa: E402
 
 
 def _fake_result(cycles=12_345):
@@ -87,8 +87,8 @@ def test_synthetic_figure():
 
 
 def test_cycle_engine_figure():
-    from sim.cycle import run_image
-    from sim.programs.unit import build
+    from vtasim.sim.cycle import run_image
+    from vtasim.sim.programs.unit import build
     r = run_image(build("gemm", load_config()))
     assert r.breakdown["load"]["mem_wait"] > 0
     bars = _figure_checks(timeline_figure(r), r)

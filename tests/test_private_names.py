@@ -4,9 +4,9 @@ and stay inside their module).
 Every Python source of the packages, benchmarks and examples is parsed (tests are white-box and
 may look inside the module they test); a use is private when a name starting with one underscore (not a dunder) is
 
-* imported from another module: ``from sim.cycle.engine import _memory_pool``, or
-* read as an attribute of a name this file imported: ``hw.config._ALL_KEYS``,
-  ``FunctionalMachine._indices`` (``FunctionalMachine`` imported from ``sim.functional``).
+* imported from another module: ``from vtasim.sim.cycle.engine import _memory_pool``, or
+* read as an attribute of a name this file imported: ``vtasim.hw.config._ALL_KEYS``,
+  ``FunctionalMachine._indices`` (``FunctionalMachine`` imported from ``vtasim.sim.functional``).
 
 * read as an attribute of any object, when no code of this file defines that name but a module of
   the project does: ``machine._indices(...)`` where ``machine`` is a ``FunctionalMachine``.
@@ -117,11 +117,11 @@ def test_no_module_uses_another_modules_private_names():
 
 def test_the_scan_catches_both_forms():
     """The scan is not vacuous: both forms of a private use are found, a module's own are not."""
-    text = ("from hw.config import _ALL_KEYS\nimport hw.config\nfrom sim.functional import FunctionalMachine\n"
-            "x = hw.config._current\ny = FunctionalMachine._indices\n"
+    text = ("from vtasim.hw.config import _ALL_KEYS\nimport vtasim.hw.config\nfrom vtasim.sim.functional import FunctionalMachine\n"
+            "x = vtasim.hw.config._current\ny = FunctionalMachine._indices\n"
             "m = FunctionalMachine(p)\nz = m._indices(1)\nimport argparse\na = argparse._HelpAction\n"
             "class A:\n    def f(self):\n        self._mine = 1\n        return self._own, other._mine\n")
     found = private_uses(ROOT / "tests" / "x.py", ast.parse(text), {"_indices", "_mine"})
     assert [f.split(": ", 1)[1] for f in found] == [
-        "from hw.config import _ALL_KEYS", "hw.config._current", "sim.functional.FunctionalMachine._indices",
+        "from vtasim.hw.config import _ALL_KEYS", "vtasim.hw.config._current", "vtasim.sim.functional.FunctionalMachine._indices",
         ".indices of m (defined in another module)".replace(".indices", "._indices")]

@@ -4,11 +4,11 @@ no race: bytes independent of the timing parameters), and covering every functio
 import numpy as np
 import pytest
 
-from hw.config import load_preset
-from sim import functional
-from sim.cycle import run_image
-from sim.program import load_program
-from sim.programs.randprog import ALL_BINS, coverage_bins, generate
+from vtasim.hw.config import load_preset
+from vtasim.sim import functional
+from vtasim.sim.cycle import run_image
+from vtasim.sim.program import load_program
+from vtasim.sim.programs.randprog import ALL_BINS, coverage_bins, generate
 
 EXPECTED_BINS = (
     {f"op:{n}" for n in ("LOAD", "STORE", "GEMM", "ALU", "FINISH")}

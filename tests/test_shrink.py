@@ -11,12 +11,12 @@ from dataclasses import replace
 
 import pytest
 
-from hw.config import load_preset
-from hw.isa import OP_ALU, OP_FINISH, decode_stream
-from sim.engines import run_engine
-from sim.program import load_program
-from sim.programs.randprog import generate
-from sim.scale.shrink import legal_run, shrink, with_insns
+from vtasim.hw.config import load_preset
+from vtasim.hw.isa import OP_ALU, OP_FINISH, decode_stream
+from vtasim.sim.engines import run_engine
+from vtasim.sim.program import load_program
+from vtasim.sim.programs.randprog import generate
+from vtasim.sim.scale.shrink import legal_run, shrink, with_insns
 
 CFG = load_preset("1x8x8")
 
@@ -75,7 +75,7 @@ def test_shrunk_program_still_diverges_is_legal_and_minimal(k):
 
 def test_shrink_refuses_an_illegal_start():
     """A program with two FINISHes fails the static checks: shrink says so instead of shrinking it."""
-    from sim.errors import ProgramError, SimError
+    from vtasim.sim.errors import ProgramError, SimError
     image = generate(CFG, 3)
     fin = decode_stream(CFG, image.insn_bytes())[-1]
     bad = with_insns(image, [fin, fin])

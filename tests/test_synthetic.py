@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from hw.config import load_config
-from sim.cycle import run_image
-from sim.programs.synthetic import gemm_bound_image
+from vtasim.hw.config import load_config
+from vtasim.sim.cycle import run_image
+from vtasim.sim.programs.synthetic import gemm_bound_image
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -27,9 +27,9 @@ def test_gemm_bound_stream():
 def test_full_c2_peak_memory_under_1gb():
     code = (
         "import resource, json\n"
-        "from hw.config import load_config\n"
-        "from compiler.ops import compile_workload\n"
-        "from sim.cycle import run_image\n"
+        "from vtasim.hw.config import load_config\n"
+        "from vtasim.compiler.ops import compile_workload\n"
+        "from vtasim.sim.cycle import run_image\n"
         "img = compile_workload('resnet18.C2', load_config()).image\n"
         "r = run_image(img)\n"
         "ok = r.outputs['res'] == img.expected['res']\n"
@@ -38,7 +38,7 @@ def test_full_c2_peak_memory_under_1gb():
     # compile the numba kernels into the on-disk cache first, in another process: the bound is about
     # the run, not about LLVM compiling the engine (which a cold cache or another worker's fresh
     # cache write would otherwise add to the peak)
-    subprocess.run([sys.executable, "-c", "from sim.cycle import engine; engine.warm_up()"], cwd=REPO,
+    subprocess.run([sys.executable, "-c", "from vtasim.sim.cycle import engine; engine.warm_up()"], cwd=REPO,
                    capture_output=True, text=True, check=True)
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     doc = json.loads(out.stdout.strip().splitlines()[-1])
@@ -47,15 +47,15 @@ def test_full_c2_peak_memory_under_1gb():
 
 
 def test_cli_compile_then_run_cycle_json(tmp_path, capsys):
-    from sim.cli import main
+    from vtasim.sim.cli import main
     assert main(["compile", "resnet18.C4", "--reduce", "8", "--out", str(tmp_path / "c4")]) == 0
     capsys.readouterr()
     assert main(["run", str(tmp_path / "c4"), "--engine", "cycle", "--check", "--json",
                  "--trace", str(tmp_path / "t.csv"), "--perfetto", str(tmp_path / "p.json")]) == 0
     doc = json.loads(capsys.readouterr().out)
-    from sim.functional import run_image as functional_run
-    from sim.image import MemoryImage
-    from sim.trace import read_csv
+    from vtasim.sim.functional import run_image as functional_run
+    from vtasim.sim.image import MemoryImage
+    from vtasim.sim.trace import read_csv
     image = MemoryImage.load(tmp_path / "c4")
     ref = run_image(image)                                   # the same image through the API
     assert doc["check"]["ok"] and doc["cycles"] == ref.cycles and doc["breakdown"] == ref.breakdown
@@ -70,7 +70,7 @@ def test_cli_compile_then_run_cycle_json(tmp_path, capsys):
 
 
 def test_cli_workload_names_the_compiler_for_resnet_layers(tmp_path, capsys):
-    from sim.cli import main
+    from vtasim.sim.cli import main
     assert main(["workload", "gemm-bound", "--out", str(tmp_path / "gb")]) == 0
     assert main(["run", str(tmp_path / "gb"), "--engine", "cycle", "--check"]) == 0
     capsys.readouterr()

@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from hw.config import ConfigError, VTAConfig, load_config
-from hw.rtl_params import header_defines
-from hw.rtl_report import expected_top
-from hw.timing import TIMING_KEYS, TimingKey
-from sim.cycle.engine import params
-from sim.cycle.layout import timing_slot
-from sim.errors import SimError
+from vtasim.hw.config import ConfigError, VTAConfig, load_config
+from vtasim.hw.rtl_params import header_defines
+from vtasim.hw.rtl_report import expected_top
+from vtasim.hw.timing import TIMING_KEYS, TimingKey
+from vtasim.sim.cycle.engine import params
+from vtasim.sim.cycle.layout import timing_slot
+from vtasim.sim.errors import SimError
 from timing_conformance import GROUPS, MOVED, PROBES, cycle_run, group_config, moved_config, outcome, probe_image
 
 ROOT = Path(__file__).resolve().parents[1]

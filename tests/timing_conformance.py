@@ -2,7 +2,7 @@
 its default and a probe program whose timing depends on it; the keys grouped into a few configs that
 move several at once, so the RTL is built once per group (``tests/rtl/test_timing_conformance.py``).
 
-A new row of :data:`hw.timing.TIMING_KEYS` needs an entry in :data:`MOVED`, :data:`PROBES` and one
+A new row of :data:`vtasim.hw.timing.TIMING_KEYS` needs an entry in :data:`MOVED`, :data:`PROBES` and one
 group of :data:`GROUPS` (``tests/test_timing_table.py`` names the one missing).
 """
 
@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import re
 
-from hw.config import VTAConfig, load_config
-from sim.builder import ProgramBuilder
-from sim.engines import run_engine
-from sim.errors import TokenOverflowError
-from sim.programs.unit import UNIT_PROGRAMS
+from vtasim.hw.config import VTAConfig, load_config
+from vtasim.sim.builder import ProgramBuilder
+from vtasim.sim.engines import run_engine
+from vtasim.sim.errors import TokenOverflowError
+from vtasim.sim.programs.unit import UNIT_PROGRAMS
 
 __all__ = ["MOVED", "PROBES", "GROUPS", "probe_image", "group_config", "moved_config", "outcome", "cycle_run",
            "token_burst"]

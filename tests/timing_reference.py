@@ -7,8 +7,8 @@ engine's event skipping, state arrays and ordering tricks are checked against th
 
 from __future__ import annotations
 
-from hw.config import MEM_INP, MEM_WGT
-from hw.isa import OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE
+from vtasim.hw.config import MEM_INP, MEM_WGT
+from vtasim.hw.isa import OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE
 
 PRIORITY = {"fetch": 0, "uop": 1, "inp": 2, "wgt": 3, "acc": 4, "out": 5}
 POPS = {"load": {"pop_next": "g2l"}, "compute": {"pop_prev": "l2g", "pop_next": "s2g"},

@@ -1,7 +1,7 @@
 """Formats that viewers open, written from retire traces; imports ``hw`` only.
 
-* :mod:`waveforms.vcd`: the cycle engine's run as a VCD with the RTL's signal names;
-* :mod:`waveforms.gtkw`: a GTKWave save file for the model's or the RTL's waveforms;
-* :mod:`waveforms.plot`: timeline PNGs (matplotlib, the ``plot`` extra);
-* :mod:`waveforms.breakdown`: the per-module cycle breakdown as shares (the table and the plot).
+* :mod:`vtasim.waveforms.vcd`: the cycle engine's run as a VCD with the RTL's signal names;
+* :mod:`vtasim.waveforms.gtkw`: a GTKWave save file for the model's or the RTL's waveforms;
+* :mod:`vtasim.waveforms.plot`: timeline PNGs (matplotlib, the ``plot`` extra);
+* :mod:`vtasim.waveforms.breakdown`: the per-module cycle breakdown as shares (the table and the plot).
 """

@@ -1,7 +1,7 @@
 """The per-module cycle breakdown of docs/timing.md 8 as shares of the run.
 
 One definition for every reader: the text table of ``vtasim run``/``demo``
-(:func:`sim.trace.breakdown_table`) and the timeline plot (:mod:`waveforms.plot`) both take the
+(:func:`vtasim.sim.trace.breakdown_table`) and the timeline plot (:mod:`vtasim.waveforms.plot`) both take the
 engine's ``breakdown`` (module -> bucket -> cycles) through :func:`shares`, so "busy" is the same
 number everywhere: cycles executing and not waiting for memory (``mem_wait`` is its own bucket)::
 

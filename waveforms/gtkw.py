@@ -1,7 +1,7 @@
 """GTKWave save file (.gtkw) that opens a waveform with the co-verification signals grouped.
 
 Groups: busy flags, command-queue occupancies, dependency tokens, retired counts - the same
-:data:`waveforms.vcd.SIGNALS` the model VCD writes and the RTL exposes, so one save file serves the
+:data:`vtasim.waveforms.vcd.SIGNALS` the model VCD writes and the RTL exposes, so one save file serves the
 RTL's waveform (VCD or FST) and the model VCD alike.  The file is written with pyvcd's
 :class:`vcd.gtkw.GTKWSave` (GTKWave's trace flags and group markers are its business, not ours);
 the groups open expanded and the view is zoomed to the whole run, or to ``window_ns``::
@@ -20,11 +20,11 @@ import math
 import os
 from pathlib import Path
 
-from hw.outfiles import open_out
+from vtasim.hw.outfiles import open_out
 
 from vcd.gtkw import GTKWSave
 
-from waveforms.vcd import SCOPE, SIGNALS
+from vtasim.waveforms.vcd import SCOPE, SIGNALS
 
 __all__ = ["GROUPS", "WINDOW_PX", "WAVE_PX", "zoom_for", "relative_dumpfile", "write_gtkw"]
 
@@ -60,7 +60,7 @@ def write_gtkw(path, dumpfile, scope=SCOPE, window_ns: tuple | None = None, widt
     ``window_ns=(lo, hi)`` zooms to a diff window; otherwise ``end_ns`` (the run's last time stamp)
     zooms to the whole run.  ``unit_ns``: the dump's time unit (1 for the model VCD; the RTL's dumps
     are in its time precision, 1 ps = 0.001).  ``widths``: signal widths for the config
-    (:func:`waveforms.vcd.signal_widths`)."""
+    (:func:`vtasim.waveforms.vcd.signal_widths`)."""
     path = Path(path)
     prefix = ".".join(scope)
     lo, hi = window_ns if window_ns else (0, end_ns)

@@ -4,7 +4,7 @@ Three panels: one lane per module (load, compute, store) with a bar per instruct
 to its end cycle, coloured by opcode; the share of each window of the run that each module spends
 inside an instruction (busy and waiting for memory together: an instruction's span holds both); and,
 when the run has a breakdown (the cycle engine), each module's cycles by bucket of docs/timing.md 8,
-the numbers of the breakdown table (:mod:`waveforms.breakdown`).  Legends sit outside the axes::
+the numbers of the breakdown table (:mod:`vtasim.waveforms.breakdown`).  Legends sit outside the axes::
 
     >>> plot_timeline(result, "timeline.png")      # doctest: +SKIP
 """
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from hw.isa import MODULE_NAMES, OPCODE_NAMES
-from hw.outfiles import open_out
-from waveforms.breakdown import BUCKETS, share_text, shares
+from vtasim.hw.isa import MODULE_NAMES, OPCODE_NAMES
+from vtasim.hw.outfiles import open_out
+from vtasim.waveforms.breakdown import BUCKETS, share_text, shares
 
 __all__ = ["LEGEND_OUTSIDE", "in_instruction_fraction", "timeline_figure", "plot_timeline"]
 

@@ -11,7 +11,7 @@ queue its occupancy, and the four dependency token counters packed as the RTL's 
 * ``tokens``: a counter at t = pushes at end cycles < t - pops at start cycles < t;
 * ``u_<module>.u_ctrl.ret_midx``: instructions the module retired before t.
 
-So the model VCD and the RTL's VCD open side by side in GTKWave (:mod:`waveforms.gtkw` writes the
+So the model VCD and the RTL's VCD open side by side in GTKWave (:mod:`vtasim.waveforms.gtkw` writes the
 save file that groups them), and ``tests/rtl/test_waveforms.py`` checks them equal cycle by cycle.
 
 Time: one cycle is ``clock_ns`` nanoseconds and cycle 0 starts at ``offset_ns``; pass the RTL run's
@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from hw.isa import MODULE_NAMES, TOKEN_POPS, TOKEN_PUSHES, decode_fields, module_array
-from hw.outfiles import write_text
+from vtasim.hw.isa import MODULE_NAMES, TOKEN_POPS, TOKEN_PUSHES, decode_fields, module_array
+from vtasim.hw.outfiles import write_text
 
 __all__ = ["SCOPE", "SIGNALS", "TOKEN_ORDER", "model_changes", "signal_widths", "write_vcd", "write_model_vcd"]
 
@@ -75,7 +75,7 @@ def _steps(times, deltas, horizon):
 def model_changes(fields: dict, result) -> dict:
     """``{signal: [(cycle, value), ...]}`` for the signals of :data:`SIGNALS` from a cycle run.
 
-    ``fields``: the decoded instruction fields (:func:`hw.isa.decode_fields`) of the run's image."""
+    ``fields``: the decoded instruction fields (:func:`vtasim.hw.isa.decode_fields`) of the run's image."""
     trace = sorted(result.trace or (), key=lambda r: r.end_cycle)
     horizon = int(result.cycles or (trace[-1].end_cycle + 1 if trace else 0))
     f, mod = fields, module_array(fields)
@@ -123,7 +123,7 @@ def write_vcd(path, changes: dict, widths: dict, scope=SCOPE, clock_ns: int = 10
     """Write ``changes`` ({name: [(cycle, value)]}) as a VCD with 1 ns resolution."""
     path = Path(path)
     ids = {name: _ident(k) for k, name in enumerate(changes)}
-    lines = ["$date vtasim model $end", "$version vtasim waveforms.vcd $end", "$timescale 1ns $end"]
+    lines = ["$date vtasim model $end", "$version vtasim vtasim.waveforms.vcd $end", "$timescale 1ns $end"]
     lines += [f"$scope module {s} $end" for s in scope]
     # Dotted names are sub-scopes (u_load.u_ctrl.ret_midx): one nested $scope per distinct path.
     by_scope = {}

@@ -3,7 +3,7 @@ partition (VTA regions + host ops) -> execution on an engine, judged against onn
 
 ::
 
-    from compiler.frontend import Network
+    from vtasim.compiler.frontend import Network
     net = Network.from_onnx("model.onnx", cfg)          # import, passes, partition
     y, records = net.run(x, engine="cycle")             # VTA regions on the engine, the rest in numpy
     y_ref, _ = net.run(x, engine="reference")           # the same quantised graph, all in numpy
@@ -26,6 +26,6 @@ __all__ = ["Network"]
 
 def __getattr__(name):
     if name == "Network":
-        from compiler.frontend.network import Network
+        from vtasim.compiler.frontend.network import Network
         return Network
     raise AttributeError(name)

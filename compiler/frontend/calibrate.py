@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.frontend.errors import FrontendError
+from vtasim.compiler.frontend.errors import FrontendError
 
 __all__ = ["CALIBRATIONS", "activation_scale", "kl_threshold", "power2_scale"]
 

@@ -10,7 +10,7 @@ regions' memory images.
     vtasim onnx model.onnx --compile-only --out runs/net # compile once; run with vtasim infer runs/net
 
 A second run of the same model, config and options loads the compiled network from the cache
-(:mod:`compiler.frontend.netcache`) instead of compiling it again.
+(:mod:`vtasim.compiler.frontend.netcache`) instead of compiling it again.
 """
 
 from __future__ import annotations
@@ -49,22 +49,22 @@ class _Progress:
 
 
 def cmd_onnx(args) -> int:
-    from sim.install import require
+    from vtasim.sim.install import require
     require(("onnx", "onnxruntime") + (("sklearn",) if args.dataset == "digits" else ()),
             "vtasim onnx" + (f" --dataset {args.dataset}" if args.dataset else ""))
     if args.engine == "rtl":
-        from sim.rtl import require as require_rtl
+        from vtasim.sim.rtl import require as require_rtl
         require_rtl("verilator", "vtasim onnx --engine rtl")
-    from compiler.frontend.compare import OrtReference, agreement, fused_level_note, output_lsb
-    from compiler.frontend.report import check_report_dir, network_summary, write_report
-    from compiler.frontend.run_options import check_limit
-    from hw.config import load_config
-    from compiler.frontend.errors import FrontendError
+    from vtasim.compiler.frontend.compare import OrtReference, agreement, fused_level_note, output_lsb
+    from vtasim.compiler.frontend.report import check_report_dir, network_summary, write_report
+    from vtasim.compiler.frontend.run_options import check_limit
+    from vtasim.hw.config import load_config
+    from vtasim.compiler.frontend.errors import FrontendError
     check_limit(args.limit)
     cfg = load_config(args.config)
     t0 = time.perf_counter()
     if args.report is not None:
-        check_report_dir(args.report)           # output rules before any work (hw.outfiles)
+        check_report_dir(args.report)           # output rules before any work (vtasim.hw.outfiles)
     options = dict(mode=args.partition, skip_first_conv=not args.all_convs, threshold=args.threshold,
                    requant=args.requant, strict=args.strict, region_mode=args.regions,
                    combine_parallel=args.combine_parallel, fast_math=args.fast_math)
@@ -72,12 +72,12 @@ def cmd_onnx(args) -> int:
         return _compile_only(args, cfg, options, t0)
     if args.out is not None:
         raise FrontendError("--out is the directory of --compile-only (rule: give --compile-only with it)")
-    from compiler.frontend.netcache import compiled_network
+    from vtasim.compiler.frontend.netcache import compiled_network
     # --save-images wants the images' expected outputs, which only a freshly compiled network has
     net, where = compiled_network(args.model, cfg, options, cache_dir=args.cache_dir,
                                   use_cache=not args.no_cache and args.save_images is None)
     print(f"network: {where} ({time.perf_counter() - t0:.2f} s)")
-    from compiler.frontend.inputs import load_feeds
+    from vtasim.compiler.frontend.inputs import load_feeds
     xs, labels, source = load_feeds(net.graph, args.input, args.dataset, args.seed)
     if args.limit is not None:
         xs = xs[:args.limit]
@@ -92,8 +92,8 @@ def cmd_onnx(args) -> int:
     if note:
         print(note)
     if args.save_images is not None:
-        from compiler.frontend.execute import image_dirs
-        from hw.outfiles import sub_dir
+        from vtasim.compiler.frontend.execute import image_dirs
+        from vtasim.hw.outfiles import sub_dir
         for name in image_dirs(net.graph, net.regions):
             sub_dir(args.save_images, name, "--save-images directory")
     ours, refs, first = [], [], None
@@ -125,12 +125,12 @@ def cmd_onnx(args) -> int:
         line = (f"top-1 accuracy on {len(labels)} labelled inputs: VTA ({args.engine}) {acc_ours:.4f}, "
                 f"onnxruntime int8 {acc_ort:.4f}")
         if args.dataset == "digits":          # the float model the int8 files were quantised from
-            from compiler.frontend.models import DIGITS_FLOAT
-            from compiler.frontend.models.digits import held_out_top1
+            from vtasim.compiler.frontend.models import DIGITS_FLOAT
+            from vtasim.compiler.frontend.models.digits import held_out_top1
             line += f", float32 {DIGITS_FLOAT.name} (onnxruntime) {held_out_top1(DIGITS_FLOAT, len(labels)):.4f}"
         print(line)
     if args.report is not None:
-        from sim.install import missing_note
+        from vtasim.sim.install import missing_note
         paths = write_report(first, args.report, cfg, title=Path(args.model).stem)
         note = missing_note(["matplotlib"], "the report's PNG plots")
         print(f"report: {', '.join(str(p) for p in paths)}" + (f"; no PNG plots ({note})" if note else ""))
@@ -142,12 +142,12 @@ def cmd_onnx(args) -> int:
 
 def _compile_only(args, cfg, options, t0) -> int:
     """``--compile-only --out NET``: import, partition, compile every region and save the network."""
-    from compiler.frontend.errors import FrontendError
-    from compiler.frontend.netcache import compile_key, compile_network
-    from compiler.frontend.onnx_import import MAX_MODEL_BYTES
-    from compiler.frontend.errors import ModelFileError
-    from hw.files import read_regular
-    from hw.outfiles import out_dir
+    from vtasim.compiler.frontend.errors import FrontendError
+    from vtasim.compiler.frontend.netcache import compile_key, compile_network
+    from vtasim.compiler.frontend.onnx_import import MAX_MODEL_BYTES
+    from vtasim.compiler.frontend.errors import ModelFileError
+    from vtasim.hw.files import read_regular
+    from vtasim.hw.outfiles import out_dir
     if args.out is None:
         raise FrontendError("--compile-only needs --out NET (rule: the directory the compiled network goes to)")
     given = [o for o, v in (("--input", args.input), ("--dataset", args.dataset), ("--report", args.report),
@@ -165,10 +165,10 @@ def _compile_only(args, cfg, options, t0) -> int:
 
 
 def add_commands(sub) -> None:
-    from compiler.frontend.compare import ORT_LEVELS
-    from compiler.frontend.inputs import DATASETS
-    from compiler.frontend.run_options import add_input_source, add_run_options
-    from compiler.frontend.partition import PARTITION_MODES, REGION_MODES
+    from vtasim.compiler.frontend.compare import ORT_LEVELS
+    from vtasim.compiler.frontend.inputs import DATASETS
+    from vtasim.compiler.frontend.run_options import add_input_source, add_run_options
+    from vtasim.compiler.frontend.partition import PARTITION_MODES, REGION_MODES
     p = sub.add_parser("onnx", help="run an int8 ONNX model: VTA regions on an engine, the rest on the host; "
                                     "compare with onnxruntime")
     p.add_argument("model", type=Path, help="ONNX model (QDQ or QOperator int8)")
@@ -206,5 +206,5 @@ def add_commands(sub) -> None:
                         "or ~/.cache/vtasim/networks)")
     p.add_argument("--no-cache", action="store_true", help="compile afresh and store nothing")
     p.set_defaults(func=cmd_onnx)
-    from compiler.frontend.quantize_cli import add_quantize
+    from vtasim.compiler.frontend.quantize_cli import add_quantize
     add_quantize(sub)

@@ -5,7 +5,7 @@ An inception block's 1x1 branches, or a transformer's Q/K/V projections, are con
 layers that read the same tensor.  On VTA each is a region of its own, padding its output channels
 to the block and loading the input again; combined, the input is loaded once and the output
 channels pack together.  The passes run on the composite ``qconv``/``qdense`` nodes after
-:func:`~compiler.frontend.fuse.fuse_ops`, where the quantisation parameters are known.
+:func:`~vtasim.compiler.frontend.fuse.fuse_ops`, where the quantisation parameters are known.
 
 Siblings combine when they read the same quantised tensor (for ``qdense``: or ``Reshape``s of one
 tensor to one shape, as the 3-d MatMul fusion makes) with the same input quantisation, weight shape
@@ -20,7 +20,7 @@ layers) and the same output type.  The combined layer
 * is followed by a host ``Split`` on the channel axis that gives back the branches' output values.
 
 Its outputs are bit-identical to the branches' (docs/quantisation.md section 5): either every
-branch's plan (:func:`compiler.qnn.plan_requant`) and the combined layer's is exact
+branch's plan (:func:`vtasim.compiler.qnn.plan_requant`) and the combined layer's is exact
 (``max_error_lsb == 0``) and the branches share zero point and range, or the combined layer carries
 :func:`merged_plan` of the branches' own plans (``attrs["requant_plan"]``), which gives each
 channel its branch's steps.  Branches whose plans cannot merge stay alone; the note says what was
@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.frontend.composite import out_limits
-from compiler.frontend.graph import Graph, Node
-from compiler.frontend.region import VtaRegion, region_problem
+from vtasim.compiler.frontend.composite import out_limits
+from vtasim.compiler.frontend.graph import Graph, Node
+from vtasim.compiler.frontend.region import VtaRegion, region_problem
 
 __all__ = ["combine_parallel_conv2d", "combine_parallel_dense", "merged_plan"]
 
@@ -96,7 +96,7 @@ def _combined(branches: list, name: str) -> Node:
 
 def _plans(nodes: list, cfg, requant: str):
     """[plan] of each node on VTA, or the reason one cannot run there."""
-    from compiler.errors import CompileError
+    from vtasim.compiler.errors import CompileError
     out = []
     for n in nodes:
         try:
@@ -131,7 +131,7 @@ def merged_plan(plans: list, sizes: list):
     outputs, or None.  The branches' plans must shift alike (the same shifts in the same places: VTA's
     ALU shifts by immediates); their add/mul/min/max operands become per-channel vectors (or stay
     immediates where equal), and a step one branch lacks is that step's identity on its channels."""
-    from compiler.qnn.vta_requant import RequantPlan
+    from vtasim.compiler.qnn.vta_requant import RequantPlan
     cut = [_segments(p) for p in plans]
     if any(c[1] != cut[0][1] for c in cut):
         return None
@@ -167,8 +167,8 @@ def _cycles(g: Graph, nodes: list, cfg, requant: str):
     """Cycle-engine cycles of ``nodes`` as VTA regions on a zero input of their input's shape (the cost
     partitioning's estimate), or the reason there are none: an unknown input shape, or a layer that
     does not compile (a merged plan's vectors take accumulator space)."""
-    from compiler.errors import CompileError
-    from compiler.frontend.partition import estimate_cycles
+    from vtasim.compiler.errors import CompileError
+    from vtasim.compiler.frontend.partition import estimate_cycles
     shape = g.shapes.get(nodes[0].inputs[0])
     if shape is None:
         return f"the input shape of {nodes[0].name!r} is unknown (no cycle estimate)"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.frontend.errors import FrontendError
+from vtasim.compiler.frontend.errors import FrontendError
 
 __all__ = ["ORT_LEVELS", "OrtReference", "ort_session", "cpu_has_vnni", "fused_level_note", "output_lsb",
            "agreement"]
@@ -61,7 +61,7 @@ class OrtReference:
     """An onnxruntime CPU session of the same model file (``level``: a key of ``ORT_LEVELS``)."""
 
     def __init__(self, path, level: str = "basic"):
-        from sim.install import require
+        from vtasim.sim.install import require
         require(["onnxruntime"], "the onnxruntime reference")
         try:                                # log level fatal only: its errors come back as exceptions
             self.session = ort_session(path, level, log_severity=4)

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.frontend.errors import FrontendError
-from compiler.frontend.graph import Node
+from vtasim.compiler.frontend.errors import FrontendError
+from vtasim.compiler.frontend.graph import Node
 
 __all__ = ["qconv_node", "qdense_node", "qadd_node", "qparam", "act_limits", "out_limits", "QUANT_DTYPES"]
 
@@ -110,7 +110,7 @@ def act_limits(act, y_scale: float, y_zp: int, y_dtype) -> tuple[int, int]:
 
 def out_limits(attrs) -> tuple:
     """A ``qconv``/``qdense``'s quantised output range: ``attrs["limits"]`` where the layer carries one
-    (sibling layers combined by :mod:`compiler.frontend.combine`: ints, or one per output channel),
+    (sibling layers combined by :mod:`vtasim.compiler.frontend.combine`: ints, or one per output channel),
     else :func:`act_limits` of its activation."""
     if attrs.get("limits") is not None:
         return attrs["limits"]

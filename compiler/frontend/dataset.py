@@ -2,7 +2,7 @@
 
 A user's archive holds ``x`` (N samples, any numeric type) and optionally ``y`` (N integer labels; top-1
 and top-5 accuracy are reported when given); other arrays are ignored.  It is read through the bounded
-reader (:func:`hw.files.load_npz`: a regular file of at most :data:`MAX_DATASET_BYTES`, no pickle).
+reader (:func:`vtasim.hw.files.load_npz`: a regular file of at most :data:`MAX_DATASET_BYTES`, no pickle).
 
 Preprocessing, in this order, each optional:
 
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from compiler.frontend.errors import FrontendError
-from compiler.frontend.inputs import DATASETS
+from vtasim.compiler.frontend.errors import FrontendError
+from vtasim.compiler.frontend.inputs import DATASETS
 
 __all__ = ["Preprocess", "load_dataset", "parse_floats", "DATASETS", "MAX_DATASET_BYTES", "LAYOUTS"]
 
@@ -82,7 +82,7 @@ class Preprocess:
 
 
 def _user_npz(path: Path):
-    from hw.files import load_npz
+    from vtasim.hw.files import load_npz
     arrays = load_npz(path, "--dataset archive", MAX_DATASET_BYTES, limit="MAX_DATASET_BYTES", error=FrontendError)
     if "x" not in arrays:
         raise FrontendError(f"--dataset {path}: no array x (rule: an .npz with x and optionally y; holds "
@@ -99,14 +99,14 @@ def _user_npz(path: Path):
 
 def load_dataset(graph, name: str, pre: Preprocess = Preprocess()):
     """``(x stack (N,) + input shape, labels or None, description)`` for the one-input ``graph``."""
-    from compiler.frontend.inputs import as_stack
+    from vtasim.compiler.frontend.inputs import as_stack
     pre.check()
     names = list(graph.inputs)
     if len(names) != 1:
         raise FrontendError(f"--dataset feeds one input; the model has {len(names)} ({', '.join(names)})")
     shape, dtype = graph.inputs[names[0]]
     if name == "digits":
-        from compiler.frontend.models.digits import load_split
+        from vtasim.compiler.frontend.models.digits import load_split
         _, _, x, y = load_split()
         what = "digits test split"
     elif name.endswith(".npz"):

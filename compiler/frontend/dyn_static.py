@@ -4,7 +4,7 @@ ONNX exporters compute shapes in the graph: PyTorch writes ``x.view(x.size(0), -
 ``Shape -> Gather -> Unsqueeze -> Concat -> Reshape`` and ``torch.ones_like``/``expand`` as
 ``Shape -> ConstantOfShape`` / ``Expand``.  The importer's shapes are static wherever onnx's shape
 inference, run with the inputs at the shapes the importer fixed, gives numbers
-(:func:`compiler.frontend.onnx_import.from_onnx`); a value whose shape depends on the data has no
+(:func:`vtasim.compiler.frontend.onnx_import.from_onnx`); a value whose shape depends on the data has no
 entry in ``graph.shapes``.
 
 :func:`dynamic_to_static`
@@ -12,12 +12,12 @@ entry in ``graph.shapes``.
 * replaces every ``Shape``/``Size`` of a value with a static shape by its constant;
 * evaluates, in graph order, each node whose inputs are then all constants and one of them came from
   this pass (the ``Gather``/``Unsqueeze``/``Concat``/``Cast``/arithmetic over shapes, ``ConstantOfShape``
-  of a now-constant shape - :func:`~compiler.frontend.passes.fold_constants` could not start these
+  of a now-constant shape - :func:`~vtasim.compiler.frontend.passes.fold_constants` could not start these
   chains because a ``Shape`` input is never a constant);
 * records the output shape of a ``Reshape``/``Expand`` whose shape input became constant (its data
   input is a tensor: it stays, now with a static shape).
 
-Shapes that depend on the data stay as they are and run on the host (:mod:`compiler.frontend.shape_ops`);
+Shapes that depend on the data stay as they are and run on the host (:mod:`vtasim.compiler.frontend.shape_ops`);
 the note names them.
 """
 
@@ -27,9 +27,9 @@ from math import prod
 
 import numpy as np
 
-from compiler.frontend.errors import FrontendError
-from compiler.frontend.graph import Graph
-from compiler.frontend.shape_ops import expand_shape, shape_slice
+from vtasim.compiler.frontend.errors import FrontendError
+from vtasim.compiler.frontend.graph import Graph
+from vtasim.compiler.frontend.shape_ops import expand_shape, shape_slice
 
 __all__ = ["dynamic_to_static", "static_shape", "reshape_shape"]
 
@@ -68,7 +68,7 @@ def reshape_shape(node, x_shape: tuple, shape) -> tuple:
 
 
 def dynamic_to_static(g: Graph) -> Graph:
-    from compiler.frontend.host_ops import run_host
+    from vtasim.compiler.frontend.host_ops import run_host
     derived: set = set()                     # constants this pass made
     readers, evaluated, kept, left = 0, {}, [], []
     now_static = []

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from compiler.errors import CompileError
+from vtasim.compiler.errors import CompileError
 
 __all__ = ["FrontendError", "ModelFileError", "UnsupportedModel"]
 

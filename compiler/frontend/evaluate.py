@@ -1,5 +1,5 @@
 """Run a compiled network over many inputs: in this process, or split across Dask workers
-(:mod:`sim.scale.cluster`, as ``vtasim sweep`` does), with the results appended to a JSON-lines file as
+(:mod:`vtasim.sim.scale.cluster`, as ``vtasim sweep`` does), with the results appended to a JSON-lines file as
 inputs finish, so an interrupted run resumes computing only the inputs the file lacks.
 
 One record per input (:data:`RECORD_KEYS`): its index, label, our top-5 classes, a digest of our output
@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from compiler.frontend.errors import FrontendError
-from hw.files import brief, iter_json_lines
+from vtasim.compiler.frontend.errors import FrontendError
+from vtasim.hw.files import brief, iter_json_lines
 
 __all__ = ["RECORD_KEYS", "evaluate_chunk", "aggregate", "run_inputs", "network_id", "MAX_RESULTS_BYTES",
            "read_results"]
@@ -44,9 +44,9 @@ def network_id(doc: dict) -> str:
 def model_reference(net_dir: Path, doc: dict):
     """onnxruntime on the compiled network's copy of the model (a regular file inside it whose SHA-256 is
     the one recorded), or None when the network has no copy."""
-    from compiler.frontend.compare import OrtReference
-    from compiler.frontend.netfile import MAX_MODEL_BYTES, child_file
-    from hw.files import read_regular
+    from vtasim.compiler.frontend.compare import OrtReference
+    from vtasim.compiler.frontend.netfile import MAX_MODEL_BYTES, child_file
+    from vtasim.hw.files import read_regular
     name = doc["model"].get("file") if isinstance(doc["model"], dict) else None
     if name is None:
         return None
@@ -60,7 +60,7 @@ def model_reference(net_dir: Path, doc: dict):
 
 def loaded(net_dir, reference: bool):
     """``(Network, onnxruntime reference or None, doc)`` of ``net_dir``, loaded once per process."""
-    from compiler.frontend.netfile import load_network
+    from vtasim.compiler.frontend.netfile import load_network
     key = (str(Path(net_dir).resolve()), reference)
     if key not in _NETS:
         net, doc = load_network(net_dir)
@@ -172,9 +172,9 @@ class _Results:
     """Append records (one JSON line each, flushed and fsynced per batch) after the header."""
 
     def __init__(self, path, header: dict):
-        from compiler.scale.results import cut_torn_tail
-        from hw.files import regular_size
-        from hw.outfiles import check_out, open_out
+        from vtasim.compiler.scale.results import cut_torn_tail
+        from vtasim.hw.files import regular_size
+        from vtasim.hw.outfiles import check_out, open_out
         self.path = check_out(path, "--results file")
         if os.path.lexists(self.path):
             regular_size(self.path, "--results file", MAX_RESULTS_BYTES, limit="MAX_RESULTS_BYTES",
@@ -217,7 +217,7 @@ def run_inputs(net_dir, xs: np.ndarray, labels, engine: str, header: dict, refer
     here or (``cluster_args``: the parsed cluster options) on Dask workers, appended as they finish.
     ``first_layers`` (a list) receives the per-layer records of input 0 and ``outputs`` (a dict) every
     output by index, of the inputs computed in this process."""
-    from sim.scale.cluster import Progress
+    from vtasim.sim.scale.cluster import Progress
     out = _Results(results, header) if results is not None else _NoResults()
     done = dict(out.done)
     todo = [i for i in range(len(xs)) if i not in done]
@@ -254,7 +254,7 @@ def run_inputs(net_dir, xs: np.ndarray, labels, engine: str, header: dict, refer
 
 
 def _on_dask(net_dir, xs, labels, engine, reference, todo, args, finished, log) -> None:
-    from sim.scale import cluster
+    from vtasim.sim.scale import cluster
     distributed = cluster.import_distributed("vtasim infer")
     with cluster.client_from_args(args, log=log, what="infer") as client:
         workers = max(1, len(client.scheduler_info()["workers"]))

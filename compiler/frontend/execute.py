@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compiler.frontend.errors import FrontendError
-from compiler.frontend.host_ops import run_host
+from vtasim.compiler.frontend.errors import FrontendError
+from vtasim.compiler.frontend.host_ops import run_host
 
 __all__ = ["execute", "LayerRecord", "ENGINES"]
 
@@ -65,12 +65,12 @@ def image_dirs(g, regions: dict) -> list[str]:
 
 def _run_chain(g, region, k, values, engine, save_images, records_by_node):
     """Run multi-op ``region`` once; its outputs into ``values``, each member's record into ``records_by_node``."""
-    from compiler.frontend.partition import node_macs
+    from vtasim.compiler.frontend.partition import node_macs
     t0 = time.perf_counter()
     feeds = {v: values[v] for v in region.inputs}
     outs, res, shares = region.run(feeds, engine=engine)
     if save_images is not None:
-        from hw.outfiles import sub_dir
+        from vtasim.hw.outfiles import sub_dir
         region.image(feeds).save(sub_dir(save_images, image_dir_name(k, region), "--save-images directory"))
     values.update(outs)
     macs = [node_macs(g, n) for n in region.nodes]
@@ -89,7 +89,7 @@ def execute(g, regions: dict, feeds: dict, engine: str = "cycle", on_node=None, 
             values_out: dict | None = None):
     """(outputs {name: array}, [LayerRecord]); ``on_node(k, total, node)`` reports progress;
     ``values_out`` (a dict) receives every value computed, by name."""
-    from compiler.frontend.partition import node_macs
+    from vtasim.compiler.frontend.partition import node_macs
     if engine not in ENGINES:
         raise FrontendError(f"engine {engine!r} is not one of {', '.join(ENGINES)}")
     values = dict(g.consts)
@@ -121,7 +121,7 @@ def execute(g, regions: dict, feeds: dict, engine: str = "cycle", on_node=None, 
             y, res = region.run(args[0], engine=engine)
             outs = [y]
             if save_images is not None:
-                from hw.outfiles import sub_dir
+                from vtasim.hw.outfiles import sub_dir
                 region.image(args[0]).save(sub_dir(save_images, image_dir_name(k, region),
                                                    "--save-images directory"))
             if res is not None:

@@ -3,7 +3,7 @@ replaced by approximations with a stated error bound.
 
 ``vtasim onnx --fast-math`` (off by default) runs :func:`fast_math` after fusion: the float ops left
 on the host become ``fast_exp``, ``fast_tanh``, ``fast_erf``, ``fast_softmax``, computed in float32 by
-the functions below (quantised activations are int8 lookup tables, :mod:`compiler.frontend.fuse`,
+the functions below (quantised activations are int8 lookup tables, :mod:`vtasim.compiler.frontend.fuse`,
 and do not change).  The approximations use only multiply, add, divide, compare and a power-of-two
 scaling - what a host without a vector libm runs - and their worst errors over a dense grid of
 float32 inputs are within :data:`ERROR_BOUNDS` (``tests/frontend/test_passes_fastmath.py``)::
@@ -31,7 +31,7 @@ import math
 import numpy as np
 from numba import njit
 
-from compiler.frontend.graph import Graph
+from vtasim.compiler.frontend.graph import Graph
 
 __all__ = ["fast_exp", "fast_tanh", "fast_erf", "fast_math", "FAST_OPS", "ERROR_BOUNDS"]
 

@@ -1,7 +1,7 @@
 """Operator fusion on QDQ graphs (Relay's FuseOps + FakeQuantizationToInteger, in one pass).
 
 Each ``QuantizeLinear`` is matched backwards against the patterns below; a match becomes one
-composite op (:mod:`compiler.frontend.composite`) that reads and writes the quantised tensors, so
+composite op (:mod:`vtasim.compiler.frontend.composite`) that reads and writes the quantised tensors, so
 the float ops between the ``DequantizeLinear`` and the ``QuantizeLinear`` disappear:
 
 * ``DQ(x), DQ(W), [DQ(b)] -> Conv -> [Relu | Clip] -> Q``           -> ``qconv`` (bias, requantise, ReLU fused)
@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler import qnn
-from compiler.frontend.composite import qadd_node, qconv_node, qdense_node, qparam
-from compiler.frontend.graph import Graph, Node
+from vtasim.compiler import qnn
+from vtasim.compiler.frontend.composite import qadd_node, qconv_node, qdense_node, qparam
+from vtasim.compiler.frontend.graph import Graph, Node
 
 __all__ = ["fuse_ops", "lut_fn"]
 
@@ -36,7 +36,7 @@ _PASSIVE = ("MaxPool", "Flatten", "Reshape", "Relu", "Transpose", "Squeeze", "Un
 
 
 def lut_fn(node: Node, fn: str):
-    """The float function a table samples: :mod:`compiler.qnn`'s by name (sigmoid, tanh, silu); the hard
+    """The float function a table samples: :mod:`vtasim.compiler.qnn`'s by name (sigmoid, tanh, silu); the hard
     activations, which qnn does not name, here - HardSigmoid with the node's alpha and beta."""
     if fn == "hardswish":
         return lambda x: x * np.clip(x / 6 + 0.5, 0, 1)

@@ -1,5 +1,5 @@
 """Host (CPU) execution of every graph op in numpy: the float ONNX ops, the quantise/dequantise ops
-and the composite quantised ops in exact integer arithmetic (:mod:`compiler.qnn`).
+and the composite quantised ops in exact integer arithmetic (:mod:`vtasim.compiler.qnn`).
 
 ``run_host(node, args) -> list of outputs``; ``args`` are the input arrays in order (``None`` for an
 absent optional input).  Integer convolutions and products are computed in float64 where every
@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler import qnn
-from compiler.frontend.composite import act_limits, out_limits
-from compiler.frontend.errors import FrontendError
-from compiler.frontend.fastmath import fast_erf, fast_exp, fast_tanh
-from compiler.frontend.host_tensor import TENSOR_OPS
-from compiler.frontend.shape_ops import SHAPE_OPS
+from vtasim.compiler import qnn
+from vtasim.compiler.frontend.composite import act_limits, out_limits
+from vtasim.compiler.frontend.errors import FrontendError
+from vtasim.compiler.frontend.fastmath import fast_erf, fast_exp, fast_tanh
+from vtasim.compiler.frontend.host_tensor import TENSOR_OPS
+from vtasim.compiler.frontend.shape_ops import SHAPE_OPS
 
 __all__ = ["run_host", "conv2d", "pool2d", "requantize_acc", "qconv_acc", "qdense_acc", "softmax"]
 
@@ -250,7 +250,7 @@ def _matmul_integer(node, a, b, az, bz):
 
 
 def softmax(x, axis, coerce_2d=0, exp=np.exp):
-    """``exp``: :func:`compiler.frontend.fastmath.fast_exp` for ``fast_softmax``."""
+    """``exp``: :func:`vtasim.compiler.frontend.fastmath.fast_exp` for ``fast_softmax``."""
     if coerce_2d:                # opset < 13: over every axis from `axis` on, as one row per leading index
         axis = axis % max(x.ndim, 1)
         return softmax(x.reshape(int(np.prod(x.shape[:axis])), -1), 1, exp=exp).reshape(x.shape)
@@ -309,7 +309,7 @@ _HOST = {
 
 
 def _cast_type(node):
-    from compiler.frontend.onnx_import import ONNX_DTYPES
+    from vtasim.compiler.frontend.onnx_import import ONNX_DTYPES
     to = node.attrs["to"]
     if to not in ONNX_DTYPES:
         raise FrontendError(f"{node.where}: Cast to ONNX type {to} is not supported")

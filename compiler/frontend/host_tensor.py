@@ -3,7 +3,7 @@ layers: data movement (Transpose, Split, Slice, Pad, Squeeze/Unsqueeze, Gather, 
 maths (LeakyRelu, PRelu, Div, LayerNormalization, Gelu, Erf).
 
 Each rule is ``fn(node, *inputs) -> array or tuple of arrays`` with ONNX's semantics (opset 13-21;
-the attribute forms of older opsets where they differ).  :mod:`compiler.frontend.host_ops` registers
+the attribute forms of older opsets where they differ).  :mod:`vtasim.compiler.frontend.host_ops` registers
 them in its op table; ``tests/frontend/test_host_tensor.py`` checks each against onnxruntime.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
-from compiler.frontend.errors import FrontendError
+from vtasim.compiler.frontend.errors import FrontendError
 
 __all__ = ["TENSOR_OPS", "RESIZE_MODES", "RESIZE_COORDS"]
 

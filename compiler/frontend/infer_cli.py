@@ -34,23 +34,23 @@ def _summary(agg: dict, engine: str) -> list[str]:
 
 
 def cmd_infer(args) -> int:
-    from compiler.frontend.dataset import Preprocess, load_dataset, parse_floats
-    from compiler.frontend.errors import FrontendError
-    from compiler.frontend.evaluate import aggregate, loaded, network_id, run_inputs
-    from compiler.frontend.report import layer_table
-    from compiler.frontend.run_options import check_limit
-    from sim.scale.cluster import wants_cluster
+    from vtasim.compiler.frontend.dataset import Preprocess, load_dataset, parse_floats
+    from vtasim.compiler.frontend.errors import FrontendError
+    from vtasim.compiler.frontend.evaluate import aggregate, loaded, network_id, run_inputs
+    from vtasim.compiler.frontend.report import layer_table
+    from vtasim.compiler.frontend.run_options import check_limit
+    from vtasim.sim.scale.cluster import wants_cluster
     t0 = time.perf_counter()
     check_limit(args.limit)
     if args.engine == "rtl":
-        from sim.rtl import require as require_rtl
+        from vtasim.sim.rtl import require as require_rtl
         require_rtl("verilator", "vtasim infer --engine rtl")
     pre = Preprocess(args.layout, args.scale, parse_floats(args.mean, "--mean"), parse_floats(args.std, "--std"))
     pre.check()
     if args.dataset is None and not pre.identity:
         raise FrontendError("--layout/--scale/--mean/--std preprocess a --dataset (rule: give --dataset with them)")
     if args.outputs is not None:
-        from hw.outfiles import check_out
+        from vtasim.hw.outfiles import check_out
         if args.results is not None or wants_cluster(args):
             raise FrontendError("--outputs collects the outputs of one process's run (rule: not with --results, "
                                 "--workers or --scheduler)")
@@ -58,7 +58,7 @@ def cmd_infer(args) -> int:
     reference = not args.no_reference
     net, ort, doc = loaded(args.network, reference)
     if args.config is not None:
-        from hw.config import load_config
+        from vtasim.hw.config import load_config
         if load_config(args.config) != net.cfg:
             raise FrontendError(f"{args.network}: compiled for another config than --config {args.config} "
                                 f"(rule: run a network on the config it was compiled for)")
@@ -68,7 +68,7 @@ def cmd_infer(args) -> int:
         xs, labels, source = load_dataset(net.graph, args.dataset, pre)
     else:
         import numpy as np
-        from compiler.frontend.inputs import load_feeds
+        from vtasim.compiler.frontend.inputs import load_feeds
         feeds, labels, source = load_feeds(net.graph, args.input, None, args.seed)
         if len(net.graph.inputs) != 1:
             raise FrontendError(f"vtasim infer feeds one input; the model has {len(net.graph.inputs)}")
@@ -81,7 +81,7 @@ def cmd_infer(args) -> int:
     header = {"network": network_id(doc), "engine": args.engine, "data": source, "preprocess": pre.as_dict(),
               "inputs": len(xs), "reference": ort is not None}
     if wants_cluster(args):
-        from sim.scale.cluster import check_workers, require_cluster
+        from vtasim.sim.scale.cluster import check_workers, require_cluster
         require_cluster("vtasim infer on Dask")
         if not (args.scheduler or args.scheduler_file):
             check_workers(args.workers, args.force_workers)
@@ -97,7 +97,7 @@ def cmd_infer(args) -> int:
         print(line)
     if args.outputs is not None:
         import numpy as np
-        from hw.outfiles import open_out
+        from vtasim.hw.outfiles import open_out
         ys = np.stack([outputs[i] for i in range(len(xs))])
         with open_out(args.outputs, "wb", "--outputs file") as f:
             np.save(f, ys, allow_pickle=False)
@@ -107,9 +107,9 @@ def cmd_infer(args) -> int:
 
 
 def add_commands(sub) -> None:
-    from compiler.frontend.dataset import LAYOUTS
-    from compiler.frontend.run_options import add_input_source, add_run_options
-    from sim.scale.cluster import add_cluster_options
+    from vtasim.compiler.frontend.dataset import LAYOUTS
+    from vtasim.compiler.frontend.run_options import add_input_source, add_run_options
+    from vtasim.sim.scale.cluster import add_cluster_options
     p = sub.add_parser("infer", help="run a compiled network (vtasim onnx --compile-only) on inputs or a data set, "
                                      "optionally on Dask workers")
     p.add_argument("network", type=Path, help="the compiled network directory (vtasim onnx MODEL --compile-only --out NET)")

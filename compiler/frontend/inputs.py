@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from compiler.frontend.errors import FrontendError
+from vtasim.compiler.frontend.errors import FrontendError
 
 __all__ = ["load_feeds", "parse_input_spec", "read_npy", "as_stack", "MAX_INPUT_BYTES", "DATASETS"]
 
@@ -29,7 +29,7 @@ def parse_input_spec(text: str) -> tuple[str | None, Path]:
 
 
 def read_npy(path: Path) -> np.ndarray:
-    from hw.files import regular_size
+    from vtasim.hw.files import regular_size
     regular_size(path, "--input array", MAX_INPUT_BYTES, error=FrontendError)
     try:
         x = np.load(path, allow_pickle=False)
@@ -84,7 +84,7 @@ def load_feeds(graph, specs, dataset: str | None = None, seed: int = 0):
     if dataset == "digits":
         if len(names) != 1:
             raise FrontendError(f"--dataset digits feeds one input; the model has {len(names)}")
-        from compiler.frontend.models.digits import load_split
+        from vtasim.compiler.frontend.models.digits import load_split
         _, _, xt, yt = load_split()
         shape, dtype = inputs[names[0]]
         xs = as_stack(xt, shape, "--dataset digits (images of the test split)")

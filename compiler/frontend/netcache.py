@@ -24,7 +24,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from compiler.frontend.errors import FrontendError
+from vtasim.compiler.frontend.errors import FrontendError
 
 __all__ = ["cache_root", "source_hash", "vtasim_version", "compile_key", "compiled_network", "CACHE_ENV"]
 
@@ -71,7 +71,7 @@ def vtasim_version() -> str:
 def compile_key(model_bytes: bytes, cfg, options: dict) -> tuple[str, dict]:
     """``(key, meta)``: the cache key and the ``vtasim``/``model``/``options`` entries of ``network.json``
     (the options always name their ``region_mode``)."""
-    from compiler.frontend.partition import REGION_MODES
+    from vtasim.compiler.frontend.partition import REGION_MODES
     meta = {"vtasim": {"version": vtasim_version(), "source": source_hash()},
             "model": {"sha256": hashlib.sha256(model_bytes).hexdigest()},
             "options": {"region_mode": REGION_MODES[0], **options}}
@@ -81,9 +81,9 @@ def compile_key(model_bytes: bytes, cfg, options: dict) -> tuple[str, dict]:
 
 def compile_network(model_path, model_bytes: bytes, cfg, options: dict, meta: dict, out=None):
     """Import, partition and compile ``model_path`` and (``out`` given) save it there; the Network."""
-    from compiler.frontend.inputs import load_feeds
-    from compiler.frontend.netfile import save_network
-    from compiler.frontend.network import Network
+    from vtasim.compiler.frontend.inputs import load_feeds
+    from vtasim.compiler.frontend.netfile import save_network
+    from vtasim.compiler.frontend.network import Network
     net = Network.from_onnx(model_path, cfg, **options)
     feeds, _, _ = load_feeds(net.graph, None, None, seed=0)
     net.compile_regions(feeds[0])
@@ -96,11 +96,11 @@ def compile_network(model_path, model_bytes: bytes, cfg, options: dict, meta: di
 def compiled_network(model_path, cfg, options: dict, cache_dir=None, use_cache: bool = True, log=print):
     """``(Network, where)``: the compiled network of ``model_path``, from the cache when an entry of its key
     loads (``where`` = ``"cache hit DIR"``), else compiled (and stored unless ``use_cache`` is False)."""
-    from compiler.frontend.netfile import load_network
-    from compiler.frontend.onnx_import import MAX_MODEL_BYTES
-    from compiler.frontend.errors import ModelFileError
-    from hw.files import read_regular
-    from hw.outfiles import out_dir
+    from vtasim.compiler.frontend.netfile import load_network
+    from vtasim.compiler.frontend.onnx_import import MAX_MODEL_BYTES
+    from vtasim.compiler.frontend.errors import ModelFileError
+    from vtasim.hw.files import read_regular
+    from vtasim.hw.outfiles import out_dir
     data = read_regular(model_path, "ONNX model", MAX_MODEL_BYTES, error=ModelFileError)
     key, meta = compile_key(data, cfg, options)
     if not use_cache:

@@ -10,20 +10,20 @@ times by ``vtasim infer NET``.
                                        host-side edge and its images
     NET/params.npz                     every array of the graph and the regions (numpy.savez, no pickle)
     NET/model.onnx                     a copy of the model (onnxruntime's reference in ``vtasim infer``)
-    NET/regions/NNN_NAME/K/image.json  the K-th memory image of a region (sim.image format), input all zeros
+    NET/regions/NNN_NAME/K/image.json  the K-th memory image of a region (vtasim.sim.image format), input all zeros
 
 In ``network.json`` an array is ``{"$array": KEY, "dtype": D, "shape": [...]}`` (KEY in params.npz), a
 tuple ``{"$tuple": [...]}``, a numpy type ``{"$dtype": NAME}`` and a non-finite float ``{"$float":
 "nan"|"inf"|"-inf"}``; everything else is plain JSON.
 
 Loading is a security boundary like a memory image: every file is a regular file inside ``NET`` with no
-symbolic link on the way, read through the bounded reader (:mod:`hw.files`: ``network.json`` at most
+symbolic link on the way, read through the bounded reader (:mod:`vtasim.hw.files`: ``network.json`` at most
 :data:`MAX_JSON_BYTES`, ``params.npz`` at most :data:`MAX_PARAMS_BYTES`, images as
-:meth:`sim.image.MemoryImage.load`), the JSON is strict and its schema checked, every array's dtype and
+:meth:`vtasim.sim.image.MemoryImage.load`), the JSON is strict and its schema checked, every array's dtype and
 shape equal what ``network.json`` declares, no array is missing or extra, the graph is topologically
 ordered, each VTA node is a member of exactly one region of a known kind (a ``chain`` only in
 ``region_mode`` multi), each checked against its nodes.  A refusal is one
-:class:`~compiler.frontend.errors.FrontendError` line naming the file, the value and the rule.
+:class:`~vtasim.compiler.frontend.errors.FrontendError` line naming the file, the value and the rule.
 """
 
 from __future__ import annotations
@@ -34,10 +34,10 @@ from pathlib import Path
 
 import numpy as np
 
-from compiler.frontend.errors import FrontendError
-from compiler.frontend.graph import Graph, Node
-from hw.files import brief, load_json, load_npz
-from hw.outfiles import open_out, out_dir, sub_dir, write_bytes, write_text
+from vtasim.compiler.frontend.errors import FrontendError
+from vtasim.compiler.frontend.graph import Graph, Node
+from vtasim.hw.files import brief, load_json, load_npz
+from vtasim.hw.outfiles import open_out, out_dir, sub_dir, write_bytes, write_text
 
 __all__ = ["save_network", "load_network", "child_file", "NETWORK_FORMAT", "NETWORK_VERSION", "MAX_JSON_BYTES",
            "MAX_PARAMS_BYTES", "MAX_MODEL_BYTES", "NETWORK_FILES"]
@@ -46,7 +46,7 @@ NETWORK_FORMAT = "vtasim-network"
 NETWORK_VERSION = 2                # 2: region entries name their members; multi-op (chain) regions
 MAX_JSON_BYTES = 64 << 20          # a ResNet-18's graph and region states are a few MB
 MAX_PARAMS_BYTES = 1 << 30         # as a memory image's DRAM
-MAX_MODEL_BYTES = 1 << 30          # compiler.frontend.onnx_import's bound
+MAX_MODEL_BYTES = 1 << 30          # vtasim.compiler.frontend.onnx_import's bound
 NETWORK_FILES = ("network.json", "params.npz", "model.onnx")
 _TOP_KEYS = ("format", "version", "vtasim", "model", "config", "options", "graph", "regions")
 _GRAPH_KEYS = ("name", "inputs", "outputs", "consts", "nodes", "notes", "shapes")
@@ -159,9 +159,9 @@ def _node_doc(n: Node, enc) -> dict:
 
 
 def save_network(net, out, meta: dict, model_bytes: bytes | None = None) -> Path:
-    """Write ``net`` (a :class:`~compiler.frontend.network.Network` whose regions are compiled) into the
+    """Write ``net`` (a :class:`~vtasim.compiler.frontend.network.Network` whose regions are compiled) into the
     directory ``out``; ``meta`` holds ``vtasim``, ``model`` and ``options`` (see :mod:`.netcache`)."""
-    from compiler.frontend.execute import region_starts, image_dir_name
+    from vtasim.compiler.frontend.execute import region_starts, image_dir_name
     g = net.graph
     enc = _Encoder()
     graph = {"name": g.name,
@@ -198,8 +198,8 @@ def save_network(net, out, meta: dict, model_bytes: bytes | None = None) -> Path
 
 # ---- loading --------------------------------------------------------------------------------------
 def child_file(base: Path, rel: str, shown: str) -> Path:
-    from sim.errors import ImageError
-    from sim.image import safe_child
+    from vtasim.sim.errors import ImageError
+    from vtasim.sim.image import safe_child
     try:
         return safe_child(base, rel, shown)
     except ImageError as e:
@@ -288,8 +288,8 @@ def _graph(doc, dec, shown) -> Graph:
 def _region_kinds(region_mode: str) -> dict:
     """{kind: restore(nodes, graph, cfg, record, where, requant path)} of the region kinds a network of
     ``region_mode`` holds: ``qlayer`` (one node), and in multi mode ``chain`` (a multi-op region)."""
-    from compiler.frontend.region import REGION_KIND, VtaRegion
-    from compiler.frontend.region_chain import CHAIN_KIND, VtaChainRegion
+    from vtasim.compiler.frontend.region import REGION_KIND, VtaRegion
+    from vtasim.compiler.frontend.region_chain import CHAIN_KIND, VtaChainRegion
     kinds = {REGION_KIND: lambda nodes, g, cfg, rec, where, path: VtaRegion.restore(nodes[0], cfg, rec, where, path)}
     if region_mode == "multi":
         kinds[CHAIN_KIND] = VtaChainRegion.restore
@@ -299,10 +299,10 @@ def _region_kinds(region_mode: str) -> dict:
 def load_network(path, cfg=None):
     """``(Network, doc)`` of the compiled network directory ``path`` (see the module docstring); ``cfg``,
     when given, must equal the network's config.  ``doc`` is ``network.json`` without the graph."""
-    from compiler.frontend.network import Network
-    from hw.config import ConfigError, VTAConfig
-    from sim.errors import SimError
-    from sim.image import MemoryImage
+    from vtasim.compiler.frontend.network import Network
+    from vtasim.hw.config import ConfigError, VTAConfig
+    from vtasim.sim.errors import SimError
+    from vtasim.sim.image import MemoryImage
     base = Path(path)
     if not base.is_dir():
         raise FrontendError(f"compiled network {base}: not a directory (rule: the --out directory of "
@@ -332,8 +332,8 @@ def load_network(path, cfg=None):
         raise FrontendError(f"{shown}: graph nested too deeply (rule: the few levels vtasim writes)") from None
     if not isinstance(doc["regions"], dict):
         raise FrontendError(f"{shown}: regions (rule: an object of regions by node name)")
-    from compiler.frontend.partition import REGION_MODES
-    from compiler.qnn.vta_requant import REQUANT_PATHS
+    from vtasim.compiler.frontend.partition import REGION_MODES
+    from vtasim.compiler.qnn.vta_requant import REQUANT_PATHS
     options = doc["options"] if isinstance(doc["options"], dict) else {}
     requant, region_mode = options.get("requant", "auto"), options.get("region_mode")
     if requant not in REQUANT_PATHS or region_mode not in REGION_MODES:

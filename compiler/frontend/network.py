@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from compiler.frontend import combine, dyn_static, fastmath, fuse, passes
-from compiler.frontend.execute import execute
-from compiler.frontend.onnx_import import load_onnx
-from compiler.frontend.partition import graph_pack, partition
+from vtasim.compiler.frontend import combine, dyn_static, fastmath, fuse, passes
+from vtasim.compiler.frontend.execute import execute
+from vtasim.compiler.frontend.onnx_import import load_onnx
+from vtasim.compiler.frontend.partition import graph_pack, partition
 
 __all__ = ["Network"]
 
@@ -13,7 +13,7 @@ __all__ = ["Network"]
 class Network:
     """``combine_parallel``: CombineParallelConv2D/Dense (off, as Relay's opt_level 4; with
     ``mode="pattern"`` only: every combined layer and every branch then runs on VTA);
-    ``fast_math``: FastMath (off); the rest goes to :func:`~compiler.frontend.partition.partition`."""
+    ``fast_math``: FastMath (off); the rest goes to :func:`~vtasim.compiler.frontend.partition.partition`."""
 
     def __init__(self, graph, cfg, source: str = "model", combine_parallel: bool = False, fast_math: bool = False,
                  **partition_opts):
@@ -53,8 +53,8 @@ class Network:
     @classmethod
     def from_torch(cls, module, input_shape, cfg, source: str = "model", **partition_opts) -> "Network":
         """A quantised ``torch.nn.Module`` (eager ``convert`` or ``convert_fx`` output) for inputs of
-        ``input_shape`` (:func:`compiler.frontend.torch_import.from_torch`)."""
-        from compiler.frontend.torch_import import from_torch
+        ``input_shape`` (:func:`vtasim.compiler.frontend.torch_import.from_torch`)."""
+        from vtasim.compiler.frontend.torch_import import from_torch
         return cls(from_torch(module, input_shape, source), cfg, source=source, **partition_opts)
 
     @property

@@ -1,4 +1,4 @@
-"""ONNX model -> :class:`~compiler.frontend.graph.Graph`, checked before anything large is allocated.
+"""ONNX model -> :class:`~vtasim.compiler.frontend.graph.Graph`, checked before anything large is allocated.
 
 Parsing is the ``onnx`` package's; this module bounds the file (a regular file of at most
 ``max_bytes``), refuses external data, checks every initializer's declared size against its bytes
@@ -13,10 +13,10 @@ from math import prod
 
 import numpy as np
 
-from compiler.frontend.errors import ModelFileError, UnsupportedModel
-from compiler.frontend.graph import Graph, Node
-from compiler.frontend.validate import check_model, check_opset
-from hw.files import read_regular
+from vtasim.compiler.frontend.errors import ModelFileError, UnsupportedModel
+from vtasim.compiler.frontend.graph import Graph, Node
+from vtasim.compiler.frontend.validate import check_model, check_opset
+from vtasim.hw.files import read_regular
 
 __all__ = ["load_onnx", "from_onnx", "ONNX_DTYPES", "SUPPORTED_OPS", "MAX_ELEMENTS", "MAX_MODEL_BYTES"]
 
@@ -139,7 +139,7 @@ def _check_attrs(op: str, attrs: dict, where: str) -> list[str]:
     if op == "MaxPool" and attrs.get("storage_order", 0):
         bad.append(f"{where}: storage_order=1 is not supported")
     if op == "Resize":
-        from compiler.frontend.host_tensor import RESIZE_COORDS, RESIZE_MODES
+        from vtasim.compiler.frontend.host_tensor import RESIZE_COORDS, RESIZE_MODES
         if attrs.get("mode", "nearest") not in RESIZE_MODES:
             bad.append(f"{where}: mode={attrs['mode']} (Resize: {', '.join(RESIZE_MODES)})")
         if attrs.get("coordinate_transformation_mode", "half_pixel") not in RESIZE_COORDS:
@@ -201,7 +201,7 @@ def _inferred_shapes(model, inputs: dict, source: str) -> dict:
 def from_onnx(model, source: str = "model", batch: int = 1, validate=None) -> Graph:
     """Convert a parsed ``onnx.ModelProto``; raises :class:`UnsupportedModel` listing every problem.
 
-    ``validate(model, source)`` (:func:`load_onnx` passes :func:`~compiler.frontend.validate.check_model`)
+    ``validate(model, source)`` (:func:`load_onnx` passes :func:`~vtasim.compiler.frontend.validate.check_model`)
     runs after the initializers' sizes are checked and the ops listed, before shape inference."""
     g = model.graph
     check_opset(model, source)
@@ -247,5 +247,5 @@ def from_onnx(model, source: str = "model", batch: int = 1, validate=None) -> Gr
         validate(model, source)             # graph rules in vtasim's words, then onnx's checker
     graph = Graph(nodes, inputs, [o.name for o in g.output], consts, g.name or source)
     graph.shapes = _inferred_shapes(model, inputs, source)
-    from compiler.frontend.qop import canonicalise_qoperator
+    from vtasim.compiler.frontend.qop import canonicalise_qoperator
     return canonicalise_qoperator(graph)

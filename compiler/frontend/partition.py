@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.frontend.graph import Graph
-from compiler.frontend.region import VtaRegion, region_problem
+from vtasim.compiler.frontend.graph import Graph
+from vtasim.compiler.frontend.region import VtaRegion, region_problem
 
 __all__ = ["partition", "graph_pack", "node_macs", "PARTITION_MODES", "REGION_MODES", "group_chains", "estimate_cycles"]
 
@@ -46,7 +46,7 @@ def node_macs(g: Graph, node) -> int:
 
 
 def estimate_cycles(region: VtaRegion, shape, dtype) -> int:
-    from sim.engines import run_engine
+    from vtasim.sim.engines import run_engine
     layer = region.compile(shape, dtype)
     image = layer.image(np.zeros(shape, np.int8))
     return int(run_engine("cycle", image).cycles)
@@ -62,9 +62,9 @@ def partition(g: Graph, cfg, mode: str = "pattern", skip_first_conv: bool = True
     the residual adds between them into multi-op regions (:func:`group_chains`); ``"single"`` keeps one
     region per convolution and the adds on the host; ``fuse_adds`` fuses an add into the epilogue of
     the convolution whose output it reads (else every add is a kernel of its own)."""
-    from compiler.frontend.errors import FrontendError
+    from vtasim.compiler.frontend.errors import FrontendError
     refused = []
-    from compiler.errors import CompileError
+    from vtasim.compiler.errors import CompileError
     if mode not in PARTITION_MODES:
         raise ValueError(f"partition mode {mode!r} is not one of {', '.join(PARTITION_MODES)}")
     if region_mode not in REGION_MODES:
@@ -92,7 +92,7 @@ def partition(g: Graph, cfg, mode: str = "pattern", skip_first_conv: bool = True
         try:
             region.check(x_dtype)
             if n.op == "qconv" and (n.attrs["group"] != 1 or n.attrs["dilations"] != [1, 1]):
-                from compiler.ops.quantized import check_qconv_packing    # whether the groups pack into blocks
+                from vtasim.compiler.ops.quantized import check_qconv_packing  # whether the groups pack into blocks
                 check_qconv_packing(cfg, n.attrs["weight"], n.attrs["strides"], n.attrs["pads"], n.attrs["group"],
                                     n.attrs["dilations"], n.name, x_shape)
         except CompileError as e:
@@ -131,7 +131,7 @@ def group_chains(g: Graph, cfg, regions: dict, knobs=None, requant: str = "auto"
     ResNet body: from the first block to the last add).  A set is kept whole only when each of its
     inputs from outside is computed before its first member (so it runs as one launch); otherwise
     its convolutions stay single-op regions and its adds on the host."""
-    from compiler.frontend.region_chain import VtaChainRegion, chain_member_problem, check_problem
+    from vtasim.compiler.frontend.region_chain import VtaChainRegion, chain_member_problem, check_problem
     for n in g.nodes:
         if n.op == "qadd" and n.target == "host":
             shape = g.shapes.get(n.inputs[0])

@@ -6,16 +6,16 @@
 * :func:`simplify_inference` - ``BatchNormalization`` folded into the float ``Conv`` before it (or
   rewritten as ``Mul`` + ``Add``), ``Dropout``/``Identity`` removed;
 * :func:`eliminate_common_subexpr` - identical nodes (op, inputs, attributes) merged;
-* :func:`fuse_ops` (in :mod:`compiler.frontend.fuse`) - QDQ patterns to the composite quantised ops;
+* :func:`fuse_ops` (in :mod:`vtasim.compiler.frontend.fuse`) - QDQ patterns to the composite quantised ops;
 * :func:`legalize` - activations VTA cannot run are reported with their substitute;
-* partitioning and layout packing live in :mod:`compiler.frontend.partition`.
+* partitioning and layout packing live in :mod:`vtasim.compiler.frontend.partition`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from compiler.frontend.graph import Graph, Node
+from vtasim.compiler.frontend.graph import Graph, Node
 
 __all__ = ["dead_code_elimination", "fold_constants", "simplify_inference", "eliminate_common_subexpr",
            "legalize", "rename_uses", "Renames"]
@@ -64,7 +64,7 @@ def dead_code_elimination(g: Graph) -> Graph:
 
 
 def fold_constants(g: Graph) -> Graph:
-    from compiler.frontend.host_ops import run_host
+    from vtasim.compiler.frontend.host_ops import run_host
     kept, folded = [], 0
     for n in g.nodes:
         args_const = all((not i) or i in g.consts for i in n.inputs)

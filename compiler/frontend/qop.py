@@ -1,4 +1,4 @@
-"""QOperator-format ops -> the composite ops of :mod:`compiler.frontend.composite`, so both ONNX
+"""QOperator-format ops -> the composite ops of :mod:`vtasim.compiler.frontend.composite`, so both ONNX
 quantisation formats share one path after import.
 
 * QLinearConv, QGemm, QLinearMatMul, QLinearAdd, QLinearMul, QLinearGlobalAveragePool: composite ops
@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler import qnn
-from compiler.frontend.composite import qadd_node, qconv_node, qdense_node, qparam
-from compiler.frontend.errors import UnsupportedModel
-from compiler.frontend.graph import Graph, Node
+from vtasim.compiler import qnn
+from vtasim.compiler.frontend.composite import qadd_node, qconv_node, qdense_node, qparam
+from vtasim.compiler.frontend.errors import UnsupportedModel
+from vtasim.compiler.frontend.graph import Graph, Node
 
 __all__ = ["canonicalise_qoperator"]
 

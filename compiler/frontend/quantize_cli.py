@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from compiler.frontend.errors import FrontendError
+from vtasim.compiler.frontend.errors import FrontendError
 
 __all__ = ["add_quantize"]
 
@@ -26,7 +26,7 @@ MAX_CALIB_FILES = 10_000
 
 
 def _calib_dir(path: Path, graph_inputs) -> list:
-    from compiler.frontend.inputs import as_stack, read_npy
+    from vtasim.compiler.frontend.inputs import as_stack, read_npy
     if not path.is_dir() or path.is_symlink():
         raise FrontendError(f"--calib {path}: not a directory of .npy files")
     files = sorted(p for p in path.iterdir() if p.suffix == ".npy")
@@ -44,9 +44,9 @@ def _calib_dir(path: Path, graph_inputs) -> list:
 def cmd_quantize(args) -> int:
     import onnx
 
-    from compiler.frontend.onnx_import import MAX_MODEL_BYTES, load_onnx
-    from compiler.frontend.quantizer import QuantizeOptions, quantize_model
-    from hw.files import read_regular
+    from vtasim.compiler.frontend.onnx_import import MAX_MODEL_BYTES, load_onnx
+    from vtasim.compiler.frontend.quantizer import QuantizeOptions, quantize_model
+    from vtasim.hw.files import read_regular
     t0 = time.perf_counter()
     data = read_regular(args.model, "ONNX model", MAX_MODEL_BYTES, error=FrontendError)
     graph = load_onnx(args.model)                       # the checks of every model vtasim reads
@@ -58,7 +58,7 @@ def cmd_quantize(args) -> int:
         raise FrontendError("--calib-limit and --limit must be at least 1")
     calib, test = None, None
     if args.dataset == "digits":
-        from compiler.frontend.models.digits import load_split
+        from vtasim.compiler.frontend.models.digits import load_split
         xtr, _, xte, yte = load_split()
         calib = [x[None].astype(np.float32) for x in xtr[:args.calib_limit]]
         test = (xte, yte)
@@ -80,10 +80,10 @@ def cmd_quantize(args) -> int:
 
 
 def _report(args, out: Path, test, in_name: str) -> None:
-    from compiler.frontend.compare import OrtReference
-    from compiler.frontend.network import Network
-    from compiler.frontend.quantizer import layerwise_ties
-    from hw.config import load_config
+    from vtasim.compiler.frontend.compare import OrtReference
+    from vtasim.compiler.frontend.network import Network
+    from vtasim.compiler.frontend.quantizer import layerwise_ties
+    from vtasim.hw.config import load_config
     xte, yte = test
     n = len(xte) if args.limit is None else args.limit
     xte, yte = xte[:n], yte[:n]
@@ -107,10 +107,10 @@ def _report(args, out: Path, test, in_name: str) -> None:
 
 
 def add_quantize(sub) -> None:
-    from compiler.frontend.calibrate import CALIBRATIONS
-    from compiler.frontend.execute import ENGINES
-    from compiler.frontend.inputs import DATASETS
-    from compiler.frontend.quantizer import WEIGHT_SCALES
+    from vtasim.compiler.frontend.calibrate import CALIBRATIONS
+    from vtasim.compiler.frontend.execute import ENGINES
+    from vtasim.compiler.frontend.inputs import DATASETS
+    from vtasim.compiler.frontend.quantizer import WEIGHT_SCALES
     p = sub.add_parser("quantize", help="quantise a float ONNX model as TVM's relay.quantize does (a QDQ model out)",
                        description="Quantise a float ONNX model with TVM's qconfig recipe (symmetric int8, "
                                    "global/minmax/kl/percentile calibration, max or power2 weight scales) into a "

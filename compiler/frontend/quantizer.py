@@ -2,7 +2,7 @@
 
 As TVM's qconfig does it: symmetric int8 everywhere (zero point 0), weights per tensor with scale
 ``max|w| / 127`` (``max``) or TVM's ``power2`` rule, activations by a calibration mode
-(:mod:`compiler.frontend.calibrate`; ``global`` is TVM's default ``global_scale=8``), biases int32
+(:mod:`vtasim.compiler.frontend.calibrate`; ``global`` is TVM's default ``global_scale=8``), biases int32
 in the accumulator's scale, and the convolutions listed in ``skip_conv_layers`` left in float (TVM
 skips the first by default, ``[0]``).  The result is an ordinary QDQ model: onnxruntime runs it and
 ``vtasim onnx`` takes it like any other int8 model.  With ``global`` activations and ``power2``
@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from compiler.frontend.calibrate import CALIBRATIONS, activation_scale, power2_scale
-from compiler.frontend.errors import FrontendError
+from vtasim.compiler.frontend.calibrate import CALIBRATIONS, activation_scale, power2_scale
+from vtasim.compiler.frontend.errors import FrontendError
 
 __all__ = ["QuantizeOptions", "quantize_model", "WEIGHT_SCALES", "MAX_SAMPLES"]
 
@@ -245,7 +245,7 @@ def layerwise_ties(path, net, feeds: list) -> dict:
     import onnxruntime as ort
     from onnx import helper
 
-    from compiler.frontend.host_ops import qconv_acc, qdense_acc
+    from vtasim.compiler.frontend.host_ops import qconv_acc, qdense_acc
     m = onnx.load(str(path))
     names = sorted({v for n in net.graph.nodes if n.target == "vta" for v in (n.inputs[0], n.outputs[0])})
     have = {o.name for o in m.graph.output}

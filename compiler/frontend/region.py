@@ -3,15 +3,15 @@
 The region maps the node's quantisation onto VTA's signed 8-bit data path: a uint8 tensor with zero
 point z is the int8 tensor ``q - 128`` with zero point ``z - 128`` (exact), so uint8 inputs and
 outputs are shifted on the host at the region's edge.  Weights must be symmetric (zero point 0);
-the requantisation runs on VTA's ALU as planned by :func:`compiler.qnn.plan_requant`.
+the requantisation runs on VTA's ALU as planned by :func:`vtasim.compiler.qnn.plan_requant`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from compiler.frontend.composite import out_limits
-from compiler.frontend.errors import FrontendError
+from vtasim.compiler.frontend.composite import out_limits
+from vtasim.compiler.frontend.errors import FrontendError
 
 __all__ = ["VtaRegion", "region_problem", "acc_bound", "REGION_KIND"]
 
@@ -73,7 +73,7 @@ class VtaRegion:
         return 128 if np.dtype(dtype) == np.uint8 else 0
 
     def requant_plan(self, x_dtype):
-        from compiler.qnn import plan_requant
+        from vtasim.compiler.qnn import plan_requant
         a = self.node.attrs
         za = int(a["x_zp"]) - self._shift(x_dtype)
         if a.get("requant_plan") is not None and np.dtype(x_dtype) == a["x_dtype"]:
@@ -93,7 +93,7 @@ class VtaRegion:
     def compile(self, x_shape, x_dtype, residual=None, name: str | None = None):
         """The compiled layer for this input; ``residual`` (a QAddPlan) fuses an add into the epilogue
         (multi-op regions), ``name`` overrides the layer name."""
-        from compiler.ops.quantized import build_qconv, build_qdense
+        from vtasim.compiler.ops.quantized import build_qconv, build_qdense
         key = self._key(x_shape, x_dtype, residual, name)
         if self.key == key:
             return self.layer
@@ -161,7 +161,7 @@ class VtaRegion:
         out = next(o for o in built.image.outputs if o.name == self.layer.output.name)
         return {"in": built.buffers["data"].nbytes, "out": out.nbytes}
 
-    # ---- a compiled network's region (compiler.frontend.netfile) ---------------------------------
+    # ---- a compiled network's region (vtasim.compiler.frontend.netfile) ---------------------------------
     def edge(self) -> dict:
         """The host side of the region: the input it was compiled for and the uint8 <-> int8 shifts.  A
         compiled network's single-op region is the plain compile (no fused add, the node's own name); a
@@ -177,7 +177,7 @@ class VtaRegion:
     def export(self) -> dict:
         """``{"kind", "members", "edge", "images": [{"image": MemoryImage, "state": dict}]}`` of the compiled region
         (one image per compiled program, in the order they run); :meth:`restore` takes it back."""
-        from compiler.ops.qlayer_state import layer_state
+        from vtasim.compiler.ops.qlayer_state import layer_state
         if self.layer is None:
             raise FrontendError(f"{self.node.where}: region {self.name!r} is not compiled yet (run one input first)")
         state, image = layer_state(self.layer)
@@ -189,7 +189,7 @@ class VtaRegion:
         """The region of ``node`` compiled as ``record`` (what :meth:`export` gave) with the requantisation
         ``path`` it was partitioned with, every field checked against the node and the image; it runs
         without compiling."""
-        from compiler.ops.qlayer_state import restore_layer
+        from vtasim.compiler.ops.qlayer_state import restore_layer
         region = cls(node, cfg, path=path)
         if record.get("kind") != REGION_KIND or len(record.get("images", ())) != 1:
             raise FrontendError(f"{where}: kind {record.get('kind')!r} with {len(record.get('images', ()))} image(s) "

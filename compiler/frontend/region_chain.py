@@ -4,7 +4,7 @@ As TVM's graph_pack does for a ResNet body, every member runs on VTA and its act
 in the packed layout ``NCHW{b}n{c}c``; only the region's inputs are packed (and padded) by the host and
 only its outputs are read back.  Each member is compiled as today (``build_qconv``, ``build_qadd``), then
 their lowered programs are emitted one after the other on one command queue
-(:mod:`compiler.runtime.chain`): one launch, one image, every DMA counted.
+(:mod:`vtasim.compiler.runtime.chain`): one launch, one image, every DMA counted.
 
 Padding stays on VTA: a tensor a convolution pads with its zero point (``za != 0``, so the DMA's zero
 padding cannot) is kept in DRAM already padded - the border holds the zero point from the start, the
@@ -13,16 +13,16 @@ loads the interior.  The image's expected outputs are the members' tensor expres
 numpy one after the other; :meth:`VtaChainRegion.reference` is the members' numpy execution of the
 same integers (``QLayer.reference``, ``QAddPlan.apply``), the oracle of ``engine="reference"``.
 
-The region interface (shared with :class:`compiler.frontend.region.VtaRegion`): ``name``,
+The region interface (shared with :class:`vtasim.compiler.frontend.region.VtaRegion`): ``name``,
 ``layer_name``, ``inputs`` / ``outputs`` (value names at the host edge), ``images(feeds)`` and
 ``run(feeds, engine)``, ``edge_bytes``, ``export()`` / ``restore()`` (a compiled network's region,
-:mod:`compiler.frontend.netfile`); a chain also gives ``nodes`` and ``edge_info`` (the buffer, address,
+:mod:`vtasim.compiler.frontend.netfile`); a chain also gives ``nodes`` and ``edge_info`` (the buffer, address,
 packed shape, padding and fill of each edge value: enough to run its image without the compiler).
 
 A saved chain (kind :data:`CHAIN_KIND`) is its one image, its edge (``edge_info`` per edge value) and one
 record per kernel: the nodes it computes, the values it reads and writes, its instructions' index range
 (``[start, end)``, what the per-layer shares of the retire trace are cut by) and, for a convolution, its
-arithmetic (:func:`compiler.ops.qlayer_state.arith_state`: the numpy reference of ``engine="reference"``).
+arithmetic (:func:`vtasim.compiler.ops.qlayer_state.arith_state`: the numpy reference of ``engine="reference"``).
 A restored chain runs its image with only the input segments swapped; its images carry no expected output.
 """
 
@@ -32,8 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compiler.frontend.composite import act_limits
-from compiler.frontend.errors import FrontendError
+from vtasim.compiler.frontend.composite import act_limits
+from vtasim.compiler.frontend.errors import FrontendError
 
 __all__ = ["VtaChainRegion", "chain_member_problem", "CHAIN_OPS", "CHAIN_KIND", "EDGE_KEYS"]
 
@@ -83,7 +83,7 @@ class _Layout:
         return (self.nb, self.cb, self.hp, self.wp, cfg.batch, cfg.block_in)
 
     def window(self, buf, pads=(0, 0, 0, 0)):
-        from compiler.runtime.chain import Window
+        from vtasim.compiler.runtime.chain import Window
         t, l, b, r = pads
         return Window(buf, self.nb * self.cb, self.h + t + b, self.w + l + r, self.hp, self.wp,
                       self.pads[0] - t, self.pads[1] - l)
@@ -100,11 +100,11 @@ class _Layout:
 
 
 class _Add:
-    """A ``qadd`` member compiled by :func:`compiler.ops.residual.build_qadd`."""
+    """A ``qadd`` member compiled by :func:`vtasim.compiler.ops.residual.build_qadd`."""
 
     def __init__(self, node, cfg, shape, name):
         self.nodes, self.ins, self.out = [node], list(node.inputs), node.outputs[0]
-        from compiler.ops.residual import build_qadd
+        from vtasim.compiler.ops.residual import build_qadd
         self.plan = _add_plan(node)
         self.layer = build_qadd(cfg, shape, self.plan, name=name)
         self.data_names = ("A", "B")
@@ -133,7 +133,7 @@ class _Conv:
     shortcut loaded into the accumulator per tile, no store and reload of the convolution's output)."""
 
     def __init__(self, node, cfg, shape, name, knobs, path, add=None, other=None):
-        from compiler.frontend.region import VtaRegion
+        from vtasim.compiler.frontend.region import VtaRegion
         r = VtaRegion(node, cfg, knobs=knobs, path=path)
         self.nodes, self.ins, self.out = [node], [node.inputs[0]], node.outputs[0]
         self.residual = None
@@ -164,14 +164,14 @@ class _Conv:
         return {self.nodes[0].outputs[0]: y, self.out: self.residual.apply(y, args[1]).astype(np.int8)}
 
     def packed_eval(self, views):
-        from compiler.reference import evaluate
+        from vtasim.compiler.dsl.reference import evaluate
         feed = dict(zip(self.data_names, views))
         return evaluate(self.layer.output, {**self.layer.consts, **feed})
 
 
 def _add_plan(node, swap: bool = False):
     """The ALU plan of ``qadd`` ``node`` (operands swapped: the plan's ``A`` is the node's second input)."""
-    from compiler.qnn.qadd import plan_qadd
+    from vtasim.compiler.qnn.qadd import plan_qadd
     a = node.attrs
     lo, hi = act_limits(a["act"], a["y_scale"], a["y_zp"], a["y_dtype"])
     first, second = (a["a_scale"], a["a_zp"]), (a["b_scale"], a["b_zp"])
@@ -182,8 +182,8 @@ def _add_plan(node, swap: bool = False):
 
 def check_problem(node) -> str | None:
     """The problem :func:`plan_qadd` finds with a ``qadd`` (None when its ALU plan exists)."""
-    from compiler.qnn import QnnError
-    from compiler.qnn.qadd import plan_qadd
+    from vtasim.compiler.qnn import QnnError
+    from vtasim.compiler.qnn.qadd import plan_qadd
     if node.op != "qadd":
         return None
     a = node.attrs
@@ -240,9 +240,9 @@ class VtaChainRegion:
         return add, other[0]
 
     def _members(self, shapes):
-        from compiler.errors import CompileError
-        from compiler.qnn import QnnError
-        from sim.errors import SimError
+        from vtasim.compiler.errors import CompileError
+        from vtasim.compiler.qnn import QnnError
+        from vtasim.sim.errors import SimError
         out, made, fused = [], set(self.inputs), set()
         for k, n in enumerate(self.nodes):
             if id(n) in fused:
@@ -288,9 +288,9 @@ class VtaChainRegion:
         return lay
 
     def compile(self, feeds_shapes: dict):
-        from compiler.runtime import CommandQueue
-        from compiler.codegen import emit
-        from compiler.runtime.chain import KernelProxy
+        from vtasim.compiler.runtime import CommandQueue
+        from vtasim.compiler.lowering.codegen import emit
+        from vtasim.compiler.runtime.chain import KernelProxy
         key = tuple(tuple(feeds_shapes[v]) for v in self.inputs)
         if self._built is not None and self._built["key"] == key:
             return self._built
@@ -333,7 +333,7 @@ class VtaChainRegion:
 
     # ---- data --------------------------------------------------------------------------------------
     def _pack(self, v, x, lay):
-        from compiler.ops.layout import pack_nchw
+        from vtasim.compiler.ops.layout import pack_nchw
         x = np.asarray(x)
         if x.dtype != np.int8:
             raise FrontendError(f"{self.nodes[0].where}: multi-op region input {v!r} is {x.dtype.name} "
@@ -352,7 +352,7 @@ class VtaChainRegion:
         return phys
 
     def image(self, feeds: dict, expected: bool = True):
-        from sim.image import MemoryImage, Segment
+        from vtasim.sim.image import MemoryImage, Segment
         b = self.compile({v: np.shape(feeds[v]) for v in self.inputs})
         lay, bufs = b["layouts"], b["bufs"]
         phys = {v: self._pack(v, feeds[v], lay) for v in self.inputs}
@@ -370,7 +370,7 @@ class VtaChainRegion:
         return [self.image(feeds)]
 
     def _unpack(self, v, raw, b):
-        from compiler.ops.layout import unpack_nchw
+        from vtasim.compiler.ops.layout import unpack_nchw
         L = b["layouts"][v]
         phys = np.frombuffer(raw, np.int8).reshape(L.physical_shape(self.cfg))
         return unpack_nchw(L.view(phys))[:L.n, :L.c]
@@ -386,7 +386,7 @@ class VtaChainRegion:
 
     def run(self, feeds: dict, engine: str = "cycle"):
         """``({output value: int8 array}, RunResult or None, [per-member (cycles, dram bytes)])``."""
-        from sim.engines import run_engine
+        from vtasim.sim.engines import run_engine
         if engine == "reference":
             return self.reference(feeds), None, [(None, None)] * len(self.nodes)
         img = self.image(feeds, expected=False)
@@ -398,8 +398,8 @@ class VtaChainRegion:
     # ---- accounting ----------------------------------------------------------------------------------
     def member_dma_bytes(self) -> list:
         """DRAM bytes each member's instructions move (loads, uop loads and stores), from the program."""
-        from hw.config import MEM_OUT
-        from hw.isa import OP_LOAD, OP_STORE
+        from vtasim.hw.config import MEM_OUT
+        from vtasim.hw.isa import OP_LOAD, OP_STORE
         b, cfg = self._built, self.cfg
         out = []
         for start, end in b["bounds"]:
@@ -466,11 +466,11 @@ class VtaChainRegion:
         return {"in": sum(b["bufs"][v].nbytes for v in self.inputs),
                 "out": sum(b["bufs"][v].nbytes for v in self.outputs)}
 
-    # ---- a compiled network's region (compiler.frontend.netfile) ---------------------------------------
+    # ---- a compiled network's region (vtasim.compiler.frontend.netfile) ---------------------------------------
     def export(self) -> dict:
         """``{"kind", "members", "edge", "images": [{"image", "state"}]}`` of the compiled region (see the
         module docstring); :meth:`restore` takes it back."""
-        from compiler.ops.qlayer_state import arith_state
+        from vtasim.compiler.ops.qlayer_state import arith_state
         if self._built is None:
             raise FrontendError(f"{self.nodes[0].where}: region {self.layer_name!r} is not compiled yet "
                                 f"(run one input first)")
@@ -486,7 +486,7 @@ class VtaChainRegion:
     def restore(cls, nodes, g, cfg, record: dict, where: str, path: str = "auto") -> "VtaChainRegion":
         """The chain of ``nodes`` (graph order) compiled as ``record`` (what :meth:`export` gave), every field
         checked against the graph's nodes and the image (one FrontendError line); it runs without compiling."""
-        from hw.isa import decode_stream
+        from vtasim.hw.isa import decode_stream
         region = cls(nodes, g, cfg, path=path)
         bad = [f"{n.name}: {why}" for n in nodes for why in [chain_member_problem(n)] if why]
         images = record.get("images")
@@ -510,7 +510,7 @@ class VtaChainRegion:
     def _restore_edge(self, edge, image, where):
         """``(layouts, buffers)`` of the edge values of a saved chain, each checked against the graph's shapes
         and the image's segments and outputs."""
-        from compiler.runtime.queue import DramBuffer
+        from vtasim.compiler.runtime.queue import DramBuffer
         cfg = self.cfg
         want = [(v, "input") for v in self.inputs] + [(v, "output") for v in self.outputs]
         got = [(e.get("value"), e.get("role")) if isinstance(e, dict) else None for e in edge] \
@@ -549,9 +549,9 @@ class VtaChainRegion:
     def _restore_kernels(self, kernels, image, where) -> list:
         """The members of a saved chain: each kernel's nodes, operands and instruction range checked against
         the graph's nodes and the image, a convolution's arithmetic against its node."""
-        from compiler.errors import CompileError
-        from compiler.frontend.region import VtaRegion
-        from compiler.ops.qlayer_state import restore_arith
+        from vtasim.compiler.errors import CompileError
+        from vtasim.compiler.frontend.region import VtaRegion
+        from vtasim.compiler.ops.qlayer_state import restore_arith
         by_name = {n.name: n for n in self.nodes}
         members, covered, made, prev = [], [], set(self.inputs), 0
         for k, kd in enumerate(kernels):

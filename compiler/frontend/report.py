@@ -5,9 +5,9 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from hw.outfiles import check_out, open_out
-from hw.outfiles import out_dir as make_dir
-from waveforms.plot import LEGEND_OUTSIDE
+from vtasim.hw.outfiles import check_out, open_out
+from vtasim.hw.outfiles import out_dir as make_dir
+from vtasim.waveforms.plot import LEGEND_OUTSIDE
 
 __all__ = ["edge_bytes", "layer_table", "network_summary", "write_report", "totals", "roofline_points", "roofline_figure", "REPORT_FILES",
            "check_report_dir"]
@@ -107,7 +107,7 @@ def roofline_figure(plt, vta, cfg, title: str):
 
 def check_report_dir(out_dir) -> Path:
     """The ``--report`` directory, created, and none of :data:`REPORT_FILES` a link or a non-regular file
-    (checked before the run, so a refusal costs nothing; :mod:`hw.outfiles` checks again on writing)."""
+    (checked before the run, so a refusal costs nothing; :mod:`vtasim.hw.outfiles` checks again on writing)."""
     out = make_dir(out_dir, "--report directory")
     for name in REPORT_FILES:
         check_out(out / name, "report file")

@@ -10,8 +10,8 @@ SEED_HELP = "seed of the random input when no --input/--dataset"
 
 
 def add_run_options(p, limit_help: str = LIMIT_HELP, seed_help: str = SEED_HELP) -> None:
-    from compiler.frontend.execute import ENGINES
-    from sim.cli.options import add_config
+    from vtasim.compiler.frontend.execute import ENGINES
+    from vtasim.sim.cli.options import add_config
     p.add_argument("--limit", type=int, default=None, help=limit_help)
     p.add_argument("--seed", type=int, default=0, help=seed_help)
     p.add_argument("--engine", choices=ENGINES, default="cycle",
@@ -28,6 +28,6 @@ def add_input_source(p, input_help: str, **dataset) -> None:
 
 def check_limit(limit) -> None:
     """Refuse ``--limit`` below 1 (one line)."""
-    from compiler.frontend.errors import FrontendError
+    from vtasim.compiler.frontend.errors import FrontendError
     if limit is not None and limit < 1:
         raise FrontendError(f"--limit {limit} must be at least 1 (rule: run at least one input)")

@@ -2,7 +2,7 @@
 ``Expand``.
 
 PyTorch exports ``x.view(x.size(0), -1)`` as ``Shape -> Gather -> Unsqueeze -> Concat -> Reshape``;
-:func:`compiler.frontend.dyn_static.dynamic_to_static` folds such chains to constants when the shapes
+:func:`vtasim.compiler.frontend.dyn_static.dynamic_to_static` folds such chains to constants when the shapes
 are static, and these rules run the ones that are not (a shape read from the data) on the host.  A
 shape computed at run time is checked against the importer's element limit before anything is
 allocated.
@@ -14,14 +14,14 @@ from math import prod
 
 import numpy as np
 
-from compiler.frontend.errors import FrontendError
+from vtasim.compiler.frontend.errors import FrontendError
 
 __all__ = ["SHAPE_OPS", "shape_slice", "expand_shape", "check_elements"]
 
 
 def check_elements(node, shape, what: str) -> tuple:
     """``shape`` as a tuple of non-negative ints, refused beyond the importer's element limit."""
-    from compiler.frontend.onnx_import import MAX_ELEMENTS
+    from vtasim.compiler.frontend.onnx_import import MAX_ELEMENTS
     dims = tuple(int(d) for d in np.asarray(shape).reshape(-1))
     if any(d < 0 for d in dims):
         raise FrontendError(f"{node.where}: {what} {dims} has a negative dimension")

@@ -23,7 +23,7 @@ __all__ = ["add_commands"]
 
 
 def _shape(text: str) -> tuple:
-    from compiler.frontend.errors import FrontendError
+    from vtasim.compiler.frontend.errors import FrontendError
     try:
         shape = tuple(int(v) for v in text.split(","))
     except ValueError:
@@ -35,9 +35,9 @@ def _shape(text: str) -> tuple:
 
 def _model(args):
     """(quantised module, input shape, description)."""
-    from compiler.frontend.errors import FrontendError
-    from compiler.frontend.models.torchvision_quant import TORCH_MODELS, build
-    from compiler.frontend.torch_import import apply_state_dict, load_factory, load_state_dict
+    from vtasim.compiler.frontend.errors import FrontendError
+    from vtasim.compiler.frontend.models.torchvision_quant import TORCH_MODELS, build
+    from vtasim.compiler.frontend.torch_import import apply_state_dict, load_factory, load_state_dict
     if args.model in TORCH_MODELS:
         if args.input_shape is not None:
             raise FrontendError(f"--input-shape is for a model given as module:function; the bundled {args.model} "
@@ -75,20 +75,20 @@ def _line(what: str, m: dict) -> str:
 
 
 def cmd_torch(args) -> int:
-    from sim.install import require
-    from compiler.frontend.models.torchvision_quant import TORCH_MODELS
+    from vtasim.sim.install import require
+    from vtasim.compiler.frontend.models.torchvision_quant import TORCH_MODELS
     require(("torch",) + (("torchvision",) if args.model in TORCH_MODELS else ()), "vtasim torch")
     if args.engine == "rtl":
-        from sim.rtl import require as require_rtl
+        from vtasim.sim.rtl import require as require_rtl
         require_rtl("verilator", "vtasim torch --engine rtl")
-    from compiler.frontend.compare import agreement, output_lsb
-    from compiler.frontend.errors import FrontendError
-    from compiler.frontend.inputs import load_feeds
-    from compiler.frontend.network import Network
-    from compiler.frontend.report import check_report_dir, network_summary, write_report
-    from compiler.frontend.run_options import check_limit
-    from compiler.frontend.torch_reference import TorchReference, input_scale, layer_lsb, noisy_runs
-    from hw.config import load_config
+    from vtasim.compiler.frontend.compare import agreement, output_lsb
+    from vtasim.compiler.frontend.errors import FrontendError
+    from vtasim.compiler.frontend.inputs import load_feeds
+    from vtasim.compiler.frontend.network import Network
+    from vtasim.compiler.frontend.report import check_report_dir, network_summary, write_report
+    from vtasim.compiler.frontend.run_options import check_limit
+    from vtasim.compiler.frontend.torch_reference import TorchReference, input_scale, layer_lsb, noisy_runs
+    from vtasim.hw.config import load_config
     check_limit(args.limit)
     for opt in ("image", "classes", "calibration"):
         if getattr(args, opt) < 1:
@@ -107,7 +107,7 @@ def cmd_torch(args) -> int:
         feeds, _, source = load_feeds(net.graph, args.input)
         xs = [f[net.input_name] for f in feeds]
     elif args.model in TORCH_MODELS:
-        from compiler.frontend.models.torchvision_quant import task_inputs
+        from vtasim.compiler.frontend.models.torchvision_quant import task_inputs
         x, labels = task_inputs(args.limit or 8, args.image, (args.seed, 5), args.classes, args.seed)
         xs, source = list(x[:, None]), f"the synthetic task (seed {args.seed})"
     else:
@@ -142,7 +142,7 @@ def cmd_torch(args) -> int:
         print(f"the task's classes: top-1 accuracy {np.mean(ours.argmax(1) == labels[:len(ours)]):.3f} on VTA, "
               f"{np.mean(refs.argmax(1) == labels[:len(refs)]):.3f} on PyTorch")
     if args.report is not None:
-        from sim.install import missing_note
+        from vtasim.sim.install import missing_note
         paths = write_report(first, args.report, cfg, title=args.model.replace(":", "_").rsplit(".", 1)[-1])
         note = missing_note(["matplotlib"], "the report's PNG plots")
         print(f"report: {', '.join(str(p) for p in paths)}" + (f"; no PNG plots ({note})" if note else ""))
@@ -150,10 +150,10 @@ def cmd_torch(args) -> int:
 
 
 def add_commands(sub) -> None:
-    from compiler.frontend.models.torchvision_quant import QUANT_MODES, TORCH_MODELS, TRAIN_STEPS
-    from compiler.frontend.partition import PARTITION_MODES
-    from compiler.frontend.torch_reference import ENGINES as QENGINES
-    from compiler.frontend.run_options import add_run_options
+    from vtasim.compiler.frontend.models.torchvision_quant import QUANT_MODES, TORCH_MODELS, TRAIN_STEPS
+    from vtasim.compiler.frontend.partition import PARTITION_MODES
+    from vtasim.compiler.frontend.torch_reference import ENGINES as QENGINES
+    from vtasim.compiler.frontend.run_options import add_run_options
     p = sub.add_parser("torch", help="run a PyTorch model quantised in eager mode or with FX: VTA regions on an "
                                      "engine, the rest on the host; compare with PyTorch's quantised CPU run")
     p.add_argument("model", help=f"a bundled model ({', '.join(TORCH_MODELS)}: torchvision's quantizable version, "

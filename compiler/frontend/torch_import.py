@@ -1,11 +1,11 @@
-"""A PyTorch model quantised with ``torch.ao.quantization`` -> :class:`~compiler.frontend.graph.Graph`.
+"""A PyTorch model quantised with ``torch.ao.quantization`` -> :class:`~vtasim.compiler.frontend.graph.Graph`.
 
 The importer walks the converted model's FX graph: an FX-quantised model (``convert_fx``) is one
 already; an eager-quantised model (QuantStub/DeQuantStub, ``prepare``/``convert``) is traced with
 ``torch.fx.symbolic_trace``, which keeps the quantised modules as leaves.  One run of the graph
 (``ShapeProp``) records every value's shape and, for a quantised tensor, its scale, zero point and
 type, so each op's input and output quantisation is read from the tensors PyTorch itself computed,
-not re-derived.  The ops map onto the composite ops of :mod:`compiler.frontend.composite` (the same
+not re-derived.  The ops map onto the composite ops of :mod:`vtasim.compiler.frontend.composite` (the same
 ones the ONNX paths produce), so everything after import - passes, partitioning, VTA regions, host
 ops - is shared:
 
@@ -39,10 +39,10 @@ import operator
 
 import numpy as np
 
-from compiler import qnn
-from compiler.frontend.composite import qadd_node, qconv_node, qdense_node, qparam
-from compiler.frontend.errors import FrontendError, ModelFileError, UnsupportedModel
-from compiler.frontend.graph import Graph, Node
+from vtasim.compiler import qnn
+from vtasim.compiler.frontend.composite import qadd_node, qconv_node, qdense_node, qparam
+from vtasim.compiler.frontend.errors import FrontendError, ModelFileError, UnsupportedModel
+from vtasim.compiler.frontend.graph import Graph, Node
 
 __all__ = ["from_torch", "graph_module", "load_state_dict", "apply_state_dict", "load_factory", "MAX_TORCH_BYTES"]
 
@@ -50,7 +50,7 @@ MAX_TORCH_BYTES = 1 << 30
 
 
 def _torch():
-    from sim.install import require
+    from vtasim.sim.install import require
     require(["torch"], "the PyTorch importer")
     import torch
     return torch
@@ -284,7 +284,7 @@ class _Importer:
 def _lut_fn(fn: str, **attrs):
     """The float function of a table: the QDQ fusion pass's, by its ONNX activation name and attributes
     (PyTorch's Hardsigmoid is ONNX's HardSigmoid with alpha 1/6, beta 1/2)."""
-    from compiler.frontend.fuse import lut_fn as onnx_lut_fn
+    from vtasim.compiler.frontend.fuse import lut_fn as onnx_lut_fn
     return onnx_lut_fn(Node(fn, [], [], attrs), fn)
 
 
@@ -475,7 +475,7 @@ def load_state_dict(path, max_bytes: int = MAX_TORCH_BYTES) -> dict:
     PyTorch's restricted unpickler, which rebuilds tensors and plain containers and refuses anything else,
     so the file runs no code.  (A whole pickled module is not accepted: loading one runs code from the
     file, and PyTorch 2.14 cannot restore a pickled quantised module anyway.)"""
-    from hw.files import read_regular
+    from vtasim.hw.files import read_regular
     torch = _torch()
     data = read_regular(path, "state dict", max_bytes, error=ModelFileError)
     try:

@@ -1,8 +1,8 @@
 """PyTorch's own quantised CPU execution (fbgemm / qnnpack) as the reference of an imported model.
 
 * :class:`TorchReference` runs the module on a float input and returns its float output, as
-  :class:`~compiler.frontend.compare.OrtReference` does for an ONNX file, so
-  :func:`~compiler.frontend.compare.agreement` judges both the same way.
+  :class:`~vtasim.compiler.frontend.compare.OrtReference` does for an ONNX file, so
+  :func:`~vtasim.compiler.frontend.compare.agreement` judges both the same way.
 * :func:`noisy_runs` is the network's own noise floor: PyTorch's outputs for the same inputs plus
   Gaussian noise of ``eps`` (1 %) of the input's quantisation step.  Such noise moves only the few input
   codes next to a rounding boundary, as a 1-LSB requantisation difference moves a few codes of a layer;
@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.frontend.errors import FrontendError
+from vtasim.compiler.frontend.errors import FrontendError
 
 __all__ = ["TorchReference", "layer_lsb", "input_scale", "noisy_runs", "ENGINES"]
 
 
 def _torch():
-    from sim.install import require
+    from vtasim.sim.install import require
     require(["torch"], "the PyTorch reference")
     import torch
     return torch
@@ -64,7 +64,7 @@ def _torch_values(module, x) -> dict:
     """Every FX value of ``module`` on input ``x``, by node name."""
     torch = _torch()
     from torch.fx.interpreter import Interpreter
-    from compiler.frontend.torch_import import graph_module
+    from vtasim.compiler.frontend.torch_import import graph_module
     gm = graph_module(torch, module, "model")
     out: dict = {}
 
@@ -81,7 +81,7 @@ def _torch_values(module, x) -> dict:
 def layer_lsb(net, module, x, engine: str = "reference") -> dict:
     """{node name: worst |ours - PyTorch| in output LSBs} of every imported op whose output PyTorch holds as a
     quantised tensor, each op fed PyTorch's own input integers (VTA regions run on ``engine``)."""
-    from compiler.frontend.host_ops import run_host
+    from vtasim.compiler.frontend.host_ops import run_host
     tv = _torch_values(module, x)
 
     def ints(name, floats=False):

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.frontend.errors import ModelFileError
+from vtasim.compiler.frontend.errors import ModelFileError
 
 __all__ = ["check_model", "check_opset", "MIN_OPSET", "SCALE_RANGE", "NUMERIC_TYPES"]
 

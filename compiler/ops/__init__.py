@@ -2,12 +2,12 @@
 
 ::
 
-    from compiler.ops import compile_workload
+    from vtasim.compiler.ops import compile_workload
     c = compile_workload("resnet18.C8", cfg)                 # TopHub knobs where there is a record
     c = compile_workload("dense.16x512x1008", cfg, knobs={"tile_co": [21, 3]})
     c.image.save("out")
 
-Inputs are random (seeded) under the data rule of :mod:`compiler.ops.data`: activations and weights
+Inputs are random (seeded) under the data rule of :mod:`vtasim.compiler.ops.data`: activations and weights
 in [-128, 128), the conv/dense shift derived from the reduction length and a bias a small fraction of
 the shifted spread, so the outputs depend on the data (TVM's tests shift by 8 and draw the bias from
 +-2^14, which puts nearly every output at a clip bound); ALU vectors small enough that no step
@@ -20,16 +20,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compiler.build import build
-from compiler.environment import Environment
-from compiler.knobs import check_knobs, fallback_knobs, fitting_knobs, tophub_knobs
-from compiler.ops import data as rule
-from compiler.ops.alu import alu_chain, schedule_alu, vector_add
-from compiler.ops.conv2d import fused_conv2d, schedule_conv2d_packed
-from compiler.ops.dense import fused_dense, plain_gemm, schedule_dense_packed
-from compiler.ops.conv2d_transpose import transpose_program
-from compiler.ops.group_conv2d import group_program
-from compiler.workloads import Conv2d, Conv2dTranspose, Dense, Gemm, GroupConv2d, VAdd, check_seed, parse_workload
+from vtasim.compiler.lowering.build import build
+from vtasim.compiler.dsl.environment import Environment
+from vtasim.compiler.tuning.knobs import check_knobs, fallback_knobs, fitting_knobs, tophub_knobs
+from vtasim.compiler.ops import data as rule
+from vtasim.compiler.ops.alu import alu_chain, schedule_alu, vector_add
+from vtasim.compiler.ops.conv2d import fused_conv2d, schedule_conv2d_packed
+from vtasim.compiler.ops.dense import fused_dense, plain_gemm, schedule_dense_packed
+from vtasim.compiler.ops.conv2d_transpose import transpose_program
+from vtasim.compiler.ops.group_conv2d import group_program
+from vtasim.compiler.tuning.workloads import Conv2d, Conv2dTranspose, Dense, Gemm, GroupConv2d, VAdd, check_seed, parse_workload
 
 __all__ = ["compile_workload", "Compiled", "workload_program", "workload_shift", "default_knobs", "alu_chain"]
 

@@ -5,8 +5,8 @@ stores."""
 
 from __future__ import annotations
 
-from compiler import te
-from compiler.tensor import PlaceholderOp
+from vtasim.compiler.dsl import te
+from vtasim.compiler.dsl.tensor import PlaceholderOp
 
 DMA_LOAD_TAG = "dma_load"         # an int8 -> int32 copy into the accumulator: a LOAD ACC_8BIT, not an ALU op
 

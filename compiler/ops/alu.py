@@ -17,7 +17,7 @@ step               meaning                                      ALU
 ``("clip", lo, hi)`` ``max(min(x, hi), lo)``: two stages          MIN, MAX
 =================  ===========================================  ======================
 
-The steps that name an ALU operation are the rows of :mod:`hw.alu` (its mnemonic; the stage is the
+The steps that name an ALU operation are the rows of :mod:`vtasim.hw.alu` (its mnemonic; the stage is the
 row's IR operator, which ``inject_alu`` maps back to the row's opcode); ``sub``, ``shl``, ``relu`` and
 ``clip`` are derived.  The vector operand ``B`` is a second int32 input of the same shape.  ``vector_add`` is the
 tutorial of spec 3.2 (``C = int8(A + B)``).  The schedule tiles the vector by ``tile`` elements
@@ -26,14 +26,15 @@ tutorial of spec 3.2 (``C = int8(A + B)``).  The schedule tiles the vector by ``
 
 from __future__ import annotations
 
-from compiler import ir, te
-from compiler.errors import CompileError
-from compiler.schedule import create_schedule
-from hw.alu import ALU_OPS
+from vtasim.compiler.lowering import ir
+from vtasim.compiler.dsl import te
+from vtasim.compiler.errors import CompileError
+from vtasim.compiler.dsl.schedule import create_schedule
+from vtasim.hw.alu import ALU_OPS
 
 __all__ = ["alu_chain", "vector_add", "alu_expr", "ALU_STEPS"]
 
-# one step per row of hw.alu (its mnemonic; the stage is the row's IR operator), then the derived ones
+# one step per row of vtasim.hw.alu (its mnemonic; the stage is the row's IR operator), then the derived ones
 _TABLE_STEPS = {op.mnemonic: op for op in ALU_OPS}
 ALU_STEPS = tuple(_TABLE_STEPS) + ("sub", "shl", "relu", "clip")
 

@@ -11,8 +11,8 @@ the output is tiled by ``tile_h``/``tile_w``/``tile_co``, the reduction by ``til
 
 from __future__ import annotations
 
-from compiler import te
-from compiler.ops.conv_family import fused_epilogue, schedule_conv_family
+from vtasim.compiler.dsl import te
+from vtasim.compiler.ops.conv_family import fused_epilogue, schedule_conv_family
 
 __all__ = ["conv2d_packed", "schedule_conv2d_packed", "fused_conv2d"]
 
@@ -45,7 +45,7 @@ def conv2d_packed(env, data, kernel, padding, strides, out_dtype=None):
 
 def fused_conv2d(env, wl, shift: int):
     """The ResNet-18 layer graph of spec 7.1: conv -> ``>> shift`` -> ``+ bias`` -> min 127 -> max 0 -> int8
-    (TVM's benchmark shifts by 8; :func:`compiler.ops.data.requant_shift` derives it from the layer).
+    (TVM's benchmark shifts by 8; :func:`vtasim.compiler.ops.data.requant_shift` derives it from the layer).
 
     Returns ``(data, kernel, bias, output)`` tensors."""
     data = te.placeholder((wl.batch // env.BATCH, wl.cin // env.BLOCK_IN, wl.h, wl.w, env.BATCH, env.BLOCK_IN),
@@ -60,5 +60,5 @@ def fused_conv2d(env, wl, shift: int):
 
 def schedule_conv2d_packed(env, output, knobs: dict):
     """TVM's ``schedule_conv2d_packed`` (spec 3.6) with the knob values in ``knobs``: the shared conv
-    schedule of :mod:`compiler.ops.conv_family` with TVM's conv stage order."""
+    schedule of :mod:`vtasim.compiler.ops.conv_family` with TVM's conv stage order."""
     return schedule_conv_family(env, output, knobs, CONV_TAG, "bcyxBC", taps_outer=False)

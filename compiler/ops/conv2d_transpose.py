@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler import te
-from compiler.ops.conv_family import bias_shape, fused_epilogue, schedule_conv_family
-from compiler.ops.layout import pack_channel_const, pack_nchw, unpack_nchw
-from compiler.ops.visible_data import visible_conv_inputs
+from vtasim.compiler.dsl import te
+from vtasim.compiler.ops.conv_family import bias_shape, fused_epilogue, schedule_conv_family
+from vtasim.compiler.ops.layout import pack_channel_const, pack_nchw, unpack_nchw
+from vtasim.compiler.ops.visible_data import visible_conv_inputs
 
 __all__ = ["conv2d_transpose_packed", "fused_conv2d_transpose", "pack_transpose_kernel",
            "unpack_transpose_output", "transpose_program", "transpose_inputs", "ROLES"]
@@ -46,7 +46,7 @@ def _pads(wl):
 
 
 def conv2d_transpose_packed(env, data, kernel, wl, out_dtype=None):
-    """The phase form of ``wl`` (a :class:`compiler.workloads.Conv2dTranspose`) over packed ``data``."""
+    """The phase form of ``wl`` (a :class:`vtasim.compiler.tuning.workloads.Conv2dTranspose`) over packed ``data``."""
     out_dtype = out_dtype or env.acc_dtype
     e, lo, hi_h, hi_w = _pads(wl)
     e0 = e[0]

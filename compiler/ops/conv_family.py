@@ -17,11 +17,11 @@ input-channel lanes, as in ``conv2d_packed``.
 
 from __future__ import annotations
 
-from compiler import te
-from compiler.ops._packed import (DMA_LOAD_TAG, bind_virtual_threads, collect, ewise_on_alu,
+from vtasim.compiler.dsl import te
+from vtasim.compiler.ops._packed import (DMA_LOAD_TAG, bind_virtual_threads, collect, ewise_on_alu,
                                   tile_reduction_and_tensorize)
-from compiler.schedule import create_schedule
-from compiler.tensor import ComputeOp
+from vtasim.compiler.dsl.schedule import create_schedule
+from vtasim.compiler.dsl.tensor import ComputeOp
 
 __all__ = ["fused_epilogue", "schedule_conv_family", "bias_shape"]
 

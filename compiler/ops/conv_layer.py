@@ -9,7 +9,7 @@
     assert (y == host_reference(wl, x, w, bias)).all()
 
 The image's expected output is the tensor expressions evaluated in numpy; :func:`host_reference`
-is the same layer through :mod:`compiler.qnn.grouped` (the ONNX/PyTorch definitions), which shares
+is the same layer through :mod:`vtasim.compiler.qnn.grouped` (the ONNX/PyTorch definitions), which shares
 no code with them.
 """
 
@@ -19,14 +19,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compiler.build import build
-from compiler.environment import Environment
-from compiler.knobs import check_knobs, fitting_knobs
-from compiler.ops.conv2d_transpose import transpose_inputs, transpose_program, unpack_transpose_output
-from compiler.ops.group_conv2d import group_inputs, group_program, unpack_group_output
-from compiler.ops.layout import unpack_nchw
-from compiler.qnn.grouped import conv2d_grouped_int32, conv2d_transpose_int32
-from compiler.workloads_grouped import Conv2dTranspose
+from vtasim.compiler.lowering.build import build
+from vtasim.compiler.dsl.environment import Environment
+from vtasim.compiler.tuning.knobs import check_knobs, fitting_knobs
+from vtasim.compiler.ops.conv2d_transpose import transpose_inputs, transpose_program, unpack_transpose_output
+from vtasim.compiler.ops.group_conv2d import group_inputs, group_program, unpack_group_output
+from vtasim.compiler.ops.layout import unpack_nchw
+from vtasim.compiler.qnn.grouped import conv2d_grouped_int32, conv2d_transpose_int32
+from vtasim.compiler.tuning.workloads_grouped import Conv2dTranspose
 
 __all__ = ["ConvLayer", "compile_conv_layer", "host_reference", "visible_inputs", "OUTPUT"]
 
@@ -73,7 +73,7 @@ def host_reference(wl, x, w, bias, shift: int = 8) -> np.ndarray:
 
 
 def visible_inputs(cfg, wl, seed: int = 0) -> tuple:
-    """``(x, w, bias)`` logical arrays as the catalogue draws them (:mod:`compiler.ops.visible_data`)."""
+    """``(x, w, bias)`` logical arrays as the catalogue draws them (:mod:`vtasim.compiler.ops.visible_data`)."""
     with Environment(cfg) as env:
         logical = (transpose_inputs if isinstance(wl, Conv2dTranspose) else group_inputs)(env, wl, seed)[0]
     return logical["x"], logical["w"], logical["bias"]

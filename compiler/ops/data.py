@@ -2,7 +2,7 @@
 
 An output byte at a clip bound says nothing about the GEMM behind it, so a workload whose int32
 sums land far outside the int8 range after its shift checks almost nothing.  The rule, used by the
-catalogue (:func:`compiler.ops.workload_program`) and the tutorials in ``examples/``:
+catalogue (:func:`vtasim.compiler.ops.workload_program`) and the tutorials in ``examples/``:
 
 * activations and weights uniform over the whole int8 range ``[-128, 128)`` (every multiplier bit
   is exercised);

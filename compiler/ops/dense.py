@@ -8,9 +8,9 @@ TVM's dense benchmark (``>> shift``, clip to [0, 127], int8); ``plain_gemm`` onl
 
 from __future__ import annotations
 
-from compiler import te
-from compiler.schedule import create_schedule
-from compiler.ops._packed import bind_virtual_threads, collect, ewise_on_alu, tile_reduction_and_tensorize
+from vtasim.compiler.dsl import te
+from vtasim.compiler.dsl.schedule import create_schedule
+from vtasim.compiler.ops._packed import bind_virtual_threads, collect, ewise_on_alu, tile_reduction_and_tensorize
 
 __all__ = ["dense_packed", "schedule_dense_packed", "fused_dense", "plain_gemm"]
 

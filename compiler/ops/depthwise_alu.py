@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler import te
-from compiler.errors import CompileError
-from compiler.ops._packed import bind_virtual_threads, ewise_on_alu
-from compiler.ops.conv_family import bias_shape, fused_epilogue
-from compiler.ops.layout import pack_channel_const, pack_nchw
-from compiler.schedule import create_schedule
+from vtasim.compiler.dsl import te
+from vtasim.compiler.errors import CompileError
+from vtasim.compiler.ops._packed import bind_virtual_threads, ewise_on_alu
+from vtasim.compiler.ops.conv_family import bias_shape, fused_epilogue
+from vtasim.compiler.ops.layout import pack_channel_const, pack_nchw
+from vtasim.compiler.dsl.schedule import create_schedule
 
 __all__ = ["depthwise_alu", "schedule_depthwise_alu", "alu_program", "pack_alu_weights", "ROLES"]
 
@@ -128,7 +128,7 @@ def alu_fitting_knobs(wl, cfg) -> dict:
     """The largest output tile whose K*K windows, weight vectors and bias fit the accumulator (rows
     whole when they fit, at least two columns: a padded window needs a column loop), fewest tiles
     first; no virtual threads."""
-    from compiler.knobs import check_knobs, split_extents
+    from vtasim.compiler.tuning.knobs import check_knobs, split_extents
     taps, ext = wl.k * wl.k, split_extents(wl, cfg)
     best = None
     for h in (d for d in range(1, ext["tile_h"] + 1) if ext["tile_h"] % d == 0):

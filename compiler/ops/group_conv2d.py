@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler import te
-from compiler.ops.depthwise_alu import alu_program
-from compiler.ops.conv_family import bias_shape, fused_epilogue, schedule_conv_family
-from compiler.ops.layout import pack_nchw, unpack_nchw
-from compiler.ops.visible_data import visible_conv_inputs
-from compiler.workloads_grouped import GroupConv2d
+from vtasim.compiler.dsl import te
+from vtasim.compiler.ops.depthwise_alu import alu_program
+from vtasim.compiler.ops.conv_family import bias_shape, fused_epilogue, schedule_conv_family
+from vtasim.compiler.ops.layout import pack_nchw, unpack_nchw
+from vtasim.compiler.ops.visible_data import visible_conv_inputs
+from vtasim.compiler.tuning.workloads_grouped import GroupConv2d
 
 __all__ = ["group_conv2d_packed", "schedule_group_conv2d_packed", "fused_group_conv2d", "pack_group_kernel",
            "unpack_group_output", "group_program", "group_inputs", "ROLES"]
@@ -131,7 +131,7 @@ def schedule_group_conv2d_packed(env, output, knobs: dict):
 def group_program(env, wl, knobs: dict, seed: int = 0, logical: dict | None = None):
     """``(schedule, args, packed inputs)`` of a grouped/depthwise/dilated conv2d; ``logical`` holds
     ``x`` NCHW, ``w`` OIHW and ``bias`` (drawn by :func:`group_inputs` from ``seed`` when None).
-    ``dw_alu = 1`` (depthwise only) compiles the ALU form of :mod:`compiler.ops.depthwise_alu`."""
+    ``dw_alu = 1`` (depthwise only) compiles the ALU form of :mod:`vtasim.compiler.ops.depthwise_alu`."""
     if logical is None:
         logical = group_inputs(env, wl, seed)[0]
     if knobs.get("dw_alu", 0):

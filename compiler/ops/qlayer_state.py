@@ -1,11 +1,11 @@
-"""A compiled :class:`~compiler.ops.quantized.QLayer` as data, and back: what a saved network keeps of a
+"""A compiled :class:`~vtasim.compiler.ops.quantized.QLayer` as data, and back: what a saved network keeps of a
 layer so that it runs again without compiling.
 
 ``layer_state(layer)`` returns ``(state, image)``: ``state`` a dict of plain values and numpy arrays
 (geometry, weight, bias, input zero point, requantisation plan, knobs, where the input segment and the
-output region lie) and ``image`` the compiled program's :class:`~sim.image.MemoryImage` (input all
+output region lie) and ``image`` the compiled program's :class:`~vtasim.sim.image.MemoryImage` (input all
 zeros).  ``restore_layer(cfg, state, image)`` checks every field against the others and the image (one
-:class:`~compiler.errors.CompileError` line naming the field and the rule) and returns a QLayer whose
+:class:`~vtasim.compiler.errors.CompileError` line naming the field and the rule) and returns a QLayer whose
 ``run``, ``reference`` and ``image(x, expected=False)`` are those of the compiled one: only the input
 segment is swapped per run.  A restored layer has no tensor expressions, so its images carry no
 expected output.
@@ -17,11 +17,11 @@ from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
-from compiler.errors import CompileError
-from compiler.ops.quantized import STEP_KINDS, QLayer, Geometry
-from compiler.qnn.vta_requant import RequantPlan
-from compiler.runtime.queue import DramBuffer
-from hw.files import brief
+from vtasim.compiler.errors import CompileError
+from vtasim.compiler.ops.quantized import STEP_KINDS, QLayer, Geometry
+from vtasim.compiler.qnn.vta_requant import RequantPlan
+from vtasim.compiler.runtime.queue import DramBuffer
+from vtasim.hw.files import brief
 
 __all__ = ["layer_state", "restore_layer", "arith_state", "restore_arith", "STATE_KEYS", "ARITH_KEYS"]
 
@@ -31,7 +31,7 @@ STATE_KEYS = ARITH_KEYS + ("input", "output")
 
 @dataclass
 class _Program:
-    """What a restored layer keeps of ``compiler.build.Built``: the image and the input buffer."""
+    """What a restored layer keeps of ``vtasim.compiler.lowering.build.Built``: the image and the input buffer."""
 
     image: object
     buffers: dict
@@ -47,7 +47,7 @@ class _OutputRef:
 
 def arith_state(layer: QLayer) -> dict:
     """The layer's arithmetic (geometry, weight, bias, zero point, requantisation plan, knobs): what its
-    numpy :meth:`~compiler.ops.quantized.QLayer.reference` needs; a multi-op region keeps one per member."""
+    numpy :meth:`~vtasim.compiler.ops.quantized.QLayer.reference` needs; a multi-op region keeps one per member."""
     return {"name": layer.name, "geom": asdict(layer.geom), "weight": np.asarray(layer.weight),
             "bias": np.asarray(layer.bias), "za": int(layer.za), "plan": asdict(layer.plan),
             "knobs": dict(layer.knobs), "knob_source": layer.knob_source}

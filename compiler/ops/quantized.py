@@ -22,7 +22,7 @@ What the compiled program computes, per output channel ``o`` (weights symmetric,
 * Dense is a 1x1 convolution on a 1x1 image (``(N, K) -> (N, K, 1, 1)``), so it shares the
   convolution's schedule, which loads per-channel vectors into the accumulator.
 * Knobs: TopHub when the layer is a ResNet-18 shape with a record for the config, else the largest
-  tiles that fit the scratchpads (``compiler.knobs.fitting_knobs``), else the fallback;
+  tiles that fit the scratchpads (``vtasim.compiler.tuning.knobs.fitting_knobs``), else the fallback;
   when the TopHub tiles do not fit the extra accumulator vectors the fallback is used
   (``layer.knob_source`` says which).
 * The program is compiled once; each input only replaces the input segment of the image (the
@@ -37,25 +37,26 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from compiler import qnn, te
-from compiler.build import build
-from compiler.environment import Environment
-from compiler.errors import CompileError
-from compiler.knobs import check_knobs, fallback_knobs, fitting_knobs, tophub_knobs
-from compiler.ops.alu import alu_expr
-from compiler.ops.conv2d import conv2d_packed, schedule_conv2d_packed
-from compiler.ops.conv_family import bias_shape
-from compiler.ops.group_conv2d import ROLES as GROUP_ROLES
-from compiler.ops.group_conv2d import (group_conv2d_packed, pack_group_bias, pack_group_kernel,
+from vtasim.compiler import qnn
+from vtasim.compiler.dsl import te
+from vtasim.compiler.lowering.build import build
+from vtasim.compiler.dsl.environment import Environment
+from vtasim.compiler.errors import CompileError
+from vtasim.compiler.tuning.knobs import check_knobs, fallback_knobs, fitting_knobs, tophub_knobs
+from vtasim.compiler.ops.alu import alu_expr
+from vtasim.compiler.ops.conv2d import conv2d_packed, schedule_conv2d_packed
+from vtasim.compiler.ops.conv_family import bias_shape
+from vtasim.compiler.ops.group_conv2d import ROLES as GROUP_ROLES
+from vtasim.compiler.ops.group_conv2d import (group_conv2d_packed, pack_group_bias, pack_group_kernel,
                                        schedule_group_conv2d_packed, unpack_group_output)
-from compiler.ops.layout import pack_channel_const, pack_nchw, pack_oihw, unpack_nchw
-from compiler.qnn.grouped import conv2d_grouped_int32
-from compiler.qnn.conv import norm_pads, norm_pair
-from compiler.qnn.errors import check_zero_point
-from compiler.reference import evaluate
-from compiler.workloads import RESNET18, Conv2d, GroupConv2d
-from sim.engines import run_engine
-from sim.image import MemoryImage, Segment
+from vtasim.compiler.ops.layout import pack_channel_const, pack_nchw, pack_oihw, unpack_nchw
+from vtasim.compiler.qnn.grouped import conv2d_grouped_int32
+from vtasim.compiler.qnn.conv import norm_pads, norm_pair
+from vtasim.compiler.qnn.errors import check_zero_point
+from vtasim.compiler.dsl.reference import evaluate
+from vtasim.compiler.tuning.workloads import RESNET18, Conv2d, GroupConv2d
+from vtasim.sim.engines import run_engine
+from vtasim.sim.image import MemoryImage, Segment
 
 __all__ = ["build_qconv", "build_qdense", "QLayer", "check_qconv_packing", "Geometry", "STEP_KINDS"]
 
@@ -155,7 +156,7 @@ class QLayer:
     def image(self, x, expected: bool = True) -> MemoryImage:
         """The compiled program with input ``x`` and (``expected``) its expected output: the tensor
         expressions evaluated in numpy, an oracle independent of the lowering (a layer restored from a
-        saved network, :mod:`compiler.ops.qlayer_state`, has none: its images carry no expected output)."""
+        saved network, :mod:`vtasim.compiler.ops.qlayer_state`, has none: its images carry no expected output)."""
         packed = self.pack_input(x)
         base = self.built.image
         buf = self.built.buffers["data"]
@@ -179,7 +180,7 @@ class QLayer:
         return self._unpack_output(raw.reshape(self.output.shape)), result
 
     def reference(self, x) -> np.ndarray:
-        """The same arithmetic in numpy through :mod:`compiler.qnn` (four-term conv + ``plan.apply``)."""
+        """The same arithmetic in numpy through :mod:`vtasim.compiler.qnn` (four-term conv + ``plan.apply``)."""
         x = self._check_input(x)
         g = self.geom
         if g.dense:
@@ -247,7 +248,7 @@ def _knob_workload(name, g: Geometry, hw=None, vta_pad=(0, 0)):
     return Conv2d(name, g.oh, g.ow, g.c_pad, g.o_pad, 1, 0, 1, batch=g.n_pad)
 
 
-_PLAIN_ROLES = "bcyxBC"          # conv2d_packed's output axes (compiler.ops.conv_family names)
+_PLAIN_ROLES = "bcyxBC"          # conv2d_packed's output axes (vtasim.compiler.ops.conv_family names)
 
 def _stage(prev, kind, operand, vecs, n, roles):
     """One elementwise stage ``prev <kind> operand`` (an immediate, or a per-channel vector, read at
@@ -344,7 +345,7 @@ def _program(cfg, g, consts, plan, knobs, name, hw, vta_pad, residual=None):
         last = _epilogue(conv, bias, vecs, plan.steps, GROUP_ROLES if g.grouped else _PLAIN_ROLES)
         extra, inputs = [], {**consts, "data": np.zeros(data.shape, np.int8)}
         if residual is not None:
-            from compiler.ops.residual import qadd_stages
+            from vtasim.compiler.ops.residual import qadd_stages
             res = te.placeholder(last.shape, env.inp_dtype, "res")
             rvecs = {v: te.placeholder(consts[f"vec_add_{v}"].shape, env.acc_dtype, f"vec_add_{v}")
                      for v in residual.vectors}
@@ -442,12 +443,12 @@ def build_qconv(cfg, x_shape, weight, bias, strides, pads, za, plan, knobs=None,
                 zw=0, groups: int = 1, dilations=1, residual=None) -> QLayer:
     """A quantised conv2d: ``x_shape`` NCHW int8 activations with zero point ``za``, ``weight`` int8 OIHW
     (symmetric, zero point 0), ``bias`` int32 (O,) or None, ``pads`` an int, (h, w) or (top, left,
-    bottom, right), ``plan`` from :func:`compiler.qnn.plan_requant` (made for an ``acc_bound`` of at
-    least :func:`compiler.qnn.conv_acc_bound`); ``zw`` must be 0.  ``groups`` > 1 (weight
+    bottom, right), ``plan`` from :func:`vtasim.compiler.qnn.plan_requant` (made for an ``acc_bound`` of at
+    least :func:`vtasim.compiler.qnn.conv_acc_bound`); ``zw`` must be 0.  ``groups`` > 1 (weight
     ``(O, C/groups, KH, KW)``; depthwise: ``groups = C``) and ``dilations`` compile through
-    ``group_conv2d_packed`` (:mod:`compiler.ops.group_conv2d`): square kernels, channels per group whole
+    ``group_conv2d_packed`` (:mod:`vtasim.compiler.ops.group_conv2d`): square kernels, channels per group whole
     blocks or dividing one block (depthwise), no channel padding.  ``residual`` (a
-    :class:`compiler.qnn.qadd.QAddPlan` whose ``A`` is this layer's output) fuses a residual add into
+    :class:`vtasim.compiler.qnn.qadd.QAddPlan` whose ``A`` is this layer's output) fuses a residual add into
     the epilogue: the int8 operand ``res`` (the output's packed shape) is loaded into the accumulator
     per tile and the plan's stages follow the requantisation (TVM's fused ResNet epilogue)."""
     _symmetric(zw, name)

@@ -1,6 +1,6 @@
 """The quantised residual add on the tensor ALU: two int8 packed activations in, int8 out.
 
-``build_qadd(cfg, shape, plan)`` compiles :class:`compiler.qnn.qadd.QAddPlan`'s stages as tensor
+``build_qadd(cfg, shape, plan)`` compiles :class:`vtasim.compiler.qnn.qadd.QAddPlan`'s stages as tensor
 expressions: both operands are loaded into the accumulator as int32 (``LOAD ACC_8BIT``), the
 per-channel constants of the plan (multipliers beyond the 16-bit immediate) like a bias, then one ALU
 stage per plan stage, and the int8 result is stored.  The output is tiled by image rows: as many rows
@@ -20,16 +20,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from compiler import te
-from compiler.build import build
-from compiler.environment import Environment
-from compiler.errors import CompileError
-from compiler.ops._packed import DMA_LOAD_TAG
-from compiler.ops.layout import pack_channel_const, pack_nchw, unpack_nchw
-from compiler.reference import evaluate
-from compiler.schedule import create_schedule
-from sim.engines import run_engine
-from sim.image import MemoryImage, Segment
+from vtasim.compiler.dsl import te
+from vtasim.compiler.lowering.build import build
+from vtasim.compiler.dsl.environment import Environment
+from vtasim.compiler.errors import CompileError
+from vtasim.compiler.ops._packed import DMA_LOAD_TAG
+from vtasim.compiler.ops.layout import pack_channel_const, pack_nchw, unpack_nchw
+from vtasim.compiler.dsl.reference import evaluate
+from vtasim.compiler.dsl.schedule import create_schedule
+from vtasim.sim.engines import run_engine
+from vtasim.sim.image import MemoryImage, Segment
 
 __all__ = ["build_qadd", "QAddLayer", "qadd_stages"]
 

@@ -1,9 +1,9 @@
-"""``python -m compiler.qnn M [M ...] --acc-bound B``: the VTA requantisation plan of a multiplier
+"""``python -m vtasim.compiler.qnn M [M ...] --acc-bound B``: the VTA requantisation plan of a multiplier
 (several numbers: one per output channel), its ALU steps and its proved error.
 
 ::
 
-    $ python -m compiler.qnn 0.00123 --acc-bound 1048576
+    $ python -m vtasim.compiler.qnn 0.00123 --acc-bound 1048576
     path fixed, 8 ALU steps, max_error_lsb 1 (E = 0.00398, proved)
       add 2 | shr 2 | mul 5159 | shr 5 | add 16384 | shr 15 | min 127 | max -128
 """
@@ -15,12 +15,12 @@ import sys
 
 import numpy as np
 
-from compiler.qnn.errors import QnnError
-from compiler.qnn.vta_requant import REQUANT_PATHS, plan_requant
+from vtasim.compiler.qnn.errors import QnnError
+from vtasim.compiler.qnn.vta_requant import REQUANT_PATHS, plan_requant
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m compiler.qnn", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m vtasim.compiler.qnn", description=__doc__.split("\n\n")[0])
     ap.add_argument("multiplier", nargs="+", type=float, help="in_scale * w_scale / out_scale (one per channel)")
     ap.add_argument("--acc-bound", type=int, required=True, help="largest |int32 accumulator| incl. bias")
     ap.add_argument("--zp", type=int, default=0, help="output zero point")
@@ -30,7 +30,7 @@ def main(argv=None) -> int:
     ap.add_argument("--path", choices=REQUANT_PATHS, default="auto")
     ap.add_argument("--config", help="VTA config json (default: the shipped one)")
     args = ap.parse_args(argv)
-    from hw.config import load_config
+    from vtasim.hw.config import load_config
     try:
         cfg = load_config(args.config)
         m = args.multiplier[0] if len(args.multiplier) == 1 else np.array(args.multiplier)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.qnn.errors import QnnError
+from vtasim.compiler.qnn.errors import QnnError
 
 __all__ = ["conv2d_int32", "qconv2d", "dense_int32", "qdense", "conv_out_hw", "conv_acc_bound", "norm_pads", "norm_pair",
            "dense_acc_bound"]

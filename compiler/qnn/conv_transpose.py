@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.qnn.conv import norm_pads, norm_pair
-from compiler.qnn.errors import QnnError
+from vtasim.compiler.qnn.conv import norm_pads, norm_pair
+from vtasim.compiler.qnn.errors import QnnError
 
 __all__ = ["conv_transpose_out_hw", "conv_transpose2d", "qconv2d_transpose"]
 

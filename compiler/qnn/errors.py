@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from compiler.errors import CompileError
+from vtasim.compiler.errors import CompileError
 
 __all__ = ["QnnError", "RequantError", "check_scale", "check_zero_point", "dtype_range", "is_power_of_two"]
 

@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from compiler.qnn.errors import QnnError, check_scale, check_zero_point, dtype_range
+from vtasim.compiler.qnn.errors import QnnError, check_scale, check_zero_point, dtype_range
 
 __all__ = ["fixed_point_multiplier", "multiply_shift", "requantize", "ROUNDINGS"]
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.qnn.conv import norm_pads, norm_pair
-from compiler.qnn.errors import QnnError
+from vtasim.compiler.qnn.conv import norm_pads, norm_pair
+from vtasim.compiler.qnn.errors import QnnError
 
 __all__ = ["conv2d_grouped_int32", "conv2d_transpose_int32"]
 
@@ -22,7 +22,7 @@ def _wrap32(x: np.ndarray) -> np.ndarray:
 
 def conv2d_grouped_int32(a, w, strides=1, pads=0, groups: int = 1, dilations=1, pad_value: int = 0) -> np.ndarray:
     """``out[n, o, y, x] = sum_{c<C/g, r, s} a_pad[n, g(o)*C/g + c, y*sh + r*dh, x*sw + s*dw] * w[o, c, r, s]``
-    with ``g(o) = o // (O/groups)``, in int32 (wrapping); ``pads`` as in :func:`compiler.qnn.conv2d_int32`."""
+    with ``g(o) = o // (O/groups)``, in int32 (wrapping); ``pads`` as in :func:`vtasim.compiler.qnn.conv2d_int32`."""
     a, w = np.asarray(a), np.asarray(w)
     if a.ndim != 4 or w.ndim != 4:
         raise QnnError(f"conv2d: input {a.shape} and weight {w.shape} must both be 4-d (NCHW, OIHW)")

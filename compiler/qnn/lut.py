@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.qnn.errors import QnnError
-from compiler.qnn.quantize import dequantize, quantize
+from vtasim.compiler.qnn.errors import QnnError
+from vtasim.compiler.qnn.quantize import dequantize, quantize
 
 __all__ = ["lut_table", "apply_lut", "LUT_FUNCTIONS"]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.qnn.conv import norm_pads, norm_pair, conv_out_hw
-from compiler.qnn.errors import QnnError, check_zero_point, dtype_range
-from compiler.qnn.quantize import quantize
+from vtasim.compiler.qnn.conv import norm_pads, norm_pair, conv_out_hw
+from vtasim.compiler.qnn.errors import QnnError, check_zero_point, dtype_range
+from vtasim.compiler.qnn.quantize import quantize
 
 __all__ = ["pad_q", "relu_q", "clip_q", "maxpool_q"]
 

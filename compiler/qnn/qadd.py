@@ -28,7 +28,7 @@ takes it where the same exhaustive check passes (five ALU stages and the clip si
 against seventeen), else the split form.
 
 The plan is a list of ALU stages (``plan.stages``, one SSA form) that :meth:`QAddPlan.apply` runs in
-numpy with int32 wrapping and :mod:`compiler.ops.residual` turns into tensor expressions, so the
+numpy with int32 wrapping and :mod:`vtasim.compiler.ops.residual` turns into tensor expressions, so the
 lowered program and its reference read the same list.
 """
 
@@ -39,16 +39,16 @@ from fractions import Fraction
 
 import numpy as np
 
-from hw.alu import ALU_OPS
-from hw.fields import ALU_IMM_WIDTH
-from compiler.qnn.errors import RequantError
+from vtasim.hw.alu import ALU_OPS
+from vtasim.hw.fields import ALU_IMM_WIDTH
+from vtasim.compiler.qnn.errors import RequantError
 
 __all__ = ["plan_qadd", "QAddPlan", "qadd_float"]
 
 _K = 20                                   # bits of the low multiplier halves
 _IMM_MAX = (1 << (ALU_IMM_WIDTH - 1)) - 1
 _INT32_MAX = (1 << 31) - 1
-_ALU = {op.mnemonic: op for op in ALU_OPS}          # stage kind -> its row of hw.alu (the one ALU rule)
+_ALU = {op.mnemonic: op for op in ALU_OPS}          # stage kind -> its row of vtasim.hw.alu (the one ALU rule)
 
 
 def qadd_float(a, b, a_scale, a_zp, b_scale, b_zp, y_scale, y_zp, lo, hi, dtype=np.int64) -> np.ndarray:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.qnn.errors import QnnError, check_scale, check_zero_point, dtype_range
+from vtasim.compiler.qnn.errors import QnnError, check_scale, check_zero_point, dtype_range
 
 __all__ = ["quantize", "dequantize", "round_half", "FLOAT_ROUNDINGS"]
 

@@ -1,7 +1,7 @@
 """Requantisation on the VTA ALU: int32 accumulator -> int8, as a list of ALU steps.
 
 ``plan_requant(multiplier, acc_bound, out_zp, out_lo, out_hi, cfg)`` returns a :class:`RequantPlan`
-whose ``steps`` use the vocabulary of :mod:`compiler.ops.alu` (``("add", c)``, ``("mul", c)``,
+whose ``steps`` use the vocabulary of :mod:`vtasim.compiler.ops.alu` (``("add", c)``, ``("mul", c)``,
 ``("shr", c)``, ``("shl", c)``, ``("min", c)``, ``("max", c)``; an operand that is a string names an
 int32 per-output-channel vector in ``plan.vectors``, loaded into the accumulator like a bias)::
 
@@ -58,17 +58,17 @@ from fractions import Fraction
 
 import numpy as np
 
-from hw.alu import ALU_OPS
-from hw.fields import ALU_IMM_WIDTH
-from compiler.qnn.errors import RequantError, check_zero_point, is_power_of_two
-from compiler.qnn.fixed_point import fixed_point_multiplier, multiply_shift
+from vtasim.hw.alu import ALU_OPS
+from vtasim.hw.fields import ALU_IMM_WIDTH
+from vtasim.compiler.qnn.errors import RequantError, check_zero_point, is_power_of_two
+from vtasim.compiler.qnn.fixed_point import fixed_point_multiplier, multiply_shift
 
 __all__ = ["plan_requant", "RequantPlan", "alu_steps_int32", "REQUANT_PATHS"]
 
 REQUANT_PATHS = ("auto", "shift", "fixed")
 MUL_VECTOR = "requant_mul"
 _MAX_SHIFT = 31                     # one SHR immediate; longer shifts are chained
-_ALU_STEPS = {op.mnemonic: op for op in ALU_OPS}     # step kind -> its row of hw.alu
+_ALU_STEPS = {op.mnemonic: op for op in ALU_OPS}     # step kind -> its row of vtasim.hw.alu
 ENUMERATE_LIMIT = 1 << 21           # accumulators x channels evaluated to make max_error_lsb exact
 
 

@@ -2,7 +2,7 @@
 
 The lowered program makes the calls TVM's generated host code makes (compiler spec 5)::
 
-    from compiler.runtime import CommandQueue
+    from vtasim.compiler.runtime import CommandQueue
     q = CommandQueue(cfg)
     a = q.alloc_input("A", packed_a)          # DRAM buffers
     c = q.alloc_output("C", nbytes)
@@ -12,7 +12,7 @@ The lowered program makes the calls TVM's generated host code makes (compiler sp
     q.push_gemm_op(("gemm", 0), record)       # record(k): k.loop_begin / k.push / k.loop_end
     q.store_buffer_2d(0, MEM_OUT, c, 0, 16, 1, 16)
     q.synchronize()
-    image = q.build()                         # sim.image.MemoryImage
+    image = q.build()                         # vtasim.sim.image.MemoryImage
 
 One queue is one image is one device launch: ``synchronize()`` ends it with FINISH.  Like TVM's
 runtime, every load, store and GEMM/ALU push ends by testing for a full instruction buffer (TVM's

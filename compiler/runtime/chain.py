@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from compiler.runtime.errors import RuntimeContractError
-from compiler.runtime.queue import CommandQueue, DramBuffer
+from vtasim.compiler.runtime.errors import RuntimeContractError
+from vtasim.compiler.runtime.queue import CommandQueue, DramBuffer
 
 __all__ = ["Window", "KernelProxy"]
 

@@ -9,7 +9,7 @@ calls ``VTAUopLoopBegin`` / ``VTAUopPush`` / ``VTAUopLoopEnd`` (compiler spec 4.
         k.loop_end()
 
 The recorder enforces the runtime's kernel invariants, each violation a
-:class:`~compiler.runtime.errors.RuntimeContractError` naming the call, the kernel key and the rule:
+:class:`~vtasim.compiler.runtime.errors.RuntimeContractError` naming the call, the kernel key and the rule:
 
 * every loop begins before the first uop, at most two loop levels, ``loop_end`` balances;
 * all uops share mode, reset and (ALU) opcode / use_imm / imm, and the mode is the one of the
@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hw.config import LOOP_ITER_WIDTH, VTAConfig
-from hw.alu import ALU_NAMES, IMM_MAX, IMM_MIN, by_opcode
-from hw.isa import layout
+from vtasim.hw.config import LOOP_ITER_WIDTH, VTAConfig
+from vtasim.hw.alu import ALU_NAMES, IMM_MAX, IMM_MIN, by_opcode
+from vtasim.hw.isa import layout
 
 from .errors import RuntimeContractError
 
@@ -196,7 +196,7 @@ class KernelRecorder:
             src = check_int(where, "src", src, 0, cfg.acc_depth - 1)
             wgt = check_int(where, "wgt", wgt, 0, 0)
             opcode = check_int(where, "opcode", opcode, 0, None)
-            if opcode not in ALU_NAMES:         # a row of hw.alu; one its HW_VER lacks fails at encoding
+            if opcode not in ALU_NAMES:         # a row of vtasim.hw.alu; one its HW_VER lacks fails at encoding
                 self._fail(f"uop {n} opcode = {opcode} is not an ALU opcode "
                            f"({', '.join(f'{k} {v}' for k, v in ALU_NAMES.items())})")
             use_imm = check_int(where, "use_imm", use_imm, 0, 1)

@@ -4,8 +4,8 @@ A Python re-implementation of the behaviour of TVM's VTA runtime (``vta/runtime/
 compiler spec 5, hardware spec 5): the lowered program calls ``load_buffer_2d`` / ``store_buffer_2d``
 / ``push_gemm_op`` / ``push_alu_op`` / ``dep_push`` / ``dep_pop`` / ``synchronize`` exactly where TVM's
 generated host code calls ``VTALoadBuffer2D`` ... ``VTASynchronize``, and :meth:`CommandQueue.build`
-returns a :class:`sim.image.MemoryImage` (inputs, outputs, expected outputs, one uop segment, the
-instructions) assembled by :class:`sim.builder.ProgramBuilder`.
+returns a :class:`vtasim.sim.image.MemoryImage` (inputs, outputs, expected outputs, one uop segment, the
+instructions) assembled by :class:`vtasim.sim.builder.ProgramBuilder`.
 
 Where this differs from TVM, and why:
 
@@ -54,13 +54,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hw.config import INSN_BYTES, MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_NAMES, MEM_OUT, MEM_UOP, MEM_WGT, VTAConfig
-from hw.isa import (OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, OPCODE_NAMES, TOKEN_POPS, TOKEN_PUSHES,
+from vtasim.hw.config import INSN_BYTES, MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_NAMES, MEM_OUT, MEM_UOP, MEM_WGT, VTAConfig
+from vtasim.hw.isa import (OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, OPCODE_NAMES, TOKEN_POPS, TOKEN_PUSHES,
                     TOKEN_QUEUES, Insn, IsaError, module_of, store_mem_type)
-from sim.builder import ProgramBuilder
-from sim.errors import ImageError
-from sim.image import MemoryImage, Output, check_output_name
-from sim.result import COUNTER_NAMES
+from vtasim.sim.builder import ProgramBuilder
+from vtasim.sim.errors import ImageError
+from vtasim.sim.image import MemoryImage, Output, check_output_name
+from vtasim.sim.result import COUNTER_NAMES
 
 from .errors import RuntimeContractError
 from .kernel import MODE_ALU, MODE_GEMM, MODE_NAMES, KernelRecorder, UopKernel, check_int
@@ -102,7 +102,7 @@ class CommandQueue:
 
     def __init__(self, cfg: VTAConfig, *, max_insns: int | None = None, name: str = "prog"):
         if not isinstance(cfg, VTAConfig):
-            raise RuntimeContractError(f"CommandQueue: cfg must be a hw.config.VTAConfig, got {type(cfg).__name__}")
+            raise RuntimeContractError(f"CommandQueue: cfg must be a vtasim.hw.config.VTAConfig, got {type(cfg).__name__}")
         try:
             check_output_name(name)
         except ImageError:
@@ -189,7 +189,7 @@ class CommandQueue:
         self._builder.expect(name, raw)
 
     def expect_counters(self, counters: dict) -> None:
-        """fsim counters (``sim.result.COUNTER_NAMES``) an independent reference predicts."""
+        """fsim counters (``vtasim.sim.result.COUNTER_NAMES``) an independent reference predicts."""
         self._check_not_built("expect_counters")
         bad = [k for k in counters if k not in COUNTER_NAMES]
         if bad:
@@ -489,7 +489,7 @@ class CommandQueue:
         return self._image
 
     def token_totals(self) -> dict:
-        """``{queue: {"push": n, "pop": n}}`` over the stream so far (queues of hw.isa.TOKEN_QUEUES)."""
+        """``{queue: {"push": n, "pop": n}}`` over the stream so far (queues of vtasim.hw.isa.TOKEN_QUEUES)."""
         tot = {q: {"push": 0, "pop": 0} for q in TOKEN_QUEUES}
         for e in self._stream.entries:
             i = e.insn
@@ -512,7 +512,7 @@ class CommandQueue:
     # ---- introspection ---------------------------------------------------------------------------
     @property
     def insns(self) -> list:
-        """The stream so far as :class:`hw.isa.Insn` copies (a NOP shows opcode and flags; LOAD UOP
+        """The stream so far as :class:`vtasim.hw.isa.Insn` copies (a NOP shows opcode and flags; LOAD UOP
         dram_base is 0 until build).  Decode ``build().insn_bytes()`` for the final encoding."""
         return [Insn(**e.insn.as_dict()) for e in self._stream.entries]
 

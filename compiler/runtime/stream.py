@@ -1,6 +1,6 @@
 """The instruction stream under construction and its dependence-flag rules (hardware spec 5.3).
 
-Stages use TVM's numbering: 1 load, 2 compute, 3 store (module = stage - 1 in ``hw.isa``).  The rules:
+Stages use TVM's numbering: 1 load, 2 compute, 3 store (module = stage - 1 in ``vtasim.hw.isa``).  The rules:
 
 * ``dep_pop(from, to)`` runs on stage ``to``: a *pending* pop, "prev" when ``from < to`` else
   "next".  A second pending pop of the same kind first commits the pending ones as a NOP of stage
@@ -14,9 +14,9 @@ Stages use TVM's numbering: 1 load, 2 compute, 3 store (module = stage - 1 in ``
   store; FINISH none.
 * Load<->store pairs have no token queue: an error.
 
-Entries keep the :class:`hw.isa.Insn` mutable until the image is built, because a later push sets a
+Entries keep the :class:`vtasim.hw.isa.Insn` mutable until the image is built, because a later push sets a
 bit on an instruction already in the stream.  NOPs are emitted through
-:meth:`sim.builder.ProgramBuilder.nop`, which owns their flavours (hardware spec 2.7).
+:meth:`vtasim.sim.builder.ProgramBuilder.nop`, which owns their flavours (hardware spec 2.7).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hw.config import VTAConfig
-from hw.isa import (MODULE_COMPUTE, MODULE_LOAD, MODULE_STORE, OP_ALU, OP_GEMM, OP_LOAD, OP_STORE, Insn, layout,
+from vtasim.hw.config import VTAConfig
+from vtasim.hw.isa import (MODULE_COMPUTE, MODULE_LOAD, MODULE_STORE, OP_ALU, OP_GEMM, OP_LOAD, OP_STORE, Insn, layout,
                     module_of)
 
 from .errors import RuntimeContractError
@@ -44,7 +44,7 @@ _QUEUE_PAIRS = frozenset({(STAGE_LOAD, STAGE_COMPUTE), (STAGE_COMPUTE, STAGE_LOA
 
 
 def stage_module(stage: int) -> int:
-    """hw.isa module id of a TVM stage id."""
+    """vtasim.hw.isa module id of a TVM stage id."""
     return {STAGE_LOAD: MODULE_LOAD, STAGE_COMPUTE: MODULE_COMPUTE, STAGE_STORE: MODULE_STORE}[stage]
 
 

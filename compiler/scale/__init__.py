@@ -5,7 +5,7 @@
 ``results``  the results CSV: appended row by row, read back to resume
 ``runner``   map the missing points over a Dask cluster (a LocalCluster or an existing scheduler)
 ``pareto``   Pareto fronts, sensitivity plots and the front table (``vtasim dse``)
-``cli``      the two commands (registered by :func:`compiler.cli.add_commands`)
+``cli``      the two commands (registered by :func:`vtasim.compiler.cli.add_commands`)
 
 Dask is imported only inside :mod:`.runner`'s functions: without the ``scale`` extra the commands
 say ``pip install 'vtasim[scale]'``.

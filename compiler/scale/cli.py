@@ -1,4 +1,4 @@
-"""``vtasim sweep SPEC`` and ``vtasim dse RESULTS`` (added to the parser by :func:`compiler.cli.add_commands`).
+"""``vtasim sweep SPEC`` and ``vtasim dse RESULTS`` (added to the parser by :func:`vtasim.compiler.cli.add_commands`).
 
 ::
 
@@ -13,17 +13,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hw.outfiles import check_out
-from sim.scale.cluster import add_cluster_options
+from vtasim.hw.outfiles import check_out
+from vtasim.sim.scale.cluster import add_cluster_options
 
 __all__ = ["add_scale_commands"]
 
 
 def cmd_sweep(args) -> int:
-    from compiler.scale.runner import run_sweep
-    from compiler.scale.spec import load_spec
-    from sim.scale.cluster import check_workers, cluster_opts, cluster_option, require_cluster, security_from
-    from sim.scale.handshake import check_timeout
+    from vtasim.compiler.scale.runner import run_sweep
+    from vtasim.compiler.scale.spec import load_spec
+    from vtasim.sim.scale.cluster import check_workers, cluster_opts, cluster_option, require_cluster, security_from
+    from vtasim.sim.scale.handshake import check_timeout
     require_cluster(f"vtasim sweep (on Dask, {cluster_option(args)})")
     check_workers(args.workers, args.force_workers)
     check_timeout(args.connect_timeout)
@@ -37,7 +37,7 @@ def cmd_sweep(args) -> int:
 
 
 def cmd_dse(args) -> int:
-    from compiler.scale.pareto import run_dse
+    from vtasim.compiler.scale.pareto import run_dse
     run_dse(args.results, args.out)
     return 0
 

@@ -14,11 +14,11 @@ import math
 import os
 from pathlib import Path
 
-from hw.outfiles import open_out
-from hw.outfiles import out_dir as make_dir
-from compiler.scale.results import CONFIG_COLUMNS, read_rows
-from compiler.scale.spec import SpecError
-from waveforms.plot import LEGEND_OUTSIDE
+from vtasim.hw.outfiles import open_out
+from vtasim.hw.outfiles import out_dir as make_dir
+from vtasim.compiler.scale.results import CONFIG_COLUMNS, read_rows
+from vtasim.compiler.scale.spec import SpecError
+from vtasim.waveforms.plot import LEGEND_OUTSIDE
 
 __all__ = ["pareto_front", "groups", "pareto_figure", "sensitivity_figure", "run_dse", "TOTAL"]
 
@@ -162,12 +162,12 @@ def sensitivity_figure(plt, key: str, grouped: dict):
 def run_dse(results, out_dir, log=print) -> dict:
     """Write ``front.csv``, ``pareto_<group>.png`` and ``sensitivity_<KEY>.png`` into ``out_dir``;
     returns ``{group: front}``."""
-    from sim.install import require
+    from vtasim.sim.install import require
     require(["matplotlib"], "vtasim dse (its Pareto and sensitivity plots)")
     results = Path(results)
     if not os.path.lexists(results):
         raise SpecError(f"results file {results}: no such file (run vtasim sweep SPEC --out {results})")
-    rows = read_rows(results)           # strict, bounded, every row checked (compiler.scale.results)
+    rows = read_rows(results)           # strict, bounded, every row checked (vtasim.compiler.scale.results)
     grouped = groups(rows)
     if not grouped:
         raise SpecError(f"results file {results}: no successful point (statuses: "

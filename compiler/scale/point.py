@@ -53,11 +53,11 @@ def _first_line(exc: BaseException) -> str:
 
 def _tuned(wl_name: str, cfg, reduce: int, trials: int, seed: int):
     """Tune in this process (a Dask worker cannot fork a pool) and compile the best knobs."""
-    from compiler.errors import CompileError
-    from compiler.ops import compile_workload
-    from compiler.knobs import fallback_knobs, knob_space
-    from compiler.tune import tune
-    from compiler.workloads import parse_workload
+    from vtasim.compiler.errors import CompileError
+    from vtasim.compiler.ops import compile_workload
+    from vtasim.compiler.tuning.knobs import fallback_knobs, knob_space
+    from vtasim.compiler.tuning.tune import tune
+    from vtasim.compiler.tuning.workloads import parse_workload
     wl = parse_workload(wl_name, cfg, reduce=reduce)
     if not knob_space(wl, cfg):         # nothing to search (e.g. vadd): the one schedule there is
         return (compile_workload(wl_name, cfg, knobs=fallback_knobs(wl, cfg), reduce=reduce, with_expected=False),
@@ -71,9 +71,9 @@ def _tuned(wl_name: str, cfg, reduce: int, trials: int, seed: int):
 
 
 def evaluate_point(point: dict) -> dict:
-    """``{config, workload, reduce, knobs}`` -> one results row (see :mod:`compiler.scale.results`)."""
-    from hw.config import ConfigError, VTAConfig
-    from compiler.scale.spec import point_key
+    """``{config, workload, reduce, knobs}`` -> one results row (see :mod:`vtasim.compiler.scale.results`)."""
+    from vtasim.hw.config import ConfigError, VTAConfig
+    from vtasim.compiler.scale.spec import point_key
     cfg_raw = point["config"]
     wl_name, reduce, source = point["workload"], point["reduce"], point["knobs"]
     tune_opts = tuple(point.get("tune") or (16, 0))
@@ -88,17 +88,17 @@ def evaluate_point(point: dict) -> dict:
         return row
     row["bitstream"] = cfg.bitstream
     try:
-        from compiler.knobs import fallback_knobs
-        from compiler.ops import compile_workload
-        from compiler.workloads import parse_workload
-        from sim.cycle import run_image
+        from vtasim.compiler.tuning.knobs import fallback_knobs
+        from vtasim.compiler.ops import compile_workload
+        from vtasim.compiler.tuning.workloads import parse_workload
+        from vtasim.sim.cycle import run_image
         if source == "fallback":
             wl = parse_workload(wl_name, cfg, reduce=reduce)
             compiled = compile_workload(wl_name, cfg, knobs=fallback_knobs(wl, cfg), reduce=reduce,
                                         with_expected=False)
             detail = "fallback"
         elif source == "tophub":
-            from compiler.demo import fitting_knobs
+            from vtasim.compiler.demo import fitting_knobs
             compiled, detail = fitting_knobs(wl_name, cfg, reduce=reduce)
         elif source == "tuned":
             compiled, detail = _tuned(wl_name, cfg, reduce, *tune_opts)

@@ -2,7 +2,7 @@
 loses at most the row being written; a torn last line is cut off when the file is reopened), read
 back to resume (a point whose ``key`` is present is finished, whatever its status).
 
-Reading is strict (``hw.files.iter_csv``: a regular file of at most :data:`MAX_RESULTS_BYTES`, UTF-8,
+Reading is strict (``vtasim.hw.files.iter_csv``: a regular file of at most :data:`MAX_RESULTS_BYTES`, UTF-8,
 the header of :data:`COLUMNS`, one field per column, fields of at most :data:`MAX_FIELD` characters)
 and every row is checked (:func:`check_row`): a status of ``ok``/``skipped``/``error``, a catalogue
 workload, a reduce and config values that are integers, a knob source, and finite non-negative
@@ -17,10 +17,10 @@ import os
 import re
 from pathlib import Path
 
-from hw.config import CONFIG_KEYS
-from hw.files import brief, iter_csv, regular_size
-from hw.outfiles import check_out, open_out
-from compiler.scale.spec import KNOB_SOURCES, SpecError
+from vtasim.hw.config import CONFIG_KEYS
+from vtasim.hw.files import brief, iter_csv, regular_size
+from vtasim.hw.outfiles import check_out, open_out
+from vtasim.compiler.scale.spec import KNOB_SOURCES, SpecError
 
 __all__ = ["COLUMNS", "CONFIG_COLUMNS", "STATUSES", "MAX_RESULTS_BYTES", "MAX_FIELD", "read_rows", "check_row",
            "finished_keys", "ResultsWriter", "cut_torn_tail"]
@@ -68,7 +68,7 @@ def _bad(path, line: int, column: str, value, rule: str) -> SpecError:
 
 def check_row(row: dict, path, line: int, _known: set | None = None) -> dict:
     """``row`` if every column holds what vtasim sweep writes (see the module docstring), else a SpecError."""
-    from compiler.workloads import parse_workload
+    from vtasim.compiler.tuning.workloads import parse_workload
     if row["status"] not in STATUSES:
         raise _bad(path, line, "status", row["status"], f"is not one of {', '.join(STATUSES)}")
     if not row["key"]:
@@ -128,7 +128,7 @@ class ResultsWriter:
     """Append rows to ``path`` (header written when the file is new); each row is flushed and fsynced."""
 
     def __init__(self, path):
-        self.path = check_out(path, "results file")    # never written through a link (hw.outfiles)
+        self.path = check_out(path, "results file")    # never written through a link (vtasim.hw.outfiles)
         if os.path.lexists(self.path):          # never a FIFO, a device or a directory
             regular_size(self.path, "results file", MAX_RESULTS_BYTES, limit="MAX_RESULTS_BYTES", error=SpecError)
         if self.path.exists() and self.path.stat().st_size:

@@ -1,4 +1,4 @@
-"""Run a sweep's missing points on a Dask cluster (:func:`sim.scale.cluster.dask_client`): a LocalCluster
+"""Run a sweep's missing points on a Dask cluster (:func:`vtasim.sim.scale.cluster.dask_client`): a LocalCluster
 of ``workers`` worker processes (one thread each) by default, or an existing scheduler
 (``scheduler="tcp://HOST:8786"`` or a ``scheduler_file``), used unchanged, with TLS ``security`` passed
 through.  Rows are appended to the results file as futures complete; a task whose worker dies is
@@ -9,11 +9,11 @@ from __future__ import annotations
 import re
 import time
 
-from compiler.scale.point import evaluate_point
-from compiler.scale.results import ResultsWriter, finished_keys
-from compiler.scale.spec import Spec
-from sim.scale import cluster
-from sim.scale.cluster import MissingExtra, Progress, dask_client
+from vtasim.compiler.scale.point import evaluate_point
+from vtasim.compiler.scale.results import ResultsWriter, finished_keys
+from vtasim.compiler.scale.spec import Spec
+from vtasim.sim.scale import cluster
+from vtasim.sim.scale.cluster import MissingExtra, Progress, dask_client
 
 __all__ = ["MissingExtra", "run_sweep", "skip_summary"]
 

@@ -22,14 +22,14 @@
     [[points]]                    # explicit points: a preset and/or key overrides
     preset = "1x8x8"
 
-A "tuned" point runs the tuner (:func:`compiler.tune.tune`, its trials one after the other inside the
+A "tuned" point runs the tuner (:func:`vtasim.compiler.tuning.tune.tune`, its trials one after the other inside the
 point's Dask worker) and records the best record's run; its resume key holds the trials and seed.
 
 Every point is ``base`` updated with its keys.  Keys and values are checked here (unknown key, empty
 list, value out of the key's range: a one-line :class:`SpecError`); whether a point's buffers fit the
 ISA is checked per point when it runs (it is then recorded as skipped, with the rule).
 
-Bounds: a spec is a regular file of at most :data:`MAX_SPEC_BYTES` (``hw.files``; JSON strict: no
+Bounds: a spec is a regular file of at most :data:`MAX_SPEC_BYTES` (``vtasim.hw.files``; JSON strict: no
 duplicate key, no NaN, bounded nesting); a sweep has at most :data:`MAX_POINTS` points (configs x
 workloads x knob sources), counted before any grid is expanded and after every ``[[points]]`` table
 is checked, so a huge grid costs nothing and a bad point is found at once.
@@ -42,9 +42,9 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hw.config import CONFIG_KEYS, PRESETS, ConfigError, VTAConfig, check_key, load_config, load_preset
-from hw.files import brief, parse_json, read_regular
-from sim.errors import SimError
+from vtasim.hw.config import CONFIG_KEYS, PRESETS, ConfigError, VTAConfig, check_key, load_config, load_preset
+from vtasim.hw.files import brief, parse_json, read_regular
+from vtasim.sim.errors import SimError
 
 __all__ = ["SpecError", "Spec", "Point", "KNOB_SOURCES", "load_spec", "parse_spec", "point_key"]
 
@@ -156,7 +156,7 @@ def parse_spec(raw, origin: Path | None = None) -> Spec:
         wls = [wls]
     if not isinstance(wls, list) or not wls or not all(isinstance(w, str) and w for w in wls):
         raise SpecError("sweep spec: workloads must be a non-empty list of workload names (e.g. [\"vadd.1024\"])")
-    from compiler.workloads import parse_workload
+    from vtasim.compiler.tuning.workloads import parse_workload
     for w in wls:
         try:
             parse_workload(w)
@@ -173,7 +173,7 @@ def parse_spec(raw, origin: Path | None = None) -> Spec:
     for k in knobs:
         if k not in KNOB_SOURCES:
             raise SpecError(f"sweep spec: knobs = {brief(k)} is not one of {', '.join(KNOB_SOURCES)}")
-    from compiler.tune import MAX_TUNE_TRIALS
+    from vtasim.compiler.tuning.tune import MAX_TUNE_TRIALS
     tune = (_int(raw, "tune_trials", 1, MAX_TUNE_TRIALS, 16), _int(raw, "tune_seed", 0, (1 << 63) - 1, 0))
     if "grid" in raw and "sample" in raw:
         raise SpecError("sweep spec: give either [grid] or [sample], not both (a sample is drawn from its own grid)")
@@ -260,7 +260,7 @@ def _explicit_points(raw, base: dict) -> list[dict]:
 
 
 def load_spec(path) -> Spec:
-    """Read ``path`` (a regular file of at most MAX_SPEC_BYTES, hw.files): ``.toml`` with tomllib, ``.json``
+    """Read ``path`` (a regular file of at most MAX_SPEC_BYTES, vtasim.hw.files): ``.toml`` with tomllib, ``.json``
     strictly (no duplicate keys, no NaN, bounded nesting)."""
     path = Path(path)
     if path.suffix not in (".toml", ".json"):

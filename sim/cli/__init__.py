@@ -4,10 +4,10 @@ Every command module has an ``add_commands(subparsers)`` function, and ``pyproje
 under ``[project.entry-points."vtasim.commands"]`` (the convention of pytest and Amaranth plugins)::
 
     [project.entry-points."vtasim.commands"]
-    run = "sim.cli.run:add_commands"          # config, disasm, run
-    diff = "sim.cli.diff:add_commands"        # diff, fuzz
-    programs = "sim.cli.programs:add_commands"   # unit, workload, randprog, import-tvm
-    waves = "sim.cli.waves:add_commands"      # waves
+    run = "vtasim.sim.cli.run:add_commands"          # config, disasm, run
+    diff = "vtasim.sim.cli.diff:add_commands"        # diff, fuzz
+    programs = "vtasim.sim.cli.programs:add_commands"   # unit, workload, randprog, import-tvm
+    waves = "vtasim.sim.cli.waves:add_commands"      # waves
 
 So ``sim`` never names a higher layer, and another package (the compiler, a third party) adds
 commands by declaring an entry point in its own metadata.  An entry point whose module cannot be
@@ -16,12 +16,12 @@ what to install and exits 2; the other commands are unaffected.
 
 Every parser is a :class:`_Parser`: its help lists each option's default (:class:`_Formatter`), and a
 sub-command's ``help=`` line is its ``description`` unless it gives one.  ``vtasim --version`` reads
-:func:`sim.install.version`.
+:func:`vtasim.sim.install.version`.
 
 Exit codes: 0 success, 1 ``--check`` mismatch, 2 any error (printed as one line on stderr; ``-v``
 adds the multi-line report where there is one).  An argument error is one line as well; a module of
 an optional extra that is missing is one line naming the extra and its pip command
-(:mod:`sim.install`); a closed stdout (``vtasim config | head``) ends quietly with 141, as a process
+(:mod:`vtasim.sim.install`); a closed stdout (``vtasim config | head``) ends quietly with 141, as a process
 killed by SIGPIPE; and :func:`main` ends in a last-resort guard: an exception no command turned into a
 user error (a bug) is one line naming it and asking for a report, with the traceback under ``-v``.
 """
@@ -33,10 +33,10 @@ import os
 import sys
 from importlib.metadata import entry_points
 
-from hw.config import ConfigError
-from hw.isa import IsaError
-from sim.errors import SimError
-from sim.install import missing_extra, pip_command, version
+from vtasim.hw.config import ConfigError
+from vtasim.hw.isa import IsaError
+from vtasim.sim.errors import SimError
+from vtasim.sim.install import missing_extra, pip_command, version
 
 __all__ = ["main", "build_parser", "GROUP", "USER_ERRORS", "EXIT_BROKEN_PIPE"]
 

@@ -1,7 +1,7 @@
-"""``python -m sim.cli``: the ``vtasim`` command without the console script."""
+"""``python -m vtasim.sim.cli``: the ``vtasim`` command without the console script."""
 
 import sys
 
-from sim.cli import main
+from vtasim.sim.cli import main
 
 sys.exit(main())

@@ -1,11 +1,11 @@
-"""``vtasim coverage merge`` and ``vtasim coverage report``: RTL coverage directories (:mod:`sim.rtl.coverage`).
+"""``vtasim coverage merge`` and ``vtasim coverage report``: RTL coverage directories (:mod:`vtasim.sim.rtl.coverage`).
 
 ::
 
     vtasim coverage merge A B [C ...] --out D     point-by-point sum of coverage dirs (or .dat files)
     vtasim coverage report D [--html OUT]          per-module table, uncovered lines, program bins
 
-Both need no simulator.  Registered by :mod:`sim.cli.diff` (next to ``fuzz --coverage``), so no entry
+Both need no simulator.  Registered by :mod:`vtasim.sim.cli.diff` (next to ``fuzz --coverage``), so no entry
 point of its own.
 """
 
@@ -17,8 +17,8 @@ __all__ = ["add_commands", "cmd_coverage_merge", "cmd_coverage_report"]
 
 
 def cmd_coverage_merge(args) -> int:
-    from sim.rtl.coverage import Coverage
-    from sim.rtl.coverage_report import coverage_note, save_report
+    from vtasim.sim.rtl.coverage import Coverage
+    from vtasim.sim.rtl.coverage_report import coverage_note, save_report
     total = Coverage()
     for src in args.inputs:
         total.merge(Coverage.load(src), str(src))
@@ -29,8 +29,8 @@ def cmd_coverage_merge(args) -> int:
 
 
 def cmd_coverage_report(args) -> int:
-    from sim.rtl.coverage import Coverage
-    from sim.rtl.coverage_report import text_report, write_html
+    from vtasim.sim.rtl.coverage import Coverage
+    from vtasim.sim.rtl.coverage_report import text_report, write_html
     cov = Coverage.load(args.dir)
     print(text_report(cov, max_lines=args.max_lines), end="")
     if not args.no_html:

@@ -1,11 +1,11 @@
 """``vtasim diff`` and ``vtasim fuzz``: run the RTL and a model on the same images, report divergences.
 
-``vtasim fuzz --workers N | --scheduler ADDR`` runs the campaign on Dask (:mod:`sim.scale.fuzz`:
+``vtasim fuzz --workers N | --scheduler ADDR`` runs the campaign on Dask (:mod:`vtasim.sim.scale.fuzz`:
 seeds split across workers, coverage merged, every divergence shrunk); without them it runs here,
 batch after batch.
 
 :func:`diff_image` runs both sides of one image (and writes the waveforms of a ``--waves`` run);
-:func:`sim.diff.compare` does the comparing.  Engines are imported when a command runs.
+:func:`vtasim.sim.diff.compare` does the comparing.  Engines are imported when a command runs.
 """
 
 from __future__ import annotations
@@ -14,17 +14,17 @@ import shlex
 from functools import partial
 from pathlib import Path
 
-from hw.config import load_config
-from hw.outfiles import out_dir, sub_dir
-from sim.diff import WINDOW_CYCLES, compare
-from sim.engines import run_engine
-from sim.errors import RtlStopped, SimError
-from sim.image import MemoryImage
-from sim.result import RunResult
-from sim.cli.options import add_config, add_image_dir, add_sim, add_waves
-from sim.rtl.runner import DUMP_UNIT_NS, wave_format
-from sim.scale.cluster import add_cluster_options, cluster_option, require_cluster, wants_cluster
-from sim.scale.fuzz import (CoverageSink, check_coverage_options, fuzz_batch, outcome_text, print_coverage,
+from vtasim.hw.config import load_config
+from vtasim.hw.outfiles import out_dir, sub_dir
+from vtasim.sim.diff import WINDOW_CYCLES, compare
+from vtasim.sim.engines import run_engine
+from vtasim.sim.errors import RtlStopped, SimError
+from vtasim.sim.image import MemoryImage
+from vtasim.sim.result import RunResult
+from vtasim.sim.cli.options import add_config, add_image_dir, add_sim, add_waves
+from vtasim.sim.rtl.runner import DUMP_UNIT_NS, wave_format
+from vtasim.sim.scale.cluster import add_cluster_options, cluster_option, require_cluster, wants_cluster
+from vtasim.sim.scale.fuzz import (CoverageSink, check_coverage_options, fuzz_batch, outcome_text, print_coverage,
                             program_bins, seed_range)
 
 __all__ = ["add_commands", "diff_image", "cmd_diff", "cmd_fuzz"]
@@ -34,13 +34,13 @@ AGAINST = ("cycle", "functional")
 
 def diff_image(image, against: str = "cycle", sim: str = "verilator", waves=False,
                reproduce: str = "", rtl_result=None, out_dir=None, rtl_dir=None, max_cycles=None):
-    """Run ``against`` and the RTL on ``image``; the :class:`sim.diff.Diff` (RTL = actual side).
+    """Run ``against`` and the RTL on ``image``; the :class:`vtasim.sim.diff.Diff` (RTL = actual side).
 
     ``rtl_dir`` runs a different copy of ``hw/rtl`` (the mutation tests do).  The RTL's watchdog is
-    ``max_cycles``, by default the cycle engine's count plus a margin (:func:`sim.rtl.watchdog_for`),
+    ``max_cycles``, by default the cycle engine's count plus a margin (:func:`vtasim.sim.rtl.watchdog_for`),
     so an RTL that never finishes ends soon after it should have (a deadlock ends at once, the
     testbench detects it)."""
-    from sim.rtl import watchdog_for
+    from vtasim.sim.rtl import watchdog_for
     if against not in AGAINST:
         raise ValueError(f"--against {against!r} is not one of {', '.join(AGAINST)}")
     expected = run_engine(against, image)
@@ -51,7 +51,7 @@ def diff_image(image, against: str = "cycle", sim: str = "verilator", waves=Fals
     fmt = wave_format(waves)      # the RTL's waveform format (the model's is always VCD)
     error = None
     if rtl_result is None:
-        from sim.engines import run_many
+        from vtasim.sim.engines import run_many
         try:
             rtl_result = run_many("rtl", [image], sim=sim, waves=waves, rtl_dir=rtl_dir, max_cycles=max_cycles,
                                     waves_file=(out_dir / f"rtl.{fmt}").resolve() if fmt else None)[0]
@@ -66,16 +66,16 @@ def diff_image(image, against: str = "cycle", sim: str = "verilator", waves=Fals
         t0 = rtl_result.launch_ns or 0.0
         p = rtl_result.clock_ns or 10
         if rtl_result.waves and rtl_result.cycles is not None:
-            from sim.cli.waves import write_rtl_view
+            from vtasim.sim.cli.waves import write_rtl_view
             d.waves["view"] = str(write_rtl_view(image, rtl_result, rtl_result.waves))
         if against == "cycle":
-            from waveforms.vcd import write_model_vcd
+            from vtasim.waveforms.vcd import write_model_vcd
             # same time base as the RTL's VCD: its launch time and its clock period
             d.waves["expected"] = str(write_model_vcd(image, expected, out_dir / "model.vcd", offset_ns=t0,
                                                       clock_ns=p))
         if d.first is not None and d.waves["actual"]:
-            from waveforms.gtkw import write_gtkw
-            from waveforms.vcd import signal_widths
+            from vtasim.waveforms.gtkw import write_gtkw
+            from vtasim.waveforms.vcd import signal_widths
             lo, hi = max(0, d.first.cycle - WINDOW_CYCLES), d.first.cycle + WINDOW_CYCLES
             d.waves["gtkw"] = str(write_gtkw(out_dir / "divergence.gtkw", d.waves["actual"],
                                              window_ns=(t0 + lo * p, t0 + hi * p),
@@ -93,7 +93,7 @@ def _rtl_dir(path):
 
 
 def cmd_diff(args) -> int:
-    from sim.rtl import require
+    from vtasim.sim.rtl import require
     require(args.sim, "vtasim diff")
     image = MemoryImage.load(args.image_dir)
     repro = (f"vtasim diff {shlex.quote(str(args.image_dir))} --against {args.against} --sim {args.sim}"
@@ -113,9 +113,9 @@ def cmd_fuzz(args) -> int:
     """Random programs in batches of ``--batch``: each batch is generated, run on the cycle engine and
     the RTL (one simulator process), compared and dropped before the next, so memory does not grow
     with ``--n``; diverging images (the first ``--max-reports``) are saved when found."""
-    from sim.programs.randprog import check_seed
-    from sim.engines import run_many
-    from sim.rtl import require
+    from vtasim.sim.programs.randprog import check_seed
+    from vtasim.sim.engines import run_many
+    from vtasim.sim.rtl import require
     run_images = partial(run_many, "rtl")
     check_seed(args.seed, "fuzz --seed")
     if args.n < 1:
@@ -133,7 +133,7 @@ def cmd_fuzz(args) -> int:
     cfg_opt = f" --config {shlex.quote(str(args.config))}" if args.config else ""
     cfg_opt += " --imm-src-ne-dst" if args.imm_src_ne_dst else ""
     if wants_cluster(args):
-        from sim.scale.fuzz import run_distributed
+        from vtasim.sim.scale.fuzz import run_distributed
         print(f"vtasim fuzz: {args.n} random programs, seeds {args.seed}..{args.seed + args.n - 1}, config "
               f"{cfg.model}, cycle engine vs rtl/{args.sim}, on Dask", flush=True)
         return run_distributed(args, cfg, cfg_opt)
@@ -178,7 +178,7 @@ def _batch_coverage(sink, st):
     """A fresh Coverage for the next batch (None without --coverage) and the bin counts before it."""
     if sink is None:
         return None, None, None
-    from sim.rtl.coverage import Coverage
+    from vtasim.sim.rtl.coverage import Coverage
     return Coverage(), dict(st.hit), st.n_run
 
 
@@ -265,5 +265,5 @@ def add_commands(sub) -> None:
                    help="with --coverage: stop once K batches in a row add no coverage point (--n is the cap)")
     add_cluster_options(p, default_workers=None)    # --workers N / --scheduler ADDR: the campaign on Dask
     p.set_defaults(func=cmd_fuzz)
-    from sim.cli.coverage import add_commands as add_coverage_commands
+    from vtasim.sim.cli.coverage import add_commands as add_coverage_commands
     add_coverage_commands(sub)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from sim.rtl.runner import SIMULATORS, WAVE_FORMATS
+from vtasim.sim.rtl.runner import SIMULATORS, WAVE_FORMATS
 
 __all__ = ["add_config", "add_image_dir", "add_json", "add_sim", "add_waves"]
 

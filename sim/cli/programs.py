@@ -1,4 +1,4 @@
-"""``vtasim unit``, ``workload``, ``randprog``, ``import-tvm``: programs from :mod:`sim.programs` as images.
+"""``vtasim unit``, ``workload``, ``randprog``, ``import-tvm``: programs from :mod:`vtasim.sim.programs` as images.
 
     vtasim unit                                 # list the spec 7.1/7.2 unit programs
     vtasim unit gemm_smt --out img              # save one as a memory image
@@ -16,15 +16,15 @@ import sys
 import warnings
 from pathlib import Path
 
-from hw.config import load_config
-from sim.cli.options import add_config
-from sim.errors import SimError
+from vtasim.hw.config import load_config
+from vtasim.sim.cli.options import add_config
+from vtasim.sim.errors import SimError
 
 __all__ = ["add_commands"]
 
 
 def cmd_unit(args) -> int:
-    from sim.programs.unit import UNIT_PROGRAMS
+    from vtasim.sim.programs.unit import UNIT_PROGRAMS
     if not args.name:
         print("\n".join(UNIT_PROGRAMS))
         return 0
@@ -38,7 +38,7 @@ def cmd_unit(args) -> int:
 
 
 def cmd_import_tvm(args) -> int:
-    from sim.programs.tvm_import import import_cli
+    from vtasim.sim.programs.tvm_import import import_cli
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         image = import_cli(args)
@@ -52,7 +52,7 @@ def cmd_import_tvm(args) -> int:
 
 
 def cmd_workload(args) -> int:
-    from sim.programs.synthetic import gemm_bound_image
+    from vtasim.sim.programs.synthetic import gemm_bound_image
     if args.name != "gemm-bound":
         hint = f"; ResNet-18 layers come from the compiler: vtasim compile resnet18.{args.name} --out DIR" \
             if args.name.upper().startswith("C") else ""
@@ -64,7 +64,7 @@ def cmd_workload(args) -> int:
 
 
 def cmd_randprog(args) -> int:
-    from sim.programs.randprog import check_seed, coverage_bins, generate
+    from vtasim.sim.programs.randprog import check_seed, coverage_bins, generate
     check_seed(args.seed, "randprog --seed")
     image = generate(load_config(args.config), args.seed, imm_src_ne_dst=args.imm_src_ne_dst)
     out = image.save(args.out or Path(f"randprog_{args.seed}"))
@@ -81,7 +81,7 @@ def add_commands(sub) -> None:
     p.set_defaults(func=cmd_unit)
 
     p = sub.add_parser("import-tvm", help="TVM instruction buffer / DRAM dumps / DUMP_INSN text -> memory image")
-    from sim.programs.tvm_import import add_arguments
+    from vtasim.sim.programs.tvm_import import add_arguments
     add_arguments(p)
     p.set_defaults(func=cmd_import_tvm)
 
@@ -90,7 +90,7 @@ def add_commands(sub) -> None:
     add_config(p)
     p.add_argument("--out", type=Path, default=None, help="image directory (default: ./NAME)")
     p.set_defaults(func=cmd_workload)
-    p = sub.add_parser("randprog", help="save one random legal program (sim.programs.randprog) as an image")
+    p = sub.add_parser("randprog", help="save one random legal program (vtasim.sim.programs.randprog) as an image")
     p.add_argument("--seed", type=int, default=0, help="the program's seed (vtasim fuzz uses SEED .. SEED+N-1)")
     add_config(p)
     p.add_argument("--out", type=Path, default=None, help="image directory (default: ./randprog_SEED)")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sim.engines import EngineUnavailable, check_result, run_engine
+from vtasim.sim.engines import EngineUnavailable, check_result, run_engine
 
 __all__ = ["run_and_report"]
 
@@ -28,14 +28,14 @@ def _report(name, image, result):
 
 def _write_reports(out: Path, result) -> None:
     """Trace CSV, Perfetto JSON and a timeline PNG of a timed run, next to the image."""
-    from sim.trace import breakdown_table, write_csv, write_perfetto
+    from vtasim.sim.trace import breakdown_table, write_csv, write_perfetto
     print(breakdown_table(result.breakdown, result.cycles))
     stem = out / result.engine
     write_csv(f"{stem}_trace.csv", result.trace)
     write_perfetto(f"{stem}_perfetto.json", result)
     written = [f"{stem}_trace.csv", f"{stem}_perfetto.json"]
     try:
-        from waveforms.plot import plot_timeline
+        from vtasim.waveforms.plot import plot_timeline
         written.append(str(plot_timeline(result, f"{stem}_timeline.png")))
     except ImportError as exc:          # matplotlib missing: the rest of the report still stands
         print(f"           no timeline plot ({exc})")

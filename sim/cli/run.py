@@ -17,13 +17,13 @@ import json
 import sys
 from pathlib import Path
 
-from hw.config import load_config
-from hw.outfiles import out_dir, write_bytes
-from sim.engines import ENGINES, check_result, run_engine
-from sim.errors import SimError
-from sim.image import MemoryImage, check_output_name
-from sim.cli.options import add_config, add_image_dir, add_json, add_sim, add_waves
-from sim.result import COUNTER_NAMES
+from vtasim.hw.config import load_config
+from vtasim.hw.outfiles import out_dir, write_bytes
+from vtasim.sim.engines import ENGINES, check_result, run_engine
+from vtasim.sim.errors import SimError
+from vtasim.sim.image import MemoryImage, check_output_name
+from vtasim.sim.cli.options import add_config, add_image_dir, add_json, add_sim, add_waves
+from vtasim.sim.result import COUNTER_NAMES
 
 RUN_WAVES = "vtasim_rtl"        # the stem of run --waves' files in the current directory
 
@@ -49,9 +49,9 @@ def cmd_config(args) -> int:
 
 
 def cmd_disasm(args) -> int:
-    from hw.config import MEM_UOP
-    from hw.disasm import dump
-    from hw.isa import decode_stream, decode_uops
+    from vtasim.hw.config import MEM_UOP
+    from vtasim.hw.disasm import dump
+    from vtasim.hw.isa import decode_stream, decode_uops
     image = MemoryImage.load(args.image_dir)
     insns = decode_stream(image.cfg, image.insn_bytes())
     uops = None
@@ -76,7 +76,7 @@ def cmd_run(args) -> int:
     if args.coverage is not None and args.engine != "rtl":
         raise SimError(f"--coverage {args.coverage} is the RTL's code coverage: it needs --engine rtl")
     if args.engine == "rtl":
-        from sim.rtl import require
+        from vtasim.sim.rtl import require
         require(args.sim or "verilator", "vtasim run --engine rtl")
     elif args.waves:
         raise SimError(f"--waves {args.waves}: the {args.engine} engine writes no waveforms (vtasim waves IMAGE_DIR "
@@ -88,7 +88,7 @@ def cmd_run(args) -> int:
     result = run_engine(args.engine, image, **opts)
     views = {}
     if waves_file is not None:
-        from sim.cli.waves import write_rtl_view
+        from vtasim.sim.cli.waves import write_rtl_view
         views = {"file": str(waves_file), "gtkw": str(write_rtl_view(image, result, waves_file))}
     files = {}
     if args.out is not None:
@@ -116,7 +116,7 @@ def cmd_run(args) -> int:
         print(f"engine {result.engine}: {image.insn_count} instructions"
               + (f", {result.cycles} cycles" if result.cycles is not None else ""))
         if result.breakdown:
-            from sim.trace import breakdown_table
+            from vtasim.sim.trace import breakdown_table
             print(breakdown_table(result.breakdown, result.cycles))
         for k in COUNTER_NAMES:
             print(f"  {k:18s} {result.counters[k]}")
@@ -129,7 +129,7 @@ def cmd_run(args) -> int:
         if args.check:
             print("check: OK" if not problems else "check: MISMATCH")
     if args.coverage is not None:
-        from sim.rtl.coverage_report import coverage_note
+        from vtasim.sim.rtl.coverage_report import coverage_note
         print(coverage_note(args.coverage), file=sys.stderr if args.json else sys.stdout)
     if problems:
         for p in problems:

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hw.outfiles import check_out, out_dir
-from sim.cli.options import add_image_dir, add_sim, add_waves
-from sim.rtl.runner import DUMP_UNIT_NS, WAVE_FORMATS
+from vtasim.hw.outfiles import check_out, out_dir
+from vtasim.sim.cli.options import add_image_dir, add_sim, add_waves
+from vtasim.sim.rtl.runner import DUMP_UNIT_NS, WAVE_FORMATS
 
 __all__ = ["add_commands", "cmd_waves", "write_rtl_view"]
 
@@ -28,8 +28,8 @@ __all__ = ["add_commands", "cmd_waves", "write_rtl_view"]
 def write_rtl_view(image, rtl, wave_file) -> Path:
     """The GTKWave save file beside the RTL waveform ``wave_file`` of run ``rtl`` (same stem, ``.gtkw``),
     zoomed to the whole run; its path."""
-    from waveforms.gtkw import write_gtkw
-    from waveforms.vcd import signal_widths
+    from vtasim.waveforms.gtkw import write_gtkw
+    from vtasim.waveforms.vcd import signal_widths
     wave_file = Path(wave_file)
     end = rtl.launch_ns + rtl.cycles * rtl.clock_ns if rtl.cycles is not None and rtl.launch_ns is not None else None
     return write_gtkw(wave_file.with_suffix(".gtkw"), wave_file, widths=signal_widths(image.cfg), end_ns=end,
@@ -38,32 +38,32 @@ def write_rtl_view(image, rtl, wave_file) -> Path:
 
 def _plot(result, path) -> str:
     """Draw the timeline PNG; its path, or a note saying why there is none (matplotlib is optional here)."""
-    from waveforms.plot import plot_timeline
+    from vtasim.waveforms.plot import plot_timeline
     try:
         return str(plot_timeline(result, path))
     except ImportError as exc:
-        from sim.install import missing_extra
+        from vtasim.sim.install import missing_extra
         known = missing_extra(exc, f"the plot {path.name}")
         return f"no {path.name} ({known or exc})"
 
 
 def cmd_waves(args) -> int:
-    from sim.cycle import run_image as cycle_run
-    from sim.image import MemoryImage
-    from waveforms.gtkw import write_gtkw
-    from waveforms.vcd import signal_widths, write_model_vcd
+    from vtasim.sim.cycle import run_image as cycle_run
+    from vtasim.sim.image import MemoryImage
+    from vtasim.waveforms.gtkw import write_gtkw
+    from vtasim.waveforms.vcd import signal_widths, write_model_vcd
     fmt = args.waves or args.format               # --format: the former spelling
     rtl_wanted = args.rtl or fmt is not None
     fmt = fmt or WAVE_FORMATS[0]
     if rtl_wanted:
-        from sim.rtl import require
+        from vtasim.sim.rtl import require
         require(args.sim, "vtasim waves --rtl")
     image = MemoryImage.load(args.image_dir)
     out = out_dir(args.out, "--out directory")
     model = cycle_run(image)
     offset, clock = 0.0, 10
     if rtl_wanted:
-        from sim.rtl import run_image as rtl_run
+        from vtasim.sim.rtl import run_image as rtl_run
         rtl_file = check_out(out / f"rtl.{fmt}", "waveform file").resolve()   # never through a link
         rtl = rtl_run(image, sim=args.sim, waves=fmt, waves_file=rtl_file)
         offset, clock = rtl.launch_ns, rtl.clock_ns    # the RTL's time base

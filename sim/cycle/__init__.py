@@ -1,15 +1,15 @@
 """Cycle-accurate engine: the timing contract of ``docs/timing.md`` in one compiled event loop.
 
-    >>> from sim.engines import run_engine
+    >>> from vtasim.sim.engines import run_engine
     >>> result = run_engine("cycle", image, trace="run.csv", perfetto="run.json")
     >>> result.cycles, result.breakdown["compute"]["busy"]
 
 ``run_image(image, progress=None, gemm="auto") -> RunResult`` (its options :data:`OPTIONS`, checked by
-:func:`sim.engines.run_engine`) with:
+:func:`vtasim.sim.engines.run_engine`) with:
 
 * ``dram``, ``counters`` (fsim names), ``outputs``, ``leftover_tokens`` as every engine;
 * ``cycles`` = end cycle of FINISH + 1;
-* ``trace``: a sequence of :class:`sim.result.RetireRecord` in the order of docs/timing.md section 9
+* ``trace``: a sequence of :class:`vtasim.sim.result.RetireRecord` in the order of docs/timing.md section 9
   (records are made when read, not kept as objects; ``list(result.trace)`` gives a list);
 * ``breakdown``: ``{"fetch"|"load"|"compute"|"store": {"busy", "mem_wait", "token_wait",
   "queue_stall", "idle"}}`` (each module's buckets sum to ``cycles``);
@@ -24,18 +24,18 @@
 ``run_images(images, workers=None, progress=None, gemm="auto")`` runs several images in threads (the compiled core
 releases the GIL: two cores run two images at once) and returns their results in order.
 
-``gemm``: "auto" (default) takes the exact float32 GEMM fast path of :mod:`sim.cycle.gemm_fast` where
+``gemm``: "auto" (default) takes the exact float32 GEMM fast path of :mod:`vtasim.sim.cycle.gemm_fast` where
 the config's widths prove it exact; "int" forces the integer kernel (same bytes, records and cycles).
 
 ``run_engine``'s ``trace`` / ``perfetto`` name files to write (CSV of retire records; Chrome
-trace-event JSON that opens in Perfetto; :func:`sim.trace.write_run`).  ``progress``: None = a progress line on stderr for runs longer than two seconds
+trace-event JSON that opens in Perfetto; :func:`vtasim.sim.trace.write_run`).  ``progress``: None = a progress line on stderr for runs longer than two seconds
 when stderr is a terminal; True = also when it is not; False = never.
 
-Errors: :class:`sim.errors.ProgramError` (index out of range, with instruction index, field, value
-and limit), :class:`~sim.errors.TokenOverflowError`, :class:`~sim.errors.RunError` (FINISH ended
-with work left), :class:`~sim.errors.DeadlockError` (``.report`` holds the multi-line report).
+Errors: :class:`vtasim.sim.errors.ProgramError` (index out of range, with instruction index, field, value
+and limit), :class:`~vtasim.sim.errors.TokenOverflowError`, :class:`~vtasim.sim.errors.RunError` (FINISH ended
+with work left), :class:`~vtasim.sim.errors.DeadlockError` (``.report`` holds the multi-line report).
 """
 
-from sim.cycle.engine import BATCH_OPTIONS, OPTIONS, TIMED, CycleMachine, run_image, run_images
+from vtasim.sim.cycle.engine import BATCH_OPTIONS, OPTIONS, TIMED, CycleMachine, run_image, run_images
 
 __all__ = ["run_image", "run_images", "CycleMachine", "TIMED", "OPTIONS", "BATCH_OPTIONS"]

@@ -8,7 +8,7 @@ A. a burst completing at t frees the port and advances its transfer (next reques
 B. modules whose instruction ends at t retire it (pushes are held until G);
 C. fetch dispatches at most one instruction (queue room uses starts before t only);
 D. idle modules start their visible queue head if its tokens are there (pops at t), applying the
-   instruction's whole data effect at once through :mod:`sim.cycle.kernels`;
+   instruction's whole data effect at once through :mod:`vtasim.sim.cycle.kernels`;
 E. the arbiter grants the port to the highest-priority request issued at or before t;
 F. the held pushes are applied (overflow checked net of this cycle's pops);
 G. every unit's accounting bucket for t is decided.
@@ -28,14 +28,14 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from sim.cycle import jitcache  # noqa: F401  (cache stamp covers every source compiled in)
+from vtasim.sim.cycle import jitcache  # noqa: F401  (cache stamp covers every source compiled in)
 
-from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_UOP, MEM_WGT
-from hw.isa import OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE
-from sim.cycle.gemm_fast import fast_gemm_fits, gemm_fast, to_float
-from sim.cycle.gemm_simd import blas_pays, gemm_simd, simd_fits
-from sim.cycle.kernels import alu_kernel, gemm_kernel, load_kernel, pair_weights, store_kernel
-from sim.cycle.layout import (GEMM_AUTO, GEMM_BLAS, GEMM_INT, GEMM_SIMD, B_BUSY, B_IDLE, B_MEM_WAIT, B_QUEUE_STALL, B_TOKEN_WAIT, C_ACC, C_FETCH,
+from vtasim.hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_UOP, MEM_WGT
+from vtasim.hw.isa import OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE
+from vtasim.sim.cycle.gemm_fast import fast_gemm_fits, gemm_fast, to_float
+from vtasim.sim.cycle.gemm_simd import blas_pays, gemm_simd, simd_fits
+from vtasim.sim.cycle.kernels import alu_kernel, gemm_kernel, load_kernel, pair_weights, store_kernel
+from vtasim.sim.cycle.layout import (GEMM_AUTO, GEMM_BLAS, GEMM_INT, GEMM_SIMD, B_BUSY, B_IDLE, B_MEM_WAIT, B_QUEUE_STALL, B_TOKEN_WAIT, C_ACC, C_FETCH,
                               C_INP, C_OUT, C_UOP, C_WGT, CNT_ACC, CNT_ALU, CNT_GEMM, CNT_INP, CNT_OUT,
                               CNT_UOP, CNT_WGT, ERR_DECODE, ERR_TOKEN_OVERFLOW, ERR_UNFINISHED,
                               FLD_NONE, FLD_TOKEN, FPHASE_DISPATCH, FPHASE_DONE, FPHASE_XFER, F_ITER_IN,
@@ -52,14 +52,14 @@ from sim.cycle.layout import (GEMM_AUTO, GEMM_BLAS, GEMM_INT, GEMM_SIMD, B_BUSY,
                               US_S, US_STRIDE, US_W, US_W1, US_XFER)
 
 NO_TIME = np.int64(1) << np.int64(62)
-# control bits of an instruction word, at the same place in every format (sim.cycle.engine.params checks)
+# control bits of an instruction word, at the same place in every format (vtasim.sim.cycle.engine.params checks)
 CTL_POP_PREV, CTL_POP_NEXT, CTL_PUSH_PREV, CTL_PUSH_NEXT = np.uint64(3), np.uint64(4), np.uint64(5), np.uint64(6)
 
 
 @njit(cache=True, inline="always")
 def fld(F, P, j, k):
     """Field ``k`` (a layout.F_* number) of instruction ``j``, decoded from its words ``F[j]`` with the
-    bit table at ``P[P_LAY:]`` (as hw.isa.decode_fields: fields the opcode lacks read 0)."""
+    bit table at ``P[P_LAY:]`` (as vtasim.hw.isa.decode_fields: fields the opcode lacks read 0)."""
     b = P_LAY + (np.int64(F[j, 0] & np.uint64(7)) * N_FIELDS + k) * 3
     width = P[b + 1]
     if width == 0:
@@ -287,7 +287,7 @@ def run_slice(S, US, F, P, module, modq, disp, s_cyc, e_cyc, dig, ret, chunk_req
     The per-event code reads arrays directly rather than through helpers that take arrays: numba counts
     references to an array passed into an inlined helper (two atomic operations per array per call), which
     once cost more than the whole event logic.  Control bits come straight from the instruction word
-    (``CTL_*``: the same bits in every format, checked by ``sim.cycle.engine.params``) and the unit from
+    (``CTL_*``: the same bits in every format, checked by ``vtasim.sim.cycle.engine.params``) and the unit from
     the program's module array."""
     err = np.zeros(4, np.int64)
     row = np.zeros((1, N_FIELDS), np.int64)

@@ -1,6 +1,6 @@
 """Python side of the cycle engine: build the state arrays, run the compiled core in slices, report.
 
-The core (:mod:`sim.cycle.core`) is one compiled call per slice of events; slices are large (a
+The core (:mod:`vtasim.sim.cycle.core`) is one compiled call per slice of events; slices are large (a
 million loop iterations), so Python is touched a handful of times per run, only to print progress.
 """
 
@@ -17,24 +17,24 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_OUT, MEM_UOP, MEM_WGT, VTAConfig
-from hw.timing import TIMING_KEYS
-from hw.isa import INSN_FIELDS, OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, SIGNED_FIELDS, layout
-from sim.cycle import core
-from sim.cycle.gemm_fast import float32_exact, scratch
-from sim.cycle.jitcache import compile_notice
-from sim.cycle.layout import timing_slot
-from sim.cycle.layout import (GEMM_AUTO, GEMM_BLAS, GEMM_INT, GEMM_SIMD, BUCKET_NAMES, ERR_TOKEN_OVERFLOW, ERR_UNFINISHED, FIELD_NAMES, N_FIELDS, N_PARAMS,
+from vtasim.hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_OUT, MEM_UOP, MEM_WGT, VTAConfig
+from vtasim.hw.timing import TIMING_KEYS
+from vtasim.hw.isa import INSN_FIELDS, OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, SIGNED_FIELDS, layout
+from vtasim.sim.cycle import core
+from vtasim.sim.cycle.gemm_fast import float32_exact, scratch
+from vtasim.sim.cycle.jitcache import compile_notice
+from vtasim.sim.cycle.layout import timing_slot
+from vtasim.sim.cycle.layout import (GEMM_AUTO, GEMM_BLAS, GEMM_INT, GEMM_SIMD, BUCKET_NAMES, ERR_TOKEN_OVERFLOW, ERR_UNFINISHED, FIELD_NAMES, N_FIELDS, N_PARAMS,
                               N_S, N_UNITS, N_US, P_BATCH, P_BLOCK,
                               P_EB_UOP, P_GEMM_MODE, P_INSN_ADDR, P_INSN_COUNT,
                               P_LAY, P_UOP_DST_LO, P_UOP_DST_MASK, P_UOP_SRC_LO,
                               P_UOP_SRC_MASK, P_UOP_WGT_LO, P_UOP_WGT_MASK, S_ERR_CODE, S_ERR_FIELD,
                               S_ERR_INSN, S_ERR_LIMIT, S_ERR_VALUE, S_NRET, S_STATUS, S_T, S_TOK0, ST_DEADLOCK,
                               ST_DONE, ST_ERROR, TOKEN_NAMES, UNIT_NAMES, US_NTOTAL, US_QOFF)
-from sim.engines import Option
-from sim.errors import ProgramError, RunError, SimError, TokenOverflowError
-from sim.program import Program, load_program
-from sim.result import COUNTER_NAMES, RetireRecord, RunResult
+from vtasim.sim.engines import Option
+from vtasim.sim.errors import ProgramError, RunError, SimError, TokenOverflowError
+from vtasim.sim.program import Program, load_program
+from vtasim.sim.result import COUNTER_NAMES, RetireRecord, RunResult
 
 SLICE_EVENTS = 1 << 20
 GEMM_MODES = {"auto": GEMM_AUTO, "int": GEMM_INT, "simd": GEMM_SIMD, "blas": GEMM_BLAS}
@@ -44,7 +44,7 @@ PROGRESS_AFTER_S = 2.0
 
 def params(cfg: VTAConfig, insn_addr: int, insn_count: int, gemm: str = "auto") -> np.ndarray:
     """The core's parameter vector.  ``gemm`` (:data:`GEMM_MODES`, meanings at ``layout.P_GEMM_MODE``): "auto" =
-    per GEMM the integer SIMD kernel or the float32 BLAS grouping by :func:`sim.cycle.gemm_simd.blas_pays`,
+    per GEMM the integer SIMD kernel or the float32 BLAS grouping by :func:`vtasim.sim.cycle.gemm_simd.blas_pays`,
     "int" = the integer kernel for every GEMM, "simd" / "blas" = always that path where it applies.  The BLAS
     grouping only where :func:`float32_exact` proves it exact for the config's widths ("auto" and "blas"
     become "simd" elsewhere)."""
@@ -96,9 +96,9 @@ MEMORY_NAMES = ("uop32", "inp2", "wgt2", "wgt_pairs", "acc2", "xf", "wt", "wread
 
 
 def new_memories(cfg: VTAConfig) -> dict:
-    """The SRAMs (zero, as at reset) and the GEMM fast path's arrays (:func:`sim.cycle.gemm_fast.scratch`)
+    """The SRAMs (zero, as at reset) and the GEMM fast path's arrays (:func:`vtasim.sim.cycle.gemm_fast.scratch`)
     of one machine, by :data:`MEMORY_NAMES`.  ``wgt_pairs`` is the integer kernel's copy of WGT
-    (:func:`sim.cycle.kernels.pair_weights`)."""
+    (:func:`vtasim.sim.cycle.kernels.pair_weights`)."""
     wgt2 = np.zeros((cfg.wgt_depth, cfg.wgt_elem_bytes), np.int8)
     return dict(zip(MEMORY_NAMES, (np.zeros(cfg.uop_depth, np.uint32), np.zeros((cfg.inp_depth, cfg.inp_elem_bytes), np.int8),
                                    wgt2, np.zeros(wgt2.shape, np.int8),
@@ -237,7 +237,7 @@ class CycleMachine:
 
     def replay(self, order: np.ndarray, kinds: np.ndarray) -> int:
         """Apply the data effects of instructions ``order`` (opcodes with ``kinds[opcode] != 0``) through the
-        run's kernels with no event loop (:func:`sim.cycle.core.replay_data`); the data work of a run."""
+        run's kernels with no event loop (:func:`vtasim.sim.cycle.core.replay_data`); the data work of a run."""
         return int(core.replay_data(np.ascontiguousarray(order, np.int64), np.ascontiguousarray(kinds, np.int64),
                                     self.S, self.US, self.F, self.P, self.module, self.CNT, self.dram, self.uop32,
                                     self.uop32.view(np.uint8), self.inp2.view(np.uint8).reshape(-1), self.inp2,
@@ -246,7 +246,7 @@ class CycleMachine:
                                     self.ab, self.pb))
 
     def run(self, progress=None) -> None:
-        """Run to the end; raise the :mod:`sim.errors` exception the run ended with, if any."""
+        """Run to the end; raise the :mod:`vtasim.sim.errors` exception the run ended with, if any."""
         t0 = time.perf_counter()
         shown = False
         while self.step() == 0:
@@ -263,12 +263,12 @@ class CycleMachine:
         if status == ST_ERROR:
             raise self.error()
         if status == ST_DEADLOCK:
-            from sim.cycle.report import deadlock_error
+            from vtasim.sim.cycle.report import deadlock_error
             raise deadlock_error(self)
         assert status == ST_DONE
 
     def error(self):
-        from hw.disasm import one_line
+        from vtasim.hw.disasm import one_line
         code, j = int(self.S[S_ERR_CODE]), int(self.S[S_ERR_INSN])
         field, value, limit = FIELD_NAMES[int(self.S[S_ERR_FIELD])], int(self.S[S_ERR_VALUE]), int(self.S[S_ERR_LIMIT])
         text = f"`{one_line(self.prog.insn(j))}`"
@@ -326,9 +326,9 @@ def warm_up(cfg: VTAConfig | None = None) -> None:
     The compiled types do not depend on the config; ``cfg`` only avoids reading the default file."""
     if _warmed:
         return
-    from sim.builder import ProgramBuilder
+    from vtasim.sim.builder import ProgramBuilder
     if cfg is None:
-        from hw.config import load_config
+        from vtasim.hw.config import load_config
         cfg = load_config()
     b = ProgramBuilder(cfg)
     b.finish()
@@ -345,7 +345,7 @@ _programs_lock = threading.Lock()
 
 
 def cached_program(image) -> Program:
-    """:func:`sim.program.load_program` of ``image``, reused for every image of the same config, DRAM size
+    """:func:`vtasim.sim.program.load_program` of ``image``, reused for every image of the same config, DRAM size
     and instruction bytes (the bytes are hashed on every call: a few microseconds for a layer, where
     decoding and checking again costs ~0.4 ms).  Keyed by content, not by image object, so a compiled
     layer whose images differ only in their input segment (one new image per input) decodes once."""
@@ -363,7 +363,7 @@ def cached_program(image) -> Program:
     return prog
 
 
-# The engine contract (sim.engines); trace / perfetto files are written by sim.engines.run_engine.
+# The engine contract (vtasim.sim.engines); trace / perfetto files are written by vtasim.sim.engines.run_engine.
 TIMED = True
 OPTIONS = (
     Option("progress", (bool,), "a progress line on stderr: None = for runs over 2 s on a terminal, "
@@ -374,7 +374,7 @@ BATCH_OPTIONS = OPTIONS + (Option("workers", (int,), "images run at a time in th
 
 
 def run_image(image, progress=None, gemm="auto") -> RunResult:
-    """Run one image (:mod:`sim.cycle` says what the result holds)."""
+    """Run one image (:mod:`vtasim.sim.cycle` says what the result holds)."""
     warm_up(image.cfg)
     prog = cached_program(image)
     t0, c0 = time.perf_counter(), time.process_time()
@@ -396,7 +396,7 @@ def run_image(image, progress=None, gemm="auto") -> RunResult:
 def run_in_order(prog: Program, dram: np.ndarray, order, gemm: str = "auto") -> dict | None:
     """The data effects of ``prog``'s instructions ``order`` (program indices), each applied whole in that
     order through this engine's kernels with no timing (:meth:`CycleMachine.replay`), on ``dram`` in place:
-    the functional engine's compiled executor.  Returns the counters (:data:`sim.result.COUNTER_NAMES`), or
+    the functional engine's compiled executor.  Returns the counters (:data:`vtasim.sim.result.COUNTER_NAMES`), or
     None when an instruction's indices are out of range (the caller reports the error its own way)."""
     warm_up(prog.cfg)
     mem = memory_pool.take(prog.cfg)

@@ -5,12 +5,12 @@ read only the INP and WGT SRAMs, never the accumulator, so all of them can be co
 This module computes them in bulk - grouped by weight block, one float32 matrix product (BLAS, through
 numba's ``np.dot``) per distinct weight element - and then adds them to the accumulator in execution order,
 taking the digest of every write on the way (docs/timing.md 9 counts each write with the value after it,
-so the adds stay sequential; each is an 8- or 16-lane vector step of :mod:`sim.cycle.simd`).  Loops whose src and wgt factors are both
+so the adds stay sequential; each is an 8- or 16-lane vector step of :mod:`vtasim.sim.cycle.simd`).  Loops whose src and wgt factors are both
 0 repeat the same tiles: their products are computed once.
 
 Exactness (:func:`float32_exact`): float32 is used only where the config's widths prove every partial sum
 of a tile lane an integer that float32 holds exactly; otherwise, and for reset GEMMs and nests whose
-products do not fit the scratch, :func:`sim.cycle.kernels.gemm_kernel` (the integer kernel) runs instead.
+products do not fit the scratch, :func:`vtasim.sim.cycle.kernels.gemm_kernel` (the integer kernel) runs instead.
 """
 
 from __future__ import annotations
@@ -18,18 +18,18 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from sim.cycle import jitcache  # noqa: F401  (cache stamp covers every source compiled in)
+from vtasim.sim.cycle import jitcache  # noqa: F401  (cache stamp covers every source compiled in)
 
-from sim.cycle.simd import add_tile8, add_tile16, copy_f16
-from sim.cycle.kernels import check_loop_indices, lane_hashes, lane_sum, mix32, row_hash, uop_arrays
-from sim.cycle.layout import (F_DST_FACTOR_IN, F_DST_FACTOR_OUT, F_ITER_IN, F_ITER_OUT, F_SRC_FACTOR_IN,
+from vtasim.sim.cycle.simd import add_tile8, add_tile16, copy_f16
+from vtasim.sim.cycle.kernels import check_loop_indices, lane_hashes, lane_sum, mix32, row_hash, uop_arrays
+from vtasim.sim.cycle.layout import (F_DST_FACTOR_IN, F_DST_FACTOR_OUT, F_ITER_IN, F_ITER_OUT, F_SRC_FACTOR_IN,
                               F_SRC_FACTOR_OUT, F_UOP_BGN, F_UOP_END, F_WGT_FACTOR_IN, F_WGT_FACTOR_OUT,
                               P_BATCH)
 
 FLOAT32_EXACT_LIMIT = 1 << 24     # every integer of magnitude <= 2^24 is a float32
 SCRATCH_ELEMS = 1 << 18           # float32 elements of the product slab (1 MiB) and of the gathered inputs
 MIN_DOT_ROWS = 8                  # a weight group with fewer input rows is multiplied in a plain loop
-WT_READY = 1                      # wready bit: wt[e] is current (sim.cycle.gemm_simd keeps another bit)
+WT_READY = 1                      # wready bit: wt[e] is current (vtasim.sim.cycle.gemm_simd keeps another bit)
 
 
 def float32_exact(inp_bits: int, wgt_bits: int, block_in: int) -> bool:
@@ -124,7 +124,7 @@ def gemm_fast(F, j, uops, P, xf, wgt2, wt, wready, ab, pb, acc, err):
     pbf, abf, xff = pb.reshape(-1), ab.reshape(-1), xf.reshape(-1)
     row_elems = np.uint64(batch * xf.shape[1])      # one INP element: BATCH rows of BLOCK_IN lanes
     ulanes = np.uint64(lanes)
-    vec = 16 if lanes % 16 == 0 else (8 if lanes % 8 == 0 else 0)    # sim.cycle.simd widths, else a loop
+    vec = 16 if lanes % 16 == 0 else (8 if lanes % 8 == 0 else 0)    # vtasim.sim.cycle.simd widths, else a loop
     d32 = np.uint32(0)
     for io0 in range(0, io_n, iob):
         io1 = min(io_n, io0 + iob)

@@ -1,16 +1,16 @@
 """Exact integer GEMM of the cycle engine for any uop pattern, and the rule that picks it or the BLAS grouping.
 
-:mod:`sim.cycle.gemm_fast` is fast when many tiles share a weight element (one float32 matrix product per
+:mod:`vtasim.sim.cycle.gemm_fast` is fast when many tiles share a weight element (one float32 matrix product per
 element) or repeat (products computed once); on uops with unrelated indices its groups hold one row
 each and its gathers and calls dominate.  This kernel does each tile where it stands: per uop, per batch
-row and per 8 or 16 output lanes, one straight-line vector step of :mod:`sim.cycle.simd`
+row and per 8 or 16 output lanes, one straight-line vector step of :mod:`vtasim.sim.cycle.simd`
 (``dot_tile{W}_{BLOCK_IN}``: the input row widened to int16 pairs, one pair-wise multiply-add per two input
-channels against the integer kernel's weight copy ``wgt_pairs`` (:func:`sim.cycle.kernels.pair_weights`),
+channels against the integer kernel's weight copy ``wgt_pairs`` (:func:`vtasim.sim.cycle.kernels.pair_weights`),
 int32 sums, the accumulate and the digest terms), in execution order.  Products of int8 fit int16 and a
 tile's sums are taken in wrapping int32 as the integer kernel's, so the bytes and digests are the same.
 
 A weight element's copy is made when a GEMM first uses it after a LOAD WGT wrote it (``wready`` bit
-:data:`PAIRS_READY`; :mod:`sim.cycle.gemm_fast` keeps its float copy's bit :data:`sim.cycle.gemm_fast.WT_READY`).
+:data:`PAIRS_READY`; :mod:`vtasim.sim.cycle.gemm_fast` keeps its float copy's bit :data:`vtasim.sim.cycle.gemm_fast.WT_READY`).
 
 Cost rule (:func:`blas_pays`, the ``gemm="auto"`` choice per non-reset GEMM): the BLAS grouping when its
 products are reused at least :data:`BLAS_MIN_REUSE` times (loops moving neither src nor wgt: each distinct
@@ -26,13 +26,13 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from sim.cycle import jitcache  # noqa: F401  (cache stamp covers every source compiled in)
+from vtasim.sim.cycle import jitcache  # noqa: F401  (cache stamp covers every source compiled in)
 
-from sim.cycle.kernels import check_loop_indices, pair_weights, row_hash, uop_arrays
-from sim.cycle.layout import (F_DST_FACTOR_IN, F_DST_FACTOR_OUT, F_ITER_IN, F_ITER_OUT, F_SRC_FACTOR_IN,
+from vtasim.sim.cycle.kernels import check_loop_indices, pair_weights, row_hash, uop_arrays
+from vtasim.sim.cycle.layout import (F_DST_FACTOR_IN, F_DST_FACTOR_OUT, F_ITER_IN, F_ITER_OUT, F_SRC_FACTOR_IN,
                               F_SRC_FACTOR_OUT, F_UOP_BGN, F_UOP_END, F_WGT_FACTOR_IN, F_WGT_FACTOR_OUT,
                               P_BATCH, P_BLOCK, P_UOP_WGT_LO, P_UOP_WGT_MASK)
-from sim.cycle.simd import (dot_tile8_8, dot_tile8_16, dot_tile8_32, dot_tile8_64, dot_tile16_8, dot_tile16_16,
+from vtasim.sim.cycle.simd import (dot_tile8_8, dot_tile8_16, dot_tile8_32, dot_tile8_64, dot_tile16_8, dot_tile16_16,
                             dot_tile16_32, dot_tile16_64)
 
 PAIRS_READY = 2          # wready bit: wgt_pairs[e] is current
@@ -75,7 +75,7 @@ def dot_tile(accf, a, inpf, s, wf, w, wstride, width, blk):
 @njit(cache=True)
 def gemm_simd(F, j, uops, P, inp, wgt2, wgt_pairs, wready, acc, err):
     """Non-reset GEMM over the whole loop nest, uop by uop in execution order; same bytes and digest as
-    :func:`sim.cycle.kernels.gemm_kernel`.  The caller has checked :func:`simd_fits`.  One copy of the loop
+    :func:`vtasim.sim.cycle.kernels.gemm_kernel`.  The caller has checked :func:`simd_fits`.  One copy of the loop
     nest per tile shape (:func:`_nest` inlined with constant ``width`` and ``blk``), so no shape is
     decided inside the uop loop."""
     if not check_loop_indices(F, j, uops, P, True, False, acc.shape[0], inp.shape[0], wgt_pairs.shape[0], err):

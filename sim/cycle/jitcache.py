@@ -1,13 +1,13 @@
 """numba's on-disk cache for the cycle engine, keyed on every source file the compiled code uses.
 
 numba stamps a cached function with the hash of the one file that defines it.  The event loop in
-:mod:`sim.cycle.core` compiles the kernels of :mod:`sim.cycle.kernels` and the constants of
-:mod:`sim.cycle.layout`, :mod:`hw.isa`, :mod:`hw.alu` (the ALU opcodes), :mod:`hw.fields` and :mod:`hw.config` into its
+:mod:`vtasim.sim.cycle.core` compiles the kernels of :mod:`vtasim.sim.cycle.kernels` and the constants of
+:mod:`vtasim.sim.cycle.layout`, :mod:`vtasim.hw.isa`, :mod:`vtasim.hw.alu` (the ALU opcodes), :mod:`vtasim.hw.fields` and :mod:`vtasim.hw.config` into its
 own machine code, so an edit to any of those would leave a stale ``core`` entry in the cache that numba keeps loading
 (old semantics with new Python around it).  Importing this module (before any ``@njit(cache=True)`` of
 the package runs) makes the stamp of every function defined in ``sim/cycle`` cover all of them, and so
 does that of the functional engine's compiled ALU loop (``sim/functional.py``, which compiles in the
-opcodes of :mod:`hw.alu` too).
+opcodes of :mod:`vtasim.hw.alu` too).
 
 :func:`compile_notice` tells the user when that cache misses: numba broadcasts its public
 ``"numba:compile"`` event only when a function is compiled, not when its machine code is loaded from

@@ -2,14 +2,14 @@
 
 Each kernel does the instruction's full work in bulk (every uop of a GEMM/ALU loop nest, every row of
 a DMA) and returns the write digest of ``docs/timing.md`` section 9, so the event loop in
-:mod:`sim.cycle.core` calls at most one kernel per instruction.  Semantics are fsim's (hardware spec
+:mod:`vtasim.sim.cycle.core` calls at most one kernel per instruction.  Semantics are fsim's (hardware spec
 3.2-3.5) with the project's rules for undefined cases (the functional model's docstring): SHR by
 ``y >= 32`` is ``x >> 31``, by ``y <= -32`` gives 0; empty loops are no-ops; MUL keeps the low 32 bits.
-The ALU opcodes are the rows of :mod:`hw.alu`, compiled in as constants (:func:`alu_op` has one branch
-per row and no default: an opcode outside the table never reaches a kernel, sim.program rejects it).
+The ALU opcodes are the rows of :mod:`vtasim.hw.alu`, compiled in as constants (:func:`alu_op` has one branch
+per row and no default: an opcode outside the table never reaches a kernel, vtasim.sim.program rejects it).
 
 Errors are returned, not raised: a kernel writes ``(code, field, value, limit)`` into ``err`` and
-returns; the Python wrapper turns that into a :mod:`sim.errors` exception naming the instruction.
+returns; the Python wrapper turns that into a :mod:`vtasim.sim.errors` exception naming the instruction.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from hw.alu import ALU_ADD, ALU_CODES, ALU_MAX, ALU_MIN, ALU_MUL, ALU_SHR
-from sim.cycle import jitcache  # noqa: F401  (cache stamp covers every source compiled in)
-from sim.cycle.simd import alu_tile8, alu_tile16
+from vtasim.hw.alu import ALU_ADD, ALU_CODES, ALU_MAX, ALU_MIN, ALU_MUL, ALU_SHR
+from vtasim.sim.cycle import jitcache  # noqa: F401  (cache stamp covers every source compiled in)
+from vtasim.sim.cycle.simd import alu_tile8, alu_tile16
 
-from sim.cycle.layout import (ERR_DRAM_RANGE, ERR_SRAM_RANGE, ERR_UOP_RANGE, FLD_DRAM_BASE, FLD_DST_IDX,
+from vtasim.sim.cycle.layout import (ERR_DRAM_RANGE, ERR_SRAM_RANGE, ERR_UOP_RANGE, FLD_DRAM_BASE, FLD_DST_IDX,
                               FLD_SRAM_BASE, FLD_SRC_IDX, FLD_UOP_END, FLD_WGT_IDX, F_ALU_OPCODE,
                               F_DRAM_BASE, F_DST_FACTOR_IN, F_DST_FACTOR_OUT, F_IMM, F_ITER_IN,
                               F_ITER_OUT, F_RESET_REG, F_SRAM_BASE, F_SRC_FACTOR_IN, F_SRC_FACTOR_OUT,
@@ -79,7 +79,7 @@ def set_err(err, code, field, value, limit):
 
 @njit(cache=True)
 def ranges_ok(sram_end, depth, dbase, y, x, stride, ebytes, dram_size, err):
-    """The engine's own guard (the static checks of sim.program come first): SRAM and DRAM extents
+    """The engine's own guard (the static checks of vtasim.sim.program come first): SRAM and DRAM extents
     of a DMA instruction inside their memories, else the error is recorded."""
     if sram_end > depth:
         set_err(err, ERR_SRAM_RANGE, FLD_SRAM_BASE, sram_end, depth)
@@ -271,7 +271,7 @@ def gemm_kernel(F, j, uops, P, inp, wgt_pairs, acc, err):
 
 @njit(cache=True, inline="always")
 def alu_op(op, x, y):
-    """One lane of ALU ``op``: one branch per row of :mod:`hw.alu`, opcodes compiled in as constants."""
+    """One lane of ALU ``op``: one branch per row of :mod:`vtasim.hw.alu`, opcodes compiled in as constants."""
     if op == ALU_MIN:
         return min(x, y)
     if op == ALU_MAX:
@@ -288,12 +288,12 @@ def alu_op(op, x, y):
         return np.int32((np.int64(x) << (-y)) & 0xFFFFFFFF)
     if op == ALU_MUL:
         return np.int32((np.int64(x) * np.int64(y)) & 0xFFFFFFFF)
-    raise ValueError("ALU opcode outside hw.alu (sim.program rejects it at decode)")
+    raise ValueError("ALU opcode outside vtasim.hw.alu (vtasim.sim.program rejects it at decode)")
 
 
 @njit(cache=True)
 def alu_known(op):
-    """Whether ``op`` is a row of :mod:`hw.alu` (the kernel's own guard; decode rejects others first)."""
+    """Whether ``op`` is a row of :mod:`vtasim.hw.alu` (the kernel's own guard; decode rejects others first)."""
     for code in ALU_CODES:
         if op == code:
             return True
@@ -343,21 +343,21 @@ def alu_kernel(F, j, uops, P, acc, err):
     """ALU over the whole loop nest, in place and in uop order (a dst read later as src sees it).
 
     Rows are addressed by flat unsigned offsets (no row views, so no reference counting per uop); a uop's
-    lanes go 8 or 16 at a time through :mod:`sim.cycle.simd` when the row allows, else one loop."""
+    lanes go 8 or 16 at a time through :mod:`vtasim.sim.cycle.simd` when the row allows, else one loop."""
     if not check_loop_indices(F, j, uops, P, False, False, acc.shape[0], acc.shape[0], 1, err):
         return np.uint64(0)
     bgn, end = F[j, F_UOP_BGN], F[j, F_UOP_END]
     nu = max(0, end - bgn)
     op, use_imm, imm = F[j, F_ALU_OPCODE], F[j, F_USE_IMM] != 0, np.int32(F[j, F_IMM])
     if not alu_known(op):
-        raise ValueError("ALU opcode outside hw.alu (sim.program rejects it at decode)")
+        raise ValueError("ALU opcode outside vtasim.hw.alu (vtasim.sim.program rejects it at decode)")
     lanes = acc.shape[1]
     ul = np.uint64(lanes)
     udst, usrc, _ = uop_arrays(uops, bgn, nu, P)
     accf = acc.reshape(-1)
     hx = lane_hashes(lanes)
     dv = np.zeros(lanes, np.uint32)
-    vec = 16 if lanes % 16 == 0 else (8 if lanes % 8 == 0 else 0)    # sim.cycle.simd widths, else a loop
+    vec = 16 if lanes % 16 == 0 else (8 if lanes % 8 == 0 else 0)    # vtasim.sim.cycle.simd widths, else a loop
     d32 = np.uint32(0)
     for io in range(F[j, F_ITER_OUT]):
         for ii in range(F[j, F_ITER_IN]):

@@ -5,10 +5,10 @@ events and resume (progress reporting) without any Python per cycle.  These name
 holds what; numba folds module-level ints into constants.
 """
 
-from hw.isa import INSN_FIELDS, TOKEN_QUEUES
-from sim.errors import SimError
+from vtasim.hw.isa import INSN_FIELDS, TOKEN_QUEUES
+from vtasim.sim.errors import SimError
 
-# ---- field numbers (order of hw.isa.Insn).  The core reads fields straight from the 16-byte
+# ---- field numbers (order of vtasim.hw.isa.Insn).  The core reads fields straight from the 16-byte
 # instruction words F[n_insn, 2] (uint64 halves) with the bit table P_LAY, never a decoded matrix ----
 (F_OPCODE, F_POP_PREV, F_POP_NEXT, F_PUSH_PREV, F_PUSH_NEXT, F_MEMORY_TYPE, F_SRAM_BASE, F_DRAM_BASE,
  F_Y_SIZE, F_X_SIZE, F_X_STRIDE, F_Y_PAD_0, F_Y_PAD_1, F_X_PAD_0, F_X_PAD_1, F_RESET_REG, F_UOP_BGN,
@@ -20,26 +20,26 @@ assert INSN_FIELDS == ("opcode", "pop_prev", "pop_next", "push_prev", "push_next
                        "dst_factor_out", "dst_factor_in", "src_factor_out", "src_factor_in",
                        "wgt_factor_out", "wgt_factor_in", "alu_opcode", "use_imm", "imm")
 
-# ---- parameter vector P (filled from VTAConfig by sim.cycle.engine) ----
+# ---- parameter vector P (filled from VTAConfig by vtasim.sim.cycle.engine) ----
 (P_LATENCY, P_BUS_BYTES, P_BURST, P_CMDQ, P_TOKQ, P_FETCH_INSNS, P_GEMM_PIPE, P_ALU_PIPE, P_INSN_ADDR,
  P_INSN_COUNT, P_BATCH, P_BLOCK, P_UOP_DST_LO, P_UOP_DST_MASK, P_UOP_SRC_LO, P_UOP_SRC_MASK,
  P_UOP_WGT_LO, P_UOP_WGT_MASK, P_EB_UOP, P_EB_WGT, P_EB_INP, P_EB_ACC, P_EB_OUT, P_EB_ACC8, P_GEMM_MODE) = range(25)
 N_FIELDS = 29
 P_LAY = 25
-# P_LATENCY .. P_ALU_PIPE hold the timing keys, one slot per row of hw.timing.TIMING_KEYS (its ``slot``
-# names P_<slot>), filled with TimingKey.engine_value by sim.cycle.engine.
+# P_LATENCY .. P_ALU_PIPE hold the timing keys, one slot per row of vtasim.hw.timing.TIMING_KEYS (its ``slot``
+# names P_<slot>), filled with TimingKey.engine_value by vtasim.sim.cycle.engine.
 N_PARAMS = P_LAY + 8 * N_FIELDS * 3
 # P_EB_<mem> are DRAM element bytes indexed by memory type (P_EB_UOP + memory_type).
 # P_GEMM_MODE: how non-reset GEMMs run (reset GEMMs always take the integer kernel, kernels.gemm_kernel):
 GEMM_INT, GEMM_AUTO, GEMM_SIMD, GEMM_BLAS = 0, 1, 2, 3
-# GEMM_INT the integer kernel for every GEMM; GEMM_AUTO sim.cycle.gemm_simd's cost rule between its integer
-# SIMD kernel and the grouped float32 products of sim.cycle.gemm_fast; GEMM_SIMD / GEMM_BLAS always that one
+# GEMM_INT the integer kernel for every GEMM; GEMM_AUTO vtasim.sim.cycle.gemm_simd's cost rule between its integer
+# SIMD kernel and the grouped float32 products of vtasim.sim.cycle.gemm_fast; GEMM_SIMD / GEMM_BLAS always that one
 # (where it applies: the BLAS path needs its products to fit the scratch, the SIMD kernel a tile shape it has
 # a vector step for; else the integer kernel).  AUTO and BLAS only where the widths prove float32 exact.
 # P_LAY + (opcode * N_FIELDS + field) * 3 + (0, 1, 2) = (lsb, width, signed) of a field in an
 # instruction of that opcode (width 0: the opcode has no such field, it reads as 0).
 
-# ---- units: fetch plus the three modules (hw.isa MODULE_* = unit - 1) ----
+# ---- units: fetch plus the three modules (vtasim.hw.isa MODULE_* = unit - 1) ----
 U_FETCH, U_LOAD, U_COMPUTE, U_STORE = 0, 1, 2, 3
 N_UNITS = 4
 
@@ -78,12 +78,12 @@ B_BUSY, B_MEM_WAIT, B_TOKEN_WAIT, B_QUEUE_STALL, B_IDLE = range(5)
 BUCKET_NAMES = ("busy", "mem_wait", "token_wait", "queue_stall", "idle")
 UNIT_NAMES = ("fetch", "load", "compute", "store")
 
-# ---- counters CNT (order of sim.result.COUNTER_NAMES) ----
+# ---- counters CNT (order of vtasim.sim.result.COUNTER_NAMES) ----
 CNT_INP, CNT_WGT, CNT_ACC, CNT_UOP, CNT_OUT, CNT_GEMM, CNT_ALU = range(7)
 
 
 def timing_slot(key) -> int:
-    """The index ``P_<key.slot>`` of a timing key (a :class:`hw.timing.TimingKey`); a SimError names a
+    """The index ``P_<key.slot>`` of a timing key (a :class:`vtasim.hw.timing.TimingKey`); a SimError names a
     row with no slot here."""
     slot = globals().get(f"P_{key.slot}")
     if not isinstance(slot, int):

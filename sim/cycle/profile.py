@@ -1,16 +1,16 @@
 """Where the wall time of a cycle-engine run goes, stage by stage (what ``bench/engine_speed.py`` prints).
 
-    >>> from sim.cycle.profile import stage_times
+    >>> from vtasim.sim.cycle.profile import stage_times
     >>> t = stage_times(image, repeat=10)
     >>> t["total"] - t["data"]          # seconds above the data work
 
-Stages, each the best of ``repeat`` timings (seconds): ``decode`` = :func:`sim.program.load_program` from
+Stages, each the best of ``repeat`` timings (seconds): ``decode`` = :func:`vtasim.sim.program.load_program` from
 scratch (decode + static checks), ``decode_cached`` = what ``run_image`` pays for it with the per-image cache,
 ``setup`` = building the machine (state arrays, parameters, module queues, clearing pooled memories as
 ``run_image`` does), ``dispatch`` = one call into
 the compiled core that does nothing (numba's argument checks), ``core`` = the compiled run, ``data`` = the
 data kernels alone on the same instructions in start order with no event loop
-(:meth:`~sim.cycle.engine.CycleMachine.replay`), ``total`` = ``run_image`` end to end and ``result`` =
+(:meth:`~vtasim.sim.cycle.engine.CycleMachine.replay`), ``total`` = ``run_image`` end to end and ``result`` =
 ``total`` minus the stages above it (result and trace objects, output views).  The event loop's share is
 ``core - data - dispatch``.
 """
@@ -21,8 +21,8 @@ import time
 
 import numpy as np
 
-from sim.cycle.engine import CycleMachine, memory_pool, cached_program, run_image, warm_up
-from sim.program import load_program
+from vtasim.sim.cycle.engine import CycleMachine, memory_pool, cached_program, run_image, warm_up
+from vtasim.sim.program import load_program
 
 __all__ = ["stage_times"]
 

@@ -7,11 +7,11 @@ queue occupancies, what fetch is blocked on, and the four token counters.
 
 from __future__ import annotations
 
-from hw.disasm import one_line
-from hw.isa import TOKEN_POPS
-from sim.cycle.layout import (FPHASE_DISPATCH, S_FNEXT, S_FPHASE, S_T, TOKEN_NAMES, UNIT_NAMES, US_BUSY,
+from vtasim.hw.disasm import one_line
+from vtasim.hw.isa import TOKEN_POPS
+from vtasim.sim.cycle.layout import (FPHASE_DISPATCH, S_FNEXT, S_FPHASE, S_T, TOKEN_NAMES, UNIT_NAMES, US_BUSY,
                               US_NDISP, US_NSTART, US_NTOTAL, US_PIDX, US_QOFF)
-from sim.errors import DeadlockError
+from vtasim.sim.errors import DeadlockError
 
 
 

@@ -8,12 +8,12 @@ plain loop otherwise.
 
 * ``add_tile{W}(acc, a, prod, p, hb)``: ``acc[a:a+W] += int32(prod[p:p+W])`` (wrapping, int32 lanes) and
   returns the sum mod 2^32 of ``mix(a + ln, new value)`` over the W lanes, where ``hb`` is
-  ``(a * 0x9E3779B1) mod 2^32`` (:func:`sim.cycle.kernels.row_hash`): the digest terms of docs/timing.md 9.
+  ``(a * 0x9E3779B1) mod 2^32`` (:func:`vtasim.sim.cycle.kernels.row_hash`): the digest terms of docs/timing.md 9.
   ``acc`` int32 and ``prod`` float32 1-D arrays, ``a`` and ``p`` uint64 element offsets, ``hb`` uint32.
 * ``copy_f{W}(dst, d, src, s)``: ``dst[d:d+W] = src[s:s+W]`` for float32 1-D arrays.
 * ``alu_tile{W}(acc, a, s, op, use_imm, imm, hb)``: one ALU uop on ``acc[a:a+W]`` with ``acc[s:s+W]`` (or the
-  immediate ``imm`` when ``use_imm``) as the second operand, op = the ALU opcode (a row of :mod:`hw.alu`,
-  its vector rule in :data:`_ALU_RULES`, the rules of :func:`sim.cycle.kernels.alu_op`), written back in place; returns the digest terms
+  immediate ``imm`` when ``use_imm``) as the second operand, op = the ALU opcode (a row of :mod:`vtasim.hw.alu`,
+  its vector rule in :data:`_ALU_RULES`, the rules of :func:`vtasim.sim.cycle.kernels.alu_op`), written back in place; returns the digest terms
   like ``add_tile``.  Both operands are read before the write, so ``s == a`` reads the old values, as the
   lane-by-lane loop does.
 
@@ -27,7 +27,7 @@ from numba import types
 from numba.core import cgutils
 from numba.core.extending import intrinsic
 
-from hw.alu import ALU_ADD, ALU_MAX, ALU_MIN, ALU_MUL, ALU_OPS, ALU_SHR
+from vtasim.hw.alu import ALU_ADD, ALU_MAX, ALU_MIN, ALU_MUL, ALU_OPS, ALU_SHR
 
 MIX_X, MIX_V = 0x9E3779B1, 0x85EBCA77
 WIDTHS = (8, 16)
@@ -111,7 +111,7 @@ def _shr_ir(builder, x, y, width):
     return builder.select(builder.icmp_signed(">=", y, zero), builder.ashr(x, sh_r), left)
 
 
-# The vector rule of each row of hw.alu on int32 lanes x, y (wrapping): a row without one is a KeyError
+# The vector rule of each row of vtasim.hw.alu on int32 lanes x, y (wrapping): a row without one is a KeyError
 # when the tile compiles (and a failure of tests/test_alu_conformance.py naming this table).
 _ALU_RULES = {
     ALU_MIN: lambda b, x, y, w: b.select(b.icmp_signed("<", x, y), x, y),

@@ -30,13 +30,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_NAMES, MEM_OUT, MEM_UOP, MEM_WGT, VTAConfig
-from hw.alu import ALU_OPS, ALU_SHR, by_opcode, ops_for
-from hw.isa import (MODULE_NAMES, OP_ALU, OP_GEMM, OP_LOAD,
+from vtasim.hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_NAMES, MEM_OUT, MEM_UOP, MEM_WGT, VTAConfig
+from vtasim.hw.alu import ALU_OPS, ALU_SHR, by_opcode, ops_for
+from vtasim.hw.isa import (MODULE_NAMES, OP_ALU, OP_GEMM, OP_LOAD,
                     OP_STORE, OPCODE_NAMES, decode_fields, layout)
-from sim.builder import ProgramBuilder
-from sim.errors import SimError
-from sim.program import module_array
+from vtasim.sim.builder import ProgramBuilder
+from vtasim.sim.errors import SimError
+from vtasim.sim.program import module_array
 
 __all__ = ["generate", "coverage_bins", "bins_report", "check_seed", "ALL_BINS", "DEFAULT_KNOBS"]
 
@@ -64,7 +64,7 @@ class _Gen:
         # HW_VER 0.0.1 has 2-bit memory_type and alu_opcode fields: ACC_8BIT (5) and MUL (4) do not exist
         lay = layout(cfg)
         self.acc8 = MEM_ACC_8BIT < 1 << lay.mem["memory_type"][1]
-        self.alu_ops = ops_for(cfg.HW_VER)         # the rows of hw.alu this ISA version has
+        self.alu_ops = ops_for(cfg.HW_VER)         # the rows of vtasim.hw.alu this ISA version has
         self.nbuf = int(rng.integers(knobs["nbuf"][0], knobs["nbuf"][1] + 1))
         r = knobs["region"]
         # each half: `r` elements, capped by the buffer depth
@@ -260,7 +260,7 @@ def check_seed(seed, what: str = "seed") -> int:
 
 
 def generate(cfg: VTAConfig, seed: int, **knobs):
-    """A random legal program as a :class:`~sim.image.MemoryImage` (no ``expected``: compare engines).
+    """A random legal program as a :class:`~vtasim.sim.image.MemoryImage` (no ``expected``: compare engines).
 
     Knobs (defaults in :data:`DEFAULT_KNOBS`): ``blocks`` (min, max), ``nbuf`` (min, max) in 1..2,
     ``region`` elements per SRAM half, ``max_iter``, ``max_uops``, ``max_pad``, ``max_rows``,
@@ -268,7 +268,7 @@ def generate(cfg: VTAConfig, seed: int, **knobs):
     TVM emits them; True: also src != dst, where the Chisel VTA and fsim disagree - README semantics).
 
     Every config the validator accepts is covered: HW_VER 0.0.1 programs leave out ACC_8BIT loads (its
-    code does not fit the 2-bit field) and the ALU rows of :mod:`hw.alu` it lacks (MUL), and buffers of 2 elements get 1-element halves."""
+    code does not fit the 2-bit field) and the ALU rows of :mod:`vtasim.hw.alu` it lacks (MUL), and buffers of 2 elements get 1-element halves."""
     seed = check_seed(seed)
     unknown = set(knobs) - set(DEFAULT_KNOBS)
     if unknown:

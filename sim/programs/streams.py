@@ -1,6 +1,6 @@
 """Irregular compute-bound streams for benchmarks and cycle-engine tests.
 
-Where :mod:`sim.programs.synthetic`'s GEMM-bound stream repeats one regular uop pattern (the shape a
+Where :mod:`vtasim.sim.programs.synthetic`'s GEMM-bound stream repeats one regular uop pattern (the shape a
 schedule produces), these streams draw every uop's indices at random, as fuzzing and hand-written kernels
 do: the GEMM and ALU cores stay busy, but no two uops need share a weight element or a row.
 
@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from hw.config import MEM_ACC, MEM_INP, MEM_UOP, MEM_WGT, VTAConfig
-from hw.alu import ALU_ADD, ALU_MAX, ALU_MIN, ALU_MUL, ALU_SHR
-from sim.builder import ProgramBuilder
+from vtasim.hw.config import MEM_ACC, MEM_INP, MEM_UOP, MEM_WGT, VTAConfig
+from vtasim.hw.alu import ALU_ADD, ALU_MAX, ALU_MIN, ALU_MUL, ALU_SHR
+from vtasim.sim.builder import ProgramBuilder
 
 __all__ = ["irregular_gemm_image", "alu_bound_image"]
 

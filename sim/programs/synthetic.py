@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from hw.config import MEM_ACC, MEM_INP, MEM_UOP, MEM_WGT, VTAConfig
-from sim.builder import ProgramBuilder
+from vtasim.hw.config import MEM_ACC, MEM_INP, MEM_UOP, MEM_WGT, VTAConfig
+from vtasim.sim.builder import ProgramBuilder
 
 __all__ = ["gemm_bound_image", "maximal_nest_image", "MAXIMAL_KINDS"]
 
@@ -68,7 +68,7 @@ def maximal_nest_image(cfg: VTAConfig, kind: str = "gemm", uops: int = 8, seed: 
     STORE of those rows.  ``kind``: ``gemm`` (GEMM accumulate), ``alu-imm`` (ADD of an immediate),
     ``alu-vec`` (ADD of rows ``uops..2*uops-1``: a chain where every uop reads what the one before
     wrote).  No expected output: the engines are compared with each other."""
-    from hw.isa import ALU_ADD, layout
+    from vtasim.hw.isa import ALU_ADD, layout
     if kind not in MAXIMAL_KINDS:
         raise ValueError(f"maximal nest kind {kind!r} is not one of {', '.join(MAXIMAL_KINDS)}")
     n = (1 << layout(cfg).gemm["iter_out"][1]) - 1

@@ -2,7 +2,7 @@
 
 (a) Raw buffers: the instruction buffer TVM's runtime hands to ``VTADeviceRun`` (16-byte
     little-endian instructions) plus DRAM contents (uop buffer, inputs, weights ...) given as
-    ``file@address`` pairs, with a config -> :class:`~sim.image.MemoryImage`.  Instructions already
+    ``file@address`` pairs, with a config -> :class:`~vtasim.sim.image.MemoryImage`.  Instructions already
     hold absolute element addresses (``dram_base``), so data files must be placed at the byte
     addresses the runtime used.
 (b) Text: TVM's ``DUMP_INSN`` output -> instructions.  That text lacks fields (ALU immediates,
@@ -10,7 +10,7 @@
     Python warning (the CLI prints them on stderr) and filled with 0 (ACC_8BIT for a nameless LOAD).
 
 Output regions are declared as ``name@address:nbytes``; no DRAM region is guessed.  Every input is
-a regular file of bounded size (:mod:`hw.files`), and a stream of 0 instructions (an empty buffer, a
+a regular file of bounded size (:mod:`vtasim.hw.files`), and a stream of 0 instructions (an empty buffer, a
 dump of only other text) is refused here rather than written as an image no engine runs.
 """
 
@@ -20,12 +20,12 @@ import re
 import warnings
 from pathlib import Path
 
-from hw.config import INSN_BYTES, load_config
-from hw.disasm import assemble
-from hw.files import brief, read_regular
-from hw.isa import decode_stream, encode_stream
-from sim.errors import ImageError
-from sim.image import MAX_DRAM_BYTES, MemoryImage, Output, Segment, check_output_name
+from vtasim.hw.config import INSN_BYTES, load_config
+from vtasim.hw.disasm import assemble
+from vtasim.hw.files import brief, read_regular
+from vtasim.hw.isa import decode_stream, encode_stream
+from vtasim.sim.errors import ImageError
+from vtasim.sim.image import MAX_DRAM_BYTES, MemoryImage, Output, Segment, check_output_name
 
 __all__ = ["from_buffers", "from_dump_text", "parse_placement", "parse_output", "add_arguments", "import_cli",
            "MAX_DUMP_BYTES"]
@@ -65,7 +65,7 @@ def parse_output(spec: str) -> Output:
 
 
 def _read(path: Path, what: str, max_bytes: int = MAX_DRAM_BYTES, limit: str = "MAX_DRAM_BYTES") -> bytes:
-    """A regular file of at most ``max_bytes`` (hw.files: no FIFO, no /dev/zero)."""
+    """A regular file of at most ``max_bytes`` (vtasim.hw.files: no FIFO, no /dev/zero)."""
     return read_regular(path, what, max_bytes, limit=limit, error=ImageError, shown=repr(str(path)))
 
 

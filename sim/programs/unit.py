@@ -1,7 +1,7 @@
 """The acceptance programs of hardware spec 7.1 (TVM unit tests) and 7.2 (hardware tests).
 
 Each entry of :data:`UNIT_PROGRAMS` is ``fn(cfg) -> MemoryImage`` built with the
-:class:`~sim.builder.ProgramBuilder`, for any valid config.  Every image carries
+:class:`~vtasim.sim.builder.ProgramBuilder`, for any valid config.  Every image carries
 
 * ``expected`` outputs computed by a plain numpy reference of the *computation* (matrix products,
   shifts, clips on whole tensors), never by executing the instruction stream, and
@@ -20,10 +20,10 @@ import zlib
 
 import numpy as np
 
-from hw.config import MEM_ACC, MEM_INP, MEM_OUT, MEM_UOP, MEM_WGT, VTAConfig
-from hw.alu import ALU_ADD, ALU_MAX, ALU_MIN, ALU_MUL, ALU_SHR, by_opcode
-from sim.builder import ProgramBuilder
-from sim.result import COUNTER_NAMES
+from vtasim.hw.config import MEM_ACC, MEM_INP, MEM_OUT, MEM_UOP, MEM_WGT, VTAConfig
+from vtasim.hw.alu import ALU_ADD, ALU_MAX, ALU_MIN, ALU_MUL, ALU_SHR, by_opcode
+from vtasim.sim.builder import ProgramBuilder
+from vtasim.sim.result import COUNTER_NAMES
 
 __all__ = ["UNIT_PROGRAMS", "build", "tiled_gemm", "counters"]
 
@@ -107,7 +107,7 @@ def _acc_alu_program(cfg: VTAConfig, name: str, shape, lo, hi, ops, vector=False
 
 
 def _alu_ref(op, x, y):
-    """Whole-tensor numpy reference of one ALU op: its row's rule in hw.alu (int32 wrap), as int64."""
+    """Whole-tensor numpy reference of one ALU op: its row's rule in vtasim.hw.alu (int32 wrap), as int64."""
     return by_opcode(op).apply(x, y).astype(np.int64)
 
 

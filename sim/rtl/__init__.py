@@ -1,36 +1,36 @@
 """RTL engine: run memory images on the Verilog VTA under cocotb (Verilator, or Icarus).
 
-The same contract as every engine (:mod:`sim.engines`: ``run_image``, ``run_images``, the options
+The same contract as every engine (:mod:`vtasim.sim.engines`: ``run_image``, ``run_images``, the options
 they take in :data:`OPTIONS` / :data:`BATCH_OPTIONS`)::
 
-    >>> from sim.rtl import run_image, run_images
+    >>> from vtasim.sim.rtl import run_image, run_images
     >>> result = run_image(image)                        # doctest: +SKIP
     >>> result.cycles, result.trace[0]                   # doctest: +SKIP
     >>> results = run_images(images, sim="icarus")       # one simulator process for all
 
 The first call for a config compiles the RTL (about 20 s under Verilator for the default config,
 about a second under Icarus) into the build cache
-(:func:`sim.rtl.runner.cache_root`, default ``~/.cache/vtasim/rtl``); later calls, in any process,
-reuse it.  The modules: :mod:`~sim.rtl.tools` finds the simulators, :mod:`~sim.rtl.runner` builds and
-launches them through cocotb, :mod:`~sim.rtl.tb_batch` is the cocotb test module that runs inside the
-simulator, :mod:`~sim.rtl.results` turns what the testbench wrote into a RunResult.  The HDL itself
+(:func:`vtasim.sim.rtl.runner.cache_root`, default ``~/.cache/vtasim/rtl``); later calls, in any process,
+reuse it.  The modules: :mod:`~vtasim.sim.rtl.tools` finds the simulators, :mod:`~vtasim.sim.rtl.runner` builds and
+launches them through cocotb, :mod:`~vtasim.sim.rtl.tb_batch` is the cocotb test module that runs inside the
+simulator, :mod:`~vtasim.sim.rtl.results` turns what the testbench wrote into a RunResult.  The HDL itself
 (``hw/rtl/*.v``, the testbench ``hw/rtl/tb/tb_top.v``) belongs to :mod:`hw`.
 
-Errors: :class:`~sim.errors.RtlStopped` subclasses when the design stops early (they carry what it
-retired), :class:`~sim.errors.ToolError` subclasses when a tool is missing, fails or crashes.
+Errors: :class:`~vtasim.sim.errors.RtlStopped` subclasses when the design stops early (they carry what it
+retired), :class:`~vtasim.sim.errors.ToolError` subclasses when a tool is missing, fails or crashes.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from sim.engines import Option
-from sim.rtl.coverage import Coverage
-from sim.rtl.tools import require
+from vtasim.sim.engines import Option
+from vtasim.sim.rtl.coverage import Coverage
+from vtasim.sim.rtl.tools import require
 
 __all__ = ["run_image", "run_images", "watchdog_for", "require", "TIMED", "OPTIONS", "BATCH_OPTIONS"]
 
-# The engine contract (sim.engines); trace / perfetto files are written by sim.engines.run_engine.
+# The engine contract (vtasim.sim.engines); trace / perfetto files are written by vtasim.sim.engines.run_engine.
 TIMED = True
 _SHARED = (
     Option("sim", (str,), "HDL simulator: verilator or icarus"),
@@ -55,9 +55,9 @@ def watchdog_for(model_cycles: int) -> int:
     """The RTL watchdog for a program the cycle engine ran in ``model_cycles`` cycles: that count plus a
     margin of an eighth of it and 10,000 cycles (an RTL slower than the contract still runs to its end,
     so ``diff`` names the first late retirement), capped at the 32-bit counter.  A program longer than
-    the counter cannot run on the RTL: a one-line :class:`~sim.errors.SimError`."""
-    from sim.errors import SimError
-    from sim.rtl.runner import MAX_RTL_CYCLES
+    the counter cannot run on the RTL: a one-line :class:`~vtasim.sim.errors.SimError`."""
+    from vtasim.sim.errors import SimError
+    from vtasim.sim.rtl.runner import MAX_RTL_CYCLES
     model_cycles = int(model_cycles)
     if model_cycles > MAX_RTL_CYCLES:
         raise SimError(f"the cycle engine runs this program in {model_cycles} cycles; the RTL's cycle counter "
@@ -67,7 +67,7 @@ def watchdog_for(model_cycles: int) -> int:
 
 def _check(image):
     """The static program checks every engine runs first (bad programs never reach the RTL)."""
-    from sim.program import load_program
+    from vtasim.sim.program import load_program
     load_program(image)
 
 
@@ -79,13 +79,13 @@ def run_images(images, sim: str = "verilator", waves=False, max_cycles: int | No
     (fuzzing keeps going); ``"raise"`` raises the first one after the batch ran.  ``max_cycles`` is
     the HDL watchdog: one number for all images or one per image, 1 .. 2^32 - 1 (default 2^32 - 1, the
     testbench's 32-bit cycle counter; a deadlock is stopped by the testbench's detector within cycles,
-    whatever the watchdog, and raises :class:`~sim.rtl.results.RtlDeadlock`, a DeadlockError).
+    whatever the watchdog, and raises :class:`~vtasim.sim.rtl.results.RtlDeadlock`, a DeadlockError).
     ``waves``: False, True (FST), ``"fst"`` or ``"vcd"``, written to ``waves_file`` (default
-    ``./vtasim_rtl.<format>``).  ``coverage``: a :class:`sim.rtl.coverage.Coverage`; the images then
+    ``./vtasim_rtl.<format>``).  ``coverage``: a :class:`vtasim.sim.rtl.coverage.Coverage`; the images then
     run on the coverage build (Verilator) and its points are added to it, once per simulator process."""
-    from sim.errors import SimError
-    from sim.rtl import runner
-    from sim.rtl.results import to_run_result
+    from vtasim.sim.errors import SimError
+    from vtasim.sim.rtl import runner
+    from vtasim.sim.rtl.results import to_run_result
     if errors not in ("raise", "return"):
         raise ValueError(f"errors={errors!r} is not 'raise' or 'return'")
     images = list(images)
@@ -135,9 +135,9 @@ def run_image(image, sim: str = "verilator", waves=False, max_cycles: int | None
 
     ``waves`` (True = FST, ``"fst"``, ``"vcd"``) also writes waveforms (``waves_file``, default
     ``./vtasim_rtl.<format>``; path in ``result.waves``).
-    ``coverage``: a directory; the run's RTL coverage is merged into what it holds (:mod:`sim.rtl.coverage`),
+    ``coverage``: a directory; the run's RTL coverage is merged into what it holds (:mod:`vtasim.sim.rtl.coverage`),
     also when the run stops with an error, and its reports are rewritten.  Trace files:
-    ``sim.engines.run_engine("rtl", image, trace=..., perfetto=...)``."""
+    ``vtasim.sim.engines.run_engine("rtl", image, trace=..., perfetto=...)``."""
     if coverage is None:
         return run_images([image], sim=sim or "verilator", waves=waves, max_cycles=max_cycles,
                           waves_file=waves_file)[0]
@@ -146,9 +146,9 @@ def run_image(image, sim: str = "verilator", waves=False, max_cycles: int | None
 
 
 def _run_with_coverage(image, directory: Path, **opts):
-    from sim.programs.randprog import coverage_bins
-    from sim.rtl.coverage import Coverage
-    from sim.rtl.coverage_report import save_report
+    from vtasim.sim.programs.randprog import coverage_bins
+    from vtasim.sim.rtl.coverage import Coverage
+    from vtasim.sim.rtl.coverage_report import save_report
     cov = Coverage()
     try:
         return run_images([image], coverage=cov, **opts)[0]

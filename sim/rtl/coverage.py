@@ -1,6 +1,6 @@
 """RTL code coverage: Verilator's coverage points, read, merged and saved without ``verilator_coverage``.
 
-A coverage build (:func:`sim.rtl.runner.get_build` with ``coverage=True``) writes, at the end of every
+A coverage build (:func:`vtasim.sim.rtl.runner.get_build` with ``coverage=True``) writes, at the end of every
 simulator process, a ``coverage.dat`` of the SystemC::Coverage-3 text format: a header line, then one
 ``C '<key>' <count>`` line per coverage point, where the key is ``\\x01``-separated ``name\\x02value``
 fields (``f`` file, ``l`` line, ``n`` column, ``page`` ``v_<kind>/<module>``, ``o`` comment, ``S`` the
@@ -15,7 +15,7 @@ not the ``verilator_coverage`` tool, so merging is done here: counts of equal ke
 
 A coverage directory holds ``coverage.dat`` (the merged points, readable by ``verilator_coverage``
 too) and ``coverage.json`` (how many simulator runs and programs it adds up, the random-program bins
-of :func:`sim.programs.randprog.coverage_bins`, and the design fingerprint: the hash of the point
+of :func:`vtasim.sim.programs.randprog.coverage_bins`, and the design fingerprint: the hash of the point
 keys, so coverage of another RTL or config is never silently merged in).
 """
 
@@ -27,8 +27,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from hw.files import load_json, read_regular
-from sim.errors import SimError
+from vtasim.hw.files import load_json, read_regular
+from vtasim.sim.errors import SimError
 
 __all__ = ["CoverageError", "Coverage", "Point", "KINDS", "parse_dat", "format_dat", "decode_key",
            "point", "DAT_NAME", "META_NAME", "MAX_DAT_BYTES"]

@@ -1,14 +1,14 @@
-"""Reports of merged RTL coverage (:class:`sim.rtl.coverage.Coverage`): per module, as text and as HTML.
+"""Reports of merged RTL coverage (:class:`vtasim.sim.rtl.coverage.Coverage`): per module, as text and as HTML.
 
 Per module: line (Verilator's line/block points), branch (if/else and case arms), expression (the
 terms of each boolean expression) and toggle (each bit 0->1 and 1->0) points covered out of all, then
 the uncovered code points with their source line, and the signals with bits that never toggled.  The
 HTML report (``index.html`` + one annotated page per source file) shows every source line with the
 fewest hits of any point on it, uncovered lines in red.  The random-program bins
-(:func:`sim.programs.randprog.bins_report`) close both reports.
+(:func:`vtasim.sim.programs.randprog.bins_report`) close both reports.
 
-    >>> from sim.rtl.coverage import Coverage
-    >>> from sim.rtl.coverage_report import text_report, write_html
+    >>> from vtasim.sim.rtl.coverage import Coverage
+    >>> from vtasim.sim.rtl.coverage_report import text_report, write_html
     >>> print(text_report(Coverage.load("cov")))       # doctest: +SKIP
     >>> write_html(Coverage.load("cov"), "cov/html")    # doctest: +SKIP
 """
@@ -18,7 +18,7 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from sim.rtl.coverage import KINDS, Coverage, point
+from vtasim.sim.rtl.coverage import KINDS, Coverage, point
 
 __all__ = ["REPORT_KINDS", "summary", "module_points", "label", "table_lines", "uncovered_lines", "text_report",
            "write_html", "save_report", "headline", "coverage_note", "percent"]
@@ -162,7 +162,7 @@ def uncovered_lines(cov: Coverage, max_lines: int = 40, max_signals: int = 12) -
 
 def text_report(cov: Coverage, max_lines: int = 40, max_signals: int = 12) -> str:
     """:func:`table_lines`, :func:`uncovered_lines`, then the random-program bins."""
-    from sim.programs.randprog import bins_report
+    from vtasim.sim.programs.randprog import bins_report
     return "\n".join(table_lines(cov) + uncovered_lines(cov, max_lines, max_signals)
                      + ["random-program " + "\n".join(bins_report(cov.bins, cov.programs))]) + "\n"
 
@@ -226,7 +226,7 @@ def _file_page(path: str, pts, src: _Sources) -> str:
 
 def write_html(cov: Coverage, out_dir) -> Path:
     """``out_dir/index.html`` (per-module table, program bins) and one annotated page per source file."""
-    from sim.programs.randprog import bins_report
+    from vtasim.sim.programs.randprog import bins_report
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     summ = summary(cov)

@@ -12,16 +12,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.rtl.runner import MAX_RTL_CYCLES, parse_hex
-from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_UOP, MEM_WGT
-from hw.disasm import one_line
-from hw.isa import (MODULE_NAMES, OP_ALU, OP_GEMM, OP_LOAD, OP_STORE, TOKEN_POPS, TOKEN_PUSHES, TOKEN_QUEUES,
+from vtasim.sim.rtl.runner import MAX_RTL_CYCLES, parse_hex
+from vtasim.hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_UOP, MEM_WGT
+from vtasim.hw.disasm import one_line
+from vtasim.hw.isa import (MODULE_NAMES, OP_ALU, OP_GEMM, OP_LOAD, OP_STORE, TOKEN_POPS, TOKEN_PUSHES, TOKEN_QUEUES,
                     decode, decode_fields)
-from sim.errors import (DeadlockError, ProgramError, RtlIllegalInstruction, RtlRunError, RtlStopped, RtlTokenOverflow,
+from vtasim.sim.errors import (DeadlockError, ProgramError, RtlIllegalInstruction, RtlRunError, RtlStopped, RtlTokenOverflow,
                         RtlWatchdog, SimError)
-from hw.isa import module_array
-from sim.program import check_program
-from sim.result import COUNTER_NAMES, RetireRecord, RunResult
+from vtasim.hw.isa import module_array
+from vtasim.sim.program import check_program
+from vtasim.sim.result import COUNTER_NAMES, RetireRecord, RunResult
 
 __all__ = ["ERROR_CODES", "MAX_RTL_CYCLES", "RtlDeadlock", "RtlTrace", "parse_trace", "stream_counters",
            "leftover_tokens", "deadlock_report", "to_run_result"]
@@ -210,7 +210,7 @@ def _error(status: dict, trace: RtlTrace, max_cycles: int, insn_count: int, imag
 def _decode_reason(image, trace: RtlTrace) -> str:
     """``: <the static check's message>`` for the instruction the fetch unit refused (the first one not
     dispatched; fetch dispatches in program order), so the RTL names a bad opcode in the very words of
-    the other engines (sim.program's decode rules); empty when the static checks find nothing there."""
+    the other engines (vtasim.sim.program's decode rules); empty when the static checks find nothing there."""
     if image is None:
         return ""
     nxt = next((i for i in range(image.insn_count) if i not in trace.dispatch), None)

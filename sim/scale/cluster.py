@@ -10,16 +10,16 @@ variables), so a site's settings pass through unchanged.  A local cluster given 
 scheduler and workers on ``tls://`` with the same files.  The three files are read (bounded, regular
 files) and parsed with :mod:`ssl` before any cluster starts, so a garbage file is one line.
 
-Connecting (:mod:`sim.scale.handshake`): an existing scheduler must send Dask's handshake within
+Connecting (:mod:`vtasim.sim.scale.handshake`): an existing scheduler must send Dask's handshake within
 ``--connect-timeout`` seconds (default :data:`CONNECT_TIMEOUT_S`); a silent or non-Dask peer (an HTTP
 server, say) is one line naming the address and the rule, never a hang or a huge allocation.  A
-scheduler file is read through :mod:`hw.files` (at most :data:`MAX_SCHEDULER_FILE_BYTES`, strict JSON,
+scheduler file is read through :mod:`vtasim.hw.files` (at most :data:`MAX_SCHEDULER_FILE_BYTES`, strict JSON,
 an object with a string ``address``).  ``--workers`` is at most :func:`max_workers` (4 per core this
 process may use) unless ``--force-workers``.
 
 ::
 
-    >>> from sim.scale.cluster import dask_client
+    >>> from vtasim.sim.scale.cluster import dask_client
     >>> with dask_client(workers=2) as client:           # doctest: +SKIP
     ...     client.map(abs, [-1, -2]).result()
 """
@@ -33,9 +33,9 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-from hw.files import brief, load_json, read_regular
-from sim.install import require
-from sim.scale.errors import ClusterError, MissingExtra
+from vtasim.hw.files import brief, load_json, read_regular
+from vtasim.sim.install import require
+from vtasim.sim.scale.errors import ClusterError, MissingExtra
 
 __all__ = ["MissingExtra", "ClusterError", "import_distributed", "require_cluster", "security_from", "dask_client",
            "add_cluster_options", "client_from_args", "wants_cluster", "cluster_option", "Progress", "max_workers",
@@ -49,7 +49,7 @@ MAX_PEM_BYTES = 1 << 20                 # a certificate chain or key is a few Ki
 
 
 def require_cluster(what: str = "vtasim on Dask") -> None:
-    """A one-line :class:`~sim.install.MissingExtra` naming the extra of dask.distributed unless it is
+    """A one-line :class:`~vtasim.sim.install.MissingExtra` naming the extra of dask.distributed unless it is
     installed; ``what`` is the command and option that asked for Dask."""
     require(("dask", "distributed"), what)
 
@@ -125,7 +125,7 @@ def check_workers(workers, force: bool = False) -> int:
 
 
 def scheduler_address(scheduler_file) -> str:
-    """The ``address`` of a Dask scheduler file, read through :mod:`hw.files` (bounded, strict JSON)."""
+    """The ``address`` of a Dask scheduler file, read through :mod:`vtasim.hw.files` (bounded, strict JSON)."""
     doc = load_json(scheduler_file, "--scheduler-file", MAX_SCHEDULER_FILE_BYTES,
                     limit="MAX_SCHEDULER_FILE_BYTES", error=ClusterError)
     addr = doc.get("address") if isinstance(doc, dict) else None
@@ -146,7 +146,7 @@ def dask_client(workers: int = 2, scheduler: str | None = None, scheduler_file=N
     ``worker_env``: environment variables set in local worker processes (e.g. a private RTL build cache).
     ``connect_timeout``: seconds an existing scheduler has to send its handshake; ``force_workers``: allow
     more than :func:`max_workers`."""
-    from sim.scale.handshake import check_timeout, probe
+    from vtasim.sim.scale.handshake import check_timeout, probe
     distributed = import_distributed(what)
     if scheduler and scheduler_file:
         raise ClusterError("give --scheduler or --scheduler-file, not both")

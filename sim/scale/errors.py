@@ -1,9 +1,9 @@
-"""The errors of vtasim's Dask helpers (:mod:`sim.scale.cluster`, :mod:`sim.scale.handshake`)."""
+"""The errors of vtasim's Dask helpers (:mod:`vtasim.sim.scale.cluster`, :mod:`vtasim.sim.scale.handshake`)."""
 
 from __future__ import annotations
 
-from sim.errors import SimError
-from sim.install import MissingExtra
+from vtasim.sim.errors import SimError
+from vtasim.sim.install import MissingExtra
 
 __all__ = ["MissingExtra", "ClusterError"]
 

@@ -3,10 +3,10 @@ distributed campaign of ``vtasim fuzz --workers N | --scheduler ADDR``.
 
 Distributed: the seeds are cut into chunks (at most ``--batch``, and small enough that every worker
 gets several); each chunk is one Dask task that makes sure its worker has the RTL build (from the
-build cache, :func:`sim.rtl.runner.get_build`: compiled once per cache, reused by every later task
+build cache, :func:`vtasim.sim.rtl.runner.get_build`: compiled once per cache, reused by every later task
 of the process), generates the programs, runs them on the cycle engine and the RTL (one simulator
-process per chunk), compares, counts the coverage bins of :func:`sim.programs.randprog.coverage_bins`
-and shrinks every divergence (:mod:`sim.scale.shrink`) on the worker.  The client merges the bins
+process per chunk), compares, counts the coverage bins of :func:`vtasim.sim.programs.randprog.coverage_bins`
+and shrinks every divergence (:mod:`vtasim.sim.scale.shrink`) on the worker.  The client merges the bins
 and counts, and prints chunk results in seed order, so the report of a campaign does not depend on
 which worker finished first; every diverging seed is named, the first ``--max-reports`` with the
 saved original and minimal images and the ``vtasim diff`` command that reproduces each.
@@ -18,9 +18,9 @@ import shlex
 import uuid
 from pathlib import Path
 
-from hw.outfiles import out_dir, sub_dir
-from sim.engines import run_engine
-from sim.errors import SimulatorError, ToolError
+from vtasim.hw.outfiles import out_dir, sub_dir
+from vtasim.sim.engines import run_engine
+from vtasim.sim.errors import SimulatorError, ToolError
 
 __all__ = ["fuzz_batch", "program_bins", "print_coverage", "fuzz_chunk", "run_distributed", "chunks",
            "seed_range", "outcome_text", "CoverageSink"]
@@ -38,7 +38,7 @@ def outcome_text(identical: int, diverged: int, errors: int) -> str:
 
 
 def program_bins(image) -> set:
-    from sim.programs.randprog import coverage_bins
+    from vtasim.sim.programs.randprog import coverage_bins
     return {k for k, v in coverage_bins(image).items() if v}
 
 
@@ -46,8 +46,8 @@ def fuzz_batch(cfg, seeds, sim: str, max_cycles, imm_src_ne_dst: bool, run_image
     """Generate, model and run one batch of seeds; one ``(seed, image, expected, actual-or-error)`` per
     seed, where a seed the generator or the cycle engine failed on has image/expected None and its
     exception as the last item (reported, the campaign goes on)."""
-    from sim.programs.randprog import generate
-    from sim.rtl import watchdog_for
+    from vtasim.sim.programs.randprog import generate
+    from vtasim.sim.rtl import watchdog_for
     out, ready = [], []
     for seed in seeds:
         try:
@@ -74,8 +74,8 @@ def fuzz_batch(cfg, seeds, sim: str, max_cycles, imm_src_ne_dst: bool, run_image
 
 
 def print_coverage(hit: dict, n: int):
-    """Print :func:`sim.programs.randprog.bins_report`."""
-    from sim.programs.randprog import bins_report
+    """Print :func:`vtasim.sim.programs.randprog.bins_report`."""
+    from vtasim.sim.programs.randprog import bins_report
     print("\n".join(bins_report(hit, n)))
 
 
@@ -85,13 +85,13 @@ class CoverageSink:
     covered point are counted; :meth:`add` says when ``saturate`` of them came in a row."""
 
     def __init__(self, directory, saturate: int | None = None):
-        from sim.rtl.coverage import DAT_NAME, Coverage
+        from vtasim.sim.rtl.coverage import DAT_NAME, Coverage
         self.dir, self.saturate = Path(directory), saturate
         self.quiet, self.batches, self.total = 0, 0, None
         self.covered = len(Coverage.load(self.dir).covered()) if (self.dir / DAT_NAME).is_file() else 0
 
     def add(self, cov) -> bool:
-        """Merge one batch's :class:`~sim.rtl.coverage.Coverage`; True once saturated."""
+        """Merge one batch's :class:`~vtasim.sim.rtl.coverage.Coverage`; True once saturated."""
         self.total = cov.merge_into(self.dir)
         self.batches += 1
         now = len(self.total.covered())
@@ -101,7 +101,7 @@ class CoverageSink:
 
     def finish(self, log=print):
         """Write the reports; print the per-module table and where the reports are."""
-        from sim.rtl.coverage_report import save_report, table_lines
+        from vtasim.sim.rtl.coverage_report import save_report, table_lines
         if self.total is None:
             log(f"RTL coverage: no batch ran on the RTL; {self.dir} unchanged")
             return
@@ -116,7 +116,7 @@ class CoverageSink:
 
 def check_coverage_options(args):
     """``--coverage`` / ``--until-saturated`` of ``vtasim fuzz``: a one-line SimError when they cannot work."""
-    from sim.errors import SimError
+    from vtasim.sim.errors import SimError
     if args.until_saturated is not None:
         if args.coverage is None:
             raise SimError(f"fuzz --until-saturated {args.until_saturated} needs --coverage DIR (saturation is "
@@ -138,16 +138,16 @@ def fuzz_chunk(cfg_dict: dict, lo: int, hi: int, opts: dict) -> dict:
     """One chunk of seeds on a Dask worker (plain data in, plain data and images out)."""
     from functools import partial
 
-    from hw.config import VTAConfig
-    from sim.diff import compare
-    from sim.engines import run_many
-    from sim.rtl.runner import get_build
-    from sim.scale.shrink import rtl_still_fails, shrink, signature
+    from vtasim.hw.config import VTAConfig
+    from vtasim.sim.diff import compare
+    from vtasim.sim.engines import run_many
+    from vtasim.sim.rtl.runner import get_build
+    from vtasim.sim.scale.shrink import rtl_still_fails, shrink, signature
     cfg = VTAConfig.from_dict(cfg_dict)
     sim, rtl_dir = opts["sim"], opts.get("rtl_dir")
     cov = None
     if opts.get("coverage"):
-        from sim.rtl.coverage import Coverage
+        from vtasim.sim.rtl.coverage import Coverage
         cov = Coverage()
     get_build(cfg, sim, rtl_dir=rtl_dir, coverage=cov is not None)   # built once per cache; memoised here
     batch = fuzz_batch(cfg, range(lo, hi), sim, opts.get("max_cycles"), opts.get("imm_src_ne_dst", False),
@@ -184,7 +184,7 @@ def fuzz_chunk(cfg_dict: dict, lo: int, hi: int, opts: dict) -> dict:
 def run_distributed(args, cfg, cfg_opt: str) -> int:
     """``vtasim fuzz`` on Dask (``args`` of the fuzz command); the exit status (1 when a seed diverged or
     failed)."""
-    from sim.scale.cluster import Progress, client_from_args, import_distributed
+    from vtasim.sim.scale.cluster import Progress, client_from_args, import_distributed
     distributed = import_distributed("vtasim fuzz")
     out_root = out_dir(args.out, "--out directory") if args.out else Path(".")
     rtl_opt = f" --rtl-dir {shlex.quote(str(args.rtl_dir))}" if args.rtl_dir else ""
@@ -226,7 +226,7 @@ def run_distributed(args, cfg, cfg_opt: str) -> int:
                     diverged.append(div["seed"])
                     reported += _report(div, out_root, args, cfg_opt + rtl_opt, full=reported < args.max_reports)
                 if sink is not None:
-                    from sim.rtl.coverage import Coverage
+                    from vtasim.sim.rtl.coverage import Coverage
                     saturated = sink.add(Coverage.from_dict(r["coverage"]))
             if saturated:
                 break
@@ -263,8 +263,8 @@ def _report(div: dict, out_root: Path, args, opts: str, full: bool) -> int:
     if div["minimal"] is not None:
         small = sub_dir(out_root, f"fuzz_seed{seed}_min", "fuzz image directory")
         div["minimal"].save(small)
-        from hw.disasm import one_line
-        from hw.isa import decode_stream
+        from vtasim.hw.disasm import one_line
+        from vtasim.hw.isa import decode_stream
         insns = decode_stream(div["minimal"].cfg, div["minimal"].insn_bytes())
         print(f"minimal program ({len(insns)} instructions):")
         for k, insn in enumerate(insns):
@@ -284,8 +284,8 @@ def _rtl_only(opts: str) -> str:
 
 
 def _sig_text(sig) -> str:
-    """A divergence signature (:func:`sim.scale.shrink.signature`) in words."""
-    from hw.isa import OPCODE_NAMES
+    """A divergence signature (:func:`vtasim.sim.scale.shrink.signature`) in words."""
+    from vtasim.hw.isa import OPCODE_NAMES
     if sig[0] == "error":
         return f"the RTL stopped: {sig[1]}"
     what = "/".join(sig[1])

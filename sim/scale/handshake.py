@@ -20,8 +20,8 @@ import socket
 import struct
 import time
 
-from hw.files import brief
-from sim.scale.errors import ClusterError
+from vtasim.hw.files import brief
+from vtasim.sim.scale.errors import ClusterError
 
 __all__ = ["probe", "check_timeout", "MAX_HANDSHAKE_BYTES", "MAX_CONNECT_TIMEOUT_S"]
 

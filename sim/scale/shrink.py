@@ -7,7 +7,7 @@ Two kinds of step, repeated until neither finds anything (a fixpoint, bounded by
    per LOAD/STORE ``y_size -> 1``, ``x_size -> 1`` (its stride kept) and each pad -> 0.
 
 Every candidate must stay a LEGAL program (:func:`legal_run`: the static checks of
-:func:`sim.program.load_program` pass, the functional model and the cycle engine run it to FINISH and
+:func:`vtasim.sim.program.load_program` pass, the functional model and the cycle engine run it to FINISH and
 agree: no index out of range, no deadlock from a dropped token push, no FINISH overtaking work)
 before it is tried; the legal candidates of a step are tried together in one call of
 ``still_fails`` (one simulator process for a batch of RTL runs).  When several candidates of a step
@@ -21,7 +21,7 @@ the RTL error's type, or the first divergent field and opcode).
 
 ::
 
-    >>> from sim.scale.shrink import shrink, rtl_still_fails, signature   # doctest: +SKIP
+    >>> from vtasim.sim.scale.shrink import shrink, rtl_still_fails, signature   # doctest: +SKIP
     >>> small = shrink(image, rtl_still_fails(sig, sim="icarus")).image    # doctest: +SKIP
 """
 
@@ -29,9 +29,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from hw.config import INSN_BYTES
-from hw.isa import OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, decode_stream, encode_stream
-from sim.image import MemoryImage, Segment
+from vtasim.hw.config import INSN_BYTES
+from vtasim.hw.isa import OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, decode_stream, encode_stream
+from vtasim.sim.image import MemoryImage, Segment
 
 __all__ = ["with_insns", "legal_run", "shrink", "Shrunk", "signature", "rtl_still_fails"]
 
@@ -56,9 +56,9 @@ def legal_run(image: MemoryImage):
     """The cycle engine's run of ``image`` when it is a legal program, else None: the static checks
     pass, and the functional model and the cycle engine both run it to FINISH (no deadlock, no FINISH
     ahead of unexecuted work) with the same DRAM bytes."""
-    from sim.engines import run_engine
-    from sim.errors import SimError
-    from sim.program import load_program
+    from vtasim.sim.engines import run_engine
+    from vtasim.sim.errors import SimError
+    from vtasim.sim.program import load_program
     try:
         load_program(image)
         ref = run_engine("functional", image, executor="numpy")  # independent of the cycle engine's kernels
@@ -121,7 +121,7 @@ def _apply_all(insns: list, kind: str, edits: list) -> list:
 
 def shrink(image: MemoryImage, still_fails, max_rounds: int = 20) -> Shrunk:
     """Minimise ``image`` while ``still_fails`` holds (module docstring)."""
-    from sim.errors import SimError
+    from vtasim.sim.errors import SimError
     cfg = image.cfg
     cur = decode_stream(cfg, image.insn_bytes())
     if not cur or cur[-1].opcode != OP_FINISH:
@@ -187,7 +187,7 @@ def signature(image, expected, actual):
     """What kind of divergence ``actual`` (an RTL RunResult or the exception it stopped with) shows
     against ``expected``: None when they agree, ``("error", type)`` for a run that raised,
     ``("diff", fields, opcode)`` for the first divergent retire record (``("data",)`` for bytes only)."""
-    from sim.diff import compare
+    from vtasim.sim.diff import compare
     if isinstance(actual, BaseException):
         return ("error", type(actual).__name__)
     d = compare(expected, actual, image)
@@ -203,9 +203,9 @@ def rtl_still_fails(sig, sim: str = "icarus", rtl_dir=None):
     """``still_fails`` for :func:`shrink`: run the candidates in one RTL batch; a candidate still fails
     when its divergence has signature ``sig``."""
     def still_fails(pairs):
-        from sim.errors import SimulatorError
-        from sim.engines import run_many
-        from sim.rtl import watchdog_for
+        from vtasim.sim.errors import SimulatorError
+        from vtasim.sim.engines import run_many
+        from vtasim.sim.rtl import watchdog_for
         images = [img for img, _ in pairs]
         try:
             acts = run_many("rtl", images, sim=sim, rtl_dir=rtl_dir, errors="return",

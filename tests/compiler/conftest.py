@@ -2,7 +2,7 @@
 
 import pytest
 
-from hw.config import load_config
+from vtasim.hw.config import load_config
 
 
 @pytest.fixture(scope="session")

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler import ir
-from compiler.ir import (Attr, Allocate, Buffer, Call, Cast, Evaluate, For, Load, Select, Store, Var,
+from vtasim.compiler.lowering import ir
+from vtasim.compiler.lowering.ir import (Attr, Allocate, Buffer, Call, Cast, Evaluate, For, Load, Select, Store, Var,
                          seq)
-from compiler.ops.data import requant_shift
-from compiler.passes import Func
+from vtasim.compiler.ops.data import requant_shift
+from vtasim.compiler.lowering.passes import Func
 
 ACC, INP, WGT = ir.SCOPE_ACC, ir.SCOPE_INP, ir.SCOPE_WGT
 
@@ -124,7 +124,7 @@ def _requant_ref(acc, shift):
 # ---- blocked GEMM + ALU (spec 3.4) ----------------------------------------------------------
 def gemm_blocked(cfg, in_blocks=64, out_blocks=64, i_block=16, o_block=16):
     """data (1, in_blocks, B, BI) x weight (out_blocks, in_blocks, BO, BI) -> res, then >> s, max 0,
-    min 127, int8 (s from the reduction length, compiler.ops.data); blocked by i_block / o_block as
+    min 127, int8 (s from the reduction length, vtasim.compiler.ops.data); blocked by i_block / o_block as
     matrix_multiply_opt.py."""
     Bt, BI, BO = cfg.batch, cfg.block_in, cfg.block_out
     shift = requant_shift(in_blocks * BI)
@@ -255,9 +255,9 @@ def conv2d_vt(cfg, H=14, W=14, icb=16, ocb=16, oc_block=8, h_block=7, nthreads=2
 # ---- end to end -----------------------------------------------------------------------------------
 def build_image(func, inputs, ref, cfg, lowered=None):
     """Passes + codegen into a fresh CommandQueue; returns ``(image, output name, expected bytes)``."""
-    from compiler.codegen import emit
-    from compiler.passes import run_passes
-    from compiler.runtime import CommandQueue
+    from vtasim.compiler.lowering.codegen import emit
+    from vtasim.compiler.lowering.passes import run_passes
+    from vtasim.compiler.runtime import CommandQueue
 
     lowered = lowered if lowered is not None else run_passes(func, cfg)
     q = CommandQueue(cfg, name=func.name)

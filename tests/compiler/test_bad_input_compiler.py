@@ -2,12 +2,12 @@
 sweep specs and results, the tensor-expression API) ends in one line naming the value and the rule,
 exit 2, in bounded memory and without hanging.
 
-Each CLI case runs ``python -m sim.cli`` in a fresh process under an address-space limit of
+Each CLI case runs ``python -m vtasim.sim.cli`` in a fresh process under an address-space limit of
 :data:`AS_LIMIT` (an allocation past it is a MemoryError, which prints "out of memory" instead of the
 rule and so fails the case) and reports its peak resident memory (``VmHWM``), which must stay below
 :data:`PEAK_BOUND`.  The timeout is a hang detector only (a FIFO read blocks forever), never a speed
 bound.  The references are the rules themselves (file kinds, strict JSON/CSV, the stated bounds of
-``compiler.tensor``, ``compiler.workloads``, ``compiler.knobs``, ``compiler.scale``).
+``vtasim.compiler.dsl.tensor``, ``vtasim.compiler.tuning.workloads``, ``vtasim.compiler.tuning.knobs``, ``vtasim.compiler.scale``).
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hw.config import load_config
-from hw.files import iter_csv, load_npy
-from compiler import te
-from compiler.errors import CompileError
+from vtasim.hw.config import load_config
+from vtasim.hw.files import iter_csv, load_npy
+from vtasim.compiler.dsl import te
+from vtasim.compiler.errors import CompileError
 
 ROOT = Path(__file__).resolve().parents[2]
 AS_LIMIT = 3 << 29          # 1.5 GiB of address space (numpy, numba and Python import in ~1 GiB of it)
@@ -41,7 +41,7 @@ _RUNNER = textwrap.dedent("""
     import resource, sys
     resource.setrlimit(resource.RLIMIT_AS, ({limit}, {limit}))
     sys.path.insert(0, {root!r})
-    from sim.cli import main
+    from vtasim.sim.cli import main
     rc = main(sys.argv[1:])
     peak = next(ln for ln in open('/proc/self/status') if ln.startswith('VmHWM:')).split()[1]
     print('VMHWM', int(peak) * 1024)
@@ -136,7 +136,7 @@ def test_largest_vadd_within_the_bound_compiles_in_bounded_memory(tmp_path):
     n = 1 << 22
     proc = cli("compile", f"vadd.{n}", "--out", tmp_path / "c")
     assert proc.returncode == 0, proc.stderr[-2000:]
-    from sim.image import MemoryImage
+    from vtasim.sim.image import MemoryImage
     img = MemoryImage.load(tmp_path / "c")
     assert [(o.name, o.nbytes) for o in img.outputs] == [("C", n)] and len(img.expected["C"]) == n
 
@@ -163,8 +163,8 @@ _API_RUNNER = textwrap.dedent("""
     import resource, sys, json
     resource.setrlimit(resource.RLIMIT_AS, ({limit}, {limit}))
     sys.path.insert(0, {root!r})
-    from compiler import te
-    from compiler.errors import CompileError
+    from vtasim.compiler.dsl import te
+    from vtasim.compiler.errors import CompileError
     try:
         {body}
         print(json.dumps({{"error": None}}))
@@ -193,7 +193,7 @@ def test_api_placeholders_over_the_bound_are_refused_in_bounded_memory(body, wor
 
 
 def test_npy_header_declaring_petabytes_is_refused_before_reading(tmp_path):
-    """``hw.files.load_npy``: the header's shape x itemsize against the bound, before any data."""
+    """``vtasim.hw.files.load_npy``: the header's shape x itemsize against the bound, before any data."""
     from numpy.lib import format as npformat
     path = tmp_path / "x.npy"
     with open(path, "wb") as f:
@@ -267,7 +267,7 @@ def test_bad_tune_log_records_name_line_field_and_rule(tmp_path, line, words):
 def test_nan_cycles_record_is_never_the_best(tmp_path):
     """The silent wrong result: a NaN compares false, so it stayed "best" and the 3-cycle record was
     ignored.  Now the log is refused; without the NaN record the 3-cycle one wins (the reference: min)."""
-    from compiler.knobs import best_from_log
+    from vtasim.compiler.tuning.knobs import best_from_log
     log = tmp_path / "t.jsonl"
     good = [_log_line(cycles=9, knobs={"tile_co": [63, 1]}), _log_line(cycles=3, knobs={"tile_co": [21, 3]})]
     log.write_text(good[0].replace('"cycles": 9', '"cycles": NaN') + "\n" + "\n".join(good) + "\n")
@@ -293,9 +293,9 @@ def test_deep_and_duplicate_sweep_specs(tmp_path):
 # ---- results CSVs (resume and dse) -------------------------------------------------------------------
 def _results(tmp_path, mutate=None, tail=b"") -> Path:
     """A results file as vtasim sweep writes it (two ok rows, one skipped), then ``mutate(rows)``."""
-    from compiler.scale.point import area_proxy, sram_bytes
-    from compiler.scale.results import COLUMNS
-    from compiler.scale.spec import point_key
+    from vtasim.compiler.scale.point import area_proxy, sram_bytes
+    from vtasim.compiler.scale.results import COLUMNS
+    from vtasim.compiler.scale.spec import point_key
     rows = []
     for i, (wl, status) in enumerate((("vadd.64", "ok"), ("vadd.256", "ok"), ("vadd.64", "skipped"))):
         cfg = load_config().to_dict()
@@ -324,7 +324,7 @@ def _results(tmp_path, mutate=None, tail=b"") -> Path:
 
 def test_results_reference_file_is_accepted(tmp_path):
     """The fixture itself is what the reader accepts (so each case below fails only by its mutation)."""
-    from compiler.scale.results import read_rows
+    from vtasim.compiler.scale.results import read_rows
     rows = read_rows(_results(tmp_path))
     assert [r["status"] for r in rows] == ["ok", "ok", "skipped"]
 
@@ -355,7 +355,7 @@ def test_bad_results_files_name_line_column_and_rule(tmp_path, mutate, tail, wor
 def test_torn_last_row_is_ignored_and_the_rest_checked(tmp_path):
     """A sweep killed mid-row leaves a last line without its newline: the reader drops it (the resume
     recomputes that point); every complete row is still checked."""
-    from compiler.scale.results import COLUMNS, read_rows
+    from vtasim.compiler.scale.results import COLUMNS, read_rows
     path = _results(tmp_path)
     path.write_bytes(path.read_bytes() + b"vadd.64|r1|fall")
     assert [r["status"] for r in read_rows(path)] == ["ok", "ok", "skipped"]
@@ -367,7 +367,7 @@ def test_torn_last_row_is_ignored_and_the_rest_checked(tmp_path):
 
 
 def test_results_writer_after_a_torn_header_writes_the_header(tmp_path):
-    from compiler.scale.results import COLUMNS, ResultsWriter, read_rows
+    from vtasim.compiler.scale.results import COLUMNS, ResultsWriter, read_rows
     path = tmp_path / "r.csv"
     path.write_text(",".join(COLUMNS)[:30])     # the sweep died while writing the header
     rows = read_rows(_results(tmp_path))
@@ -411,7 +411,7 @@ def test_reduce_axis_of_extent_zero_never_reaches_numpy():
     """The old failure: reduce_axis((0, 0)) was accepted and the reference's reshape raised numpy's
     ValueError.  The axis is refused where it is made; a valid axis still evaluates (the reference:
     numpy's own sum)."""
-    from compiler.reference import evaluate
+    from vtasim.compiler.dsl.reference import evaluate
     with pytest.raises(CompileError, match=r"reduce_axis `k`: extent = 0"):
         te.reduce_axis((0, 0), "k")
     a = te.placeholder((3, 5), "int32", "A")
@@ -422,11 +422,11 @@ def test_reduce_axis_of_extent_zero_never_reaches_numpy():
 
 
 def test_build_refuses_inputs_of_the_wrong_kind(default_cfg):
-    from compiler.build import build
-    from compiler.environment import Environment
-    from compiler.ops import workload_program
-    from compiler.knobs import fallback_knobs
-    from compiler.workloads import parse_workload
+    from vtasim.compiler.lowering.build import build
+    from vtasim.compiler.dsl.environment import Environment
+    from vtasim.compiler.ops import workload_program
+    from vtasim.compiler.tuning.knobs import fallback_knobs
+    from vtasim.compiler.tuning.workloads import parse_workload
     wl = parse_workload("vadd.64", default_cfg)
     with Environment(default_cfg) as env:
         sch, args, inputs = workload_program(env, wl, fallback_knobs(wl, default_cfg))

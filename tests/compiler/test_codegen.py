@@ -7,12 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compiler import ir
-from compiler.codegen import emit, to_python
-from compiler.errors import CompileError
-from compiler.ir import Attr, Evaluate, For, Var
-from compiler.passes import Func, run_passes
-from hw.config import default_config_path, load_config
+from vtasim.compiler.lowering import ir
+from vtasim.compiler.lowering.codegen import emit, to_python
+from vtasim.compiler.errors import CompileError
+from vtasim.compiler.lowering.ir import Attr, Evaluate, For, Var
+from vtasim.compiler.lowering.passes import Func, run_passes
+from vtasim.hw.config import default_config_path, load_config
 from phase0_programs import build_image, conv2d_vt, gemm_blocked, gemm_simple, vadd, vadd_nested_vt
 
 PRESETS = ["default", "2x16x16", "1x32x32", "1x8x8"]
@@ -139,10 +139,10 @@ def test_uop_kernel_over_the_uop_buffer():
 
 # ---- end to end --------------------------------------------------------------------------------
 def _run_both(func, inputs, ref, cfg):
-    import sim.cycle
-    import sim.functional
+    import vtasim.sim.cycle
+    import vtasim.sim.functional
     img, out, want = build_image(func, inputs, ref, cfg)
-    results = [sim.functional.run_image(img), sim.cycle.run_image(img)]
+    results = [vtasim.sim.functional.run_image(img), vtasim.sim.cycle.run_image(img)]
     for r in results:
         got = r.outputs[out]
         if got != want:
@@ -218,7 +218,7 @@ def test_nested_virtual_threads_with_alu_need_two_kernel_variables(cfg):
         emit(run_passes(func, cfg), FakeQueue(), {a: a.name for a in func.args})
 
 
-# ---- the real front end: compiler.lower on the tutorial schedules ------------------------------
+# ---- the real front end: vtasim.compiler.lowering.lower on the tutorial schedules ------------------------------
 SPEC_COUNTERS = {
     "vector_add": {"inp_load_nbytes": 0, "wgt_load_nbytes": 0, "acc_load_nbytes": 2 * 64 * 64,
                    "uop_load_nbytes": 4, "out_store_nbytes": 64 * 16, "gemm_counter": 0, "alu_counter": 64},
@@ -235,16 +235,16 @@ MINE = {"vector_add": vadd, "simple_gemm": gemm_simple, "blocked_gemm": gemm_blo
 
 @pytest.mark.parametrize("name", list(SPEC_COUNTERS))
 def test_lowered_tutorials_end_to_end(cfg, name):
-    lower = pytest.importorskip("compiler.lower")
+    lower = pytest.importorskip("vtasim.compiler.lowering.lower")
     schedules = pytest.importorskip("tutorial_schedules")
-    from compiler.environment import Environment
+    from vtasim.compiler.dsl.environment import Environment
     sch, args = getattr(schedules, name)(Environment(cfg))
     func = lower.lower(sch, args, name)
     _, inputs, ref = MINE[name](cfg)                       # same shapes and names, numpy reference
-    import sim.cycle
-    import sim.functional
+    import vtasim.sim.cycle
+    import vtasim.sim.functional
     img, out, want = build_image(func, inputs, ref, cfg, lowered=run_passes(func, cfg))
-    for run in (sim.functional.run_image, sim.cycle.run_image):
+    for run in (vtasim.sim.functional.run_image, vtasim.sim.cycle.run_image):
         r = run(img)
         assert r.outputs[out] == want
         assert r.counters == SPEC_COUNTERS[name]
@@ -252,7 +252,7 @@ def test_lowered_tutorials_end_to_end(cfg, name):
 
 @pytest.mark.rtl
 def test_reduced_programs_on_the_rtl_engine(cfg):
-    from sim import engines
+    from vtasim.sim import engines
     for func, inputs, ref in (gemm_blocked(cfg, 8, 8, 4, 4),
                               conv2d_vt(cfg, H=4, W=4, icb=2, ocb=8, oc_block=2, h_block=2)):
         img, out, want = build_image(func, inputs, ref, cfg)

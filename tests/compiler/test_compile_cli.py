@@ -5,7 +5,7 @@ import re
 
 import numpy as np
 
-from sim.cli import main
+from vtasim.sim.cli import main
 
 
 def _printed_fractions(text: str):
@@ -15,7 +15,7 @@ def _printed_fractions(text: str):
 
 
 def _counted_fractions(image_dir, lo):
-    from sim.image import MemoryImage
+    from vtasim.sim.image import MemoryImage
     (data,) = MemoryImage.load(image_dir).expected.values()
     v = np.frombuffer(data, np.int8)
     return [round(100 * f, 1) for f in (np.mean(v == 127), np.mean(v == lo), np.mean((v > lo) & (v < 127)))]
@@ -61,8 +61,8 @@ def test_tune_writes_a_log_that_compile_reads(tmp_path, capsys):
     out = tmp_path / "d"
     assert main(["compile", "dense.16x64x64", "--log", str(log), "--out", str(out)]) == 0
     assert f"({best['cycles']} cycles)" in capsys.readouterr().out
-    from sim.cycle import run_image
-    from sim.image import MemoryImage
+    from vtasim.sim.cycle import run_image
+    from vtasim.sim.image import MemoryImage
     assert run_image(MemoryImage.load(out)).cycles == best["cycles"]
 
 

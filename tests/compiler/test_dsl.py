@@ -4,10 +4,11 @@ from pathlib import Path
 
 import pytest
 
-from compiler import ir, te
-from compiler.environment import Environment, get_env
-from compiler.schedule import ScheduleError
-from hw.config import load_config
+from vtasim.compiler.lowering import ir
+from vtasim.compiler.dsl import te
+from vtasim.compiler.dsl.environment import Environment, get_env
+from vtasim.compiler.dsl.schedule import ScheduleError
+from vtasim.hw.config import load_config
 
 PRESETS = Path(__file__).resolve().parents[2] / "config" / "presets"
 
@@ -152,7 +153,7 @@ def test_cache_read_and_write_rewrite_the_stage_bodies():
 
 
 def test_compute_inline_lowers_into_the_reader():
-    from compiler.lower import lower
+    from vtasim.compiler.lowering.lower import lower
     A, B, C, s = _two_stage()
     s[B].compute_inline()
     f = lower(s, [A, C])

@@ -30,13 +30,13 @@ from pathlib import Path
 
 import pytest
 
-import sim.cycle
-import sim.functional
-from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_UOP, MEM_WGT, load_config
-from hw.isa import ALU_ADD, ALU_MAX, ALU_MIN, ALU_SHR, OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, \
+import vtasim.sim.cycle
+import vtasim.sim.functional
+from vtasim.hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_UOP, MEM_WGT, load_config
+from vtasim.hw.isa import ALU_ADD, ALU_MAX, ALU_MIN, ALU_SHR, OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, \
     decode_stream, decode_uops
-from compiler.ops.data import requant_shift
-from sim.image import MemoryImage
+from vtasim.compiler.ops.data import requant_shift
+from vtasim.sim.image import MemoryImage
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 CFG = load_config()
@@ -179,7 +179,7 @@ def segment_base(image, elem_bytes, dram_base, nbytes):
 def run_both(image):
     """Run on both engines: output equals the image's expected (numpy) bytes, no token left;
     returns the (equal) counters and the cycle count."""
-    results = [sim.functional.run_image(image), sim.cycle.run_image(image)]
+    results = [vtasim.sim.functional.run_image(image), vtasim.sim.cycle.run_image(image)]
     for r in results:
         for name, data in image.expected.items():
             assert r.outputs[name] == data, f"{r.engine}: output {name} differs"
@@ -443,7 +443,7 @@ def test_mismatch_exits_1(monkeypatch, capsys):
 
 
 def test_saved_image_replays_with_vtasim_run(runs, tmp_path):
-    from sim.cli import main as vtasim
+    from vtasim.sim.cli import main as vtasim
     _, _, image = runs("gemm_opt")
     image.save(tmp_path / "img")
     assert vtasim(["run", str(tmp_path / "img"), "--engine", "cycle", "--check"]) == 0

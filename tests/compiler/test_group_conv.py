@@ -1,8 +1,8 @@
 """Grouped, depthwise, dilated and transposed conv2d compiled from their DSL schedules.
 
 References, all independent of the compiled program:
-* the image's expected output: the tensor expressions evaluated in numpy (``compiler.reference``);
-* ``host_reference``: the layer by its ONNX/PyTorch definition (``compiler.qnn.grouped``), which is
+* the image's expected output: the tensor expressions evaluated in numpy (``vtasim.compiler.dsl.reference``);
+* ``host_reference``: the layer by its ONNX/PyTorch definition (``vtasim.compiler.qnn.grouped``), which is
   itself checked here against a brute-force loop over every output and tap;
 * ``gemm_counter`` against an ideal count derived here from the shapes: the (output block, input
   block) pairs that hold any weight of a group, times pixels and taps; for the transposed conv the
@@ -16,13 +16,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compiler.errors import CompileError
-from compiler.knobs import check_knobs, fitting_knobs, knob_space
-from compiler.ops import compile_workload
-from compiler.ops.conv_layer import compile_conv_layer, host_reference, visible_inputs
-from compiler.qnn.grouped import conv2d_grouped_int32, conv2d_transpose_int32
-from compiler.workloads import Conv2dTranspose, parse_workload
-from hw.config import load_config
+from vtasim.compiler.errors import CompileError
+from vtasim.compiler.tuning.knobs import check_knobs, fitting_knobs, knob_space
+from vtasim.compiler.ops import compile_workload
+from vtasim.compiler.ops.conv_layer import compile_conv_layer, host_reference, visible_inputs
+from vtasim.compiler.qnn.grouped import conv2d_grouped_int32, conv2d_transpose_int32
+from vtasim.compiler.tuning.workloads import Conv2dTranspose, parse_workload
+from vtasim.hw.config import load_config
 
 PRESETS = [None, "config/presets/1x16x16.json", "config/presets/2x16x16.json", "config/presets/1x32x32.json",
            "config/presets/1x8x8.json"]
@@ -114,9 +114,9 @@ def _ideal_gemm(wl, cfg):
 
 # ---- compiled on VTA ------------------------------------------------------------------------------
 def _run_both(image):
-    from sim.cycle import run_image as cycle_run
-    from sim.engines import check_result
-    from sim.functional import run_image as functional_run
+    from vtasim.sim.cycle import run_image as cycle_run
+    from vtasim.sim.engines import check_result
+    from vtasim.sim.functional import run_image as functional_run
     out = {}
     for name, run in (("functional", functional_run), ("cycle", cycle_run)):
         res = run(image)
@@ -150,7 +150,7 @@ def _check_layer(cfg, name, knobs=None, seed=0, flip=True):
         idx = np.unravel_index(np.argmax(np.abs(w2)), w2.shape)       # a weight that is not 0
         w2[idx] ^= np.int8(1 << 6)
         layer2 = compile_conv_layer(cfg, wl, x, w2, bias, knobs=layer.knobs)
-        from sim.functional import run_image
+        from vtasim.sim.functional import run_image
         y2 = layer2.output(run_image(layer2.built.image))
         assert (y2 == host_reference(wl, x, w2, bias)).all()
         assert (y2 != want).any(), f"{name}: flipping bit 6 of weight {idx} changed nothing"
@@ -185,7 +185,7 @@ def test_transpose_knobs_keep_it_exact(default_cfg, knobs):
 @pytest.mark.parametrize("preset", PRESETS, ids=lambda p: "default" if p is None else p.split("/")[-1][:-5])
 @pytest.mark.parametrize("shape", ["7.7.{c}.3.1.1", "6.6.{c}.3.0.1", "9.9.{c}.3.2.1"])
 def test_depthwise_on_the_alu_exact_on_every_preset(preset, shape):
-    from compiler.ops.depthwise_alu import alu_fitting_knobs
+    from vtasim.compiler.ops.depthwise_alu import alu_fitting_knobs
     cfg = _cfg(preset)
     name = "depthwise_conv2d." + shape.format(c=2 * cfg.block_in)
     layer, _ = _check_layer(cfg, name, knobs=alu_fitting_knobs(parse_workload(name, cfg), cfg), flip=preset is None)
@@ -237,8 +237,8 @@ def test_tuner_space_and_fitting_knobs(default_cfg):
 
 
 def test_tune_measures_group_conv(default_cfg):
-    from compiler.tune import tune
-    from compiler.tune import measure
+    from vtasim.compiler.tuning.tune import tune
+    from vtasim.compiler.tuning.tune import measure
     name = "depthwise_conv2d.8.8.32.3.1.1"
     res = tune(name, default_cfg, trials=3, jobs=0, progress=None)
     best = res.best()
@@ -272,7 +272,7 @@ def test_full_size_layers(default_cfg, name):
 
 @pytest.mark.parametrize("name", ["depthwise_conv2d.8.8.32.3.1.1", "conv2d_transpose.4.4.32.16.4.1.2"])
 def test_vtasim_compile_then_run_check(tmp_path, capsys, name):
-    from sim.cli import main
+    from vtasim.sim.cli import main
     out = tmp_path / "img"
     assert main(["compile", name, "--out", str(out)]) == 0
     assert "the largest tiles that fit" in capsys.readouterr().out
@@ -281,7 +281,7 @@ def test_vtasim_compile_then_run_check(tmp_path, capsys, name):
 
 
 def test_vtasim_compile_bad_group_is_one_line_exit_2(tmp_path, capsys):
-    from sim.cli import main
+    from vtasim.sim.cli import main
     rc = main(["compile", "group_conv2d.6.6.32.32.3.1.1.3", "--out", str(tmp_path / "x")])
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and "groups = 3 must divide" in err

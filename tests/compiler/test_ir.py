@@ -4,7 +4,7 @@ import itertools
 
 import pytest
 
-from compiler.ir import (Buffer, For, IRError, IntImm, Load, Store, Var, evaluate, linear, simplify,
+from vtasim.compiler.lowering.ir import (Buffer, For, IRError, IntImm, Load, Store, Var, evaluate, linear, simplify,
                          substitute, to_text)
 
 

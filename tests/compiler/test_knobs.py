@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from compiler.errors import CompileError
-from compiler.knobs import (append_log, best_from_log, check_knobs, fallback_knobs, knob_space, read_log,
+from vtasim.compiler.errors import CompileError
+from vtasim.compiler.tuning.knobs import (append_log, best_from_log, check_knobs, fallback_knobs, knob_space, read_log,
                             tophub_knobs)
-from compiler.workloads import RESNET18, parse_workload
+from vtasim.compiler.tuning.workloads import RESNET18, parse_workload
 
 
 def test_catalogue_ideal_gemm_uops_match_spec(default_cfg):
@@ -87,10 +87,10 @@ def test_tophub_adapted_to_a_reduced_layer(default_cfg):
 def test_fitting_knobs_beat_the_fallback_with_the_same_outputs(name, default_cfg):
     """Largest fitting tiles: the same expected outputs (numpy TE evaluation) as the fallback's unit
     tiles, far fewer cycles, and every tile within the scratchpads."""
-    from compiler.knobs import fitting_knobs
-    from compiler.ops import compile_workload
-    from compiler.workloads import parse_workload
-    from sim.engines import check_result, run_engine
+    from vtasim.compiler.tuning.knobs import fitting_knobs
+    from vtasim.compiler.ops import compile_workload
+    from vtasim.compiler.tuning.workloads import parse_workload
+    from vtasim.sim.engines import check_result, run_engine
     wl = parse_workload(name, default_cfg)
     fit = fitting_knobs(wl, default_cfg)
     assert fit != fallback_knobs(wl, default_cfg)

@@ -1,17 +1,18 @@
 """lower(): the phase-0 IR of the four tutorial schedules (structure against spec 3 and 6) and
-its meaning (executed by compiler.irexec, compared with the reference evaluator)."""
+its meaning (executed by vtasim.compiler.lowering._irexec, compared with the reference evaluator)."""
 
 import numpy as np
 import pytest
 
-from compiler import ir, te
-from compiler.environment import Environment
-from compiler.ops.data import requant_shift
-from compiler.irexec import run
-from compiler.lower import LowerError, lower
-from compiler.reference import evaluate
-from compiler.schedule import create_schedule
-from hw.config import load_config
+from vtasim.compiler.lowering import ir
+from vtasim.compiler.dsl import te
+from vtasim.compiler.dsl.environment import Environment
+from vtasim.compiler.ops.data import requant_shift
+from vtasim.compiler.lowering._irexec import run
+from vtasim.compiler.lowering.lower import LowerError, lower
+from vtasim.compiler.dsl.reference import evaluate
+from vtasim.compiler.dsl.schedule import create_schedule
+from vtasim.hw.config import load_config
 
 import tutorial_schedules as tutorials
 
@@ -353,10 +354,10 @@ E2E = {
 
 @pytest.mark.parametrize("name", sorted(E2E))
 def test_lowered_program_runs_bit_exact_on_the_functional_engine(name, default_cfg):
-    pytest.importorskip("compiler.codegen")
-    pytest.importorskip("sim.engines")
+    pytest.importorskip("vtasim.compiler.lowering.codegen")
+    pytest.importorskip("vtasim.sim.engines")
     from phase0_programs import build_image
-    from sim.engines import check_result, run_engine
+    from vtasim.sim.engines import check_result, run_engine
 
     builder, kw = E2E[name]
     s, args = builder(ENV, **kw)

@@ -1,7 +1,7 @@
 """Operators compiled from DSL schedules, run on the functional and cycle engines.
 
 References: the image's expected outputs come from evaluating the tensor expressions in numpy
-(``compiler.reference``); the tests also recompute the ResNet layers with an independent im2col
+(``vtasim.compiler.dsl.reference``); the tests also recompute the ResNet layers with an independent im2col
 product here, and compare ``gemm_counter`` with the ideal count of spec 7.1 (a formula over the
 layer's shape), never with anything the compiled program reports about itself.
 """
@@ -11,25 +11,25 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compiler.errors import CompileError
-from compiler.knobs import fallback_knobs, tophub_knobs
-from compiler.ops import compile_workload
-from compiler.ops.layout import unpack_nchw
-from compiler.workloads import RESNET18, parse_workload
-from hw.config import MEM_ACC, load_config
-from hw.isa import OP_LOAD, OP_STORE, encode
-from sim.errors import SimError
-from sim.image import MemoryImage, Segment
-from sim.program import load_program
+from vtasim.compiler.errors import CompileError
+from vtasim.compiler.tuning.knobs import fallback_knobs, tophub_knobs
+from vtasim.compiler.ops import compile_workload
+from vtasim.compiler.ops.layout import unpack_nchw
+from vtasim.compiler.tuning.workloads import RESNET18, parse_workload
+from vtasim.hw.config import MEM_ACC, load_config
+from vtasim.hw.isa import OP_LOAD, OP_STORE, encode
+from vtasim.sim.errors import SimError
+from vtasim.sim.image import MemoryImage, Segment
+from vtasim.sim.program import load_program
 
 PRESETS = ["config/presets/1x16x16.json", "config/presets/2x16x16.json", "config/presets/1x32x32.json",
            "config/presets/1x8x8.json"]
 
 
 def _run_both(image):
-    from sim.cycle import run_image as cycle_run
-    from sim.engines import check_result
-    from sim.functional import run_image as functional_run
+    from vtasim.sim.cycle import run_image as cycle_run
+    from vtasim.sim.engines import check_result
+    from vtasim.sim.functional import run_image as functional_run
     results = {}
     for name, run in (("functional", functional_run), ("cycle", cycle_run)):
         res = run(image)
@@ -99,9 +99,9 @@ def test_resnet_layer_fallback_reduced(default_cfg, layer):
 
 def test_conv_reference_is_independent(default_cfg):
     """The numpy reference the image carries equals an im2col conv written here."""
-    from compiler.environment import Environment
-    from compiler.ops import workload_program, workload_shift
-    from compiler.reference import evaluate
+    from vtasim.compiler.dsl.environment import Environment
+    from vtasim.compiler.ops import workload_program, workload_shift
+    from vtasim.compiler.dsl.reference import evaluate
     wl = parse_workload("resnet18.C3", default_cfg, reduce=4)
     with Environment(default_cfg) as env:
         sch, args, inputs = workload_program(env, wl, fallback_knobs(wl, default_cfg), seed=5)
@@ -149,9 +149,9 @@ def test_gemm_and_vadd(default_cfg):
 
 
 def test_alu_chain_every_step_against_numpy(default_cfg):
-    from compiler.build import build
-    from compiler.environment import Environment
-    from compiler.ops.alu import alu_chain, schedule_alu
+    from vtasim.compiler.lowering.build import build
+    from vtasim.compiler.dsl.environment import Environment
+    from vtasim.compiler.ops.alu import alu_chain, schedule_alu
     steps = [("add", 5), ("sub", "B"), ("mul", 3), ("shl", 2), ("shr", 3), ("min", "B"), ("max", -20),
              ("sub", 7), ("clip", -100, 100), ("relu",)]
     m = 8
@@ -186,9 +186,9 @@ def test_padded_load_over_several_channel_blocks_is_an_unsupported_pattern(defau
 
 
 def test_immediate_out_of_range_is_named(default_cfg):
-    from compiler.build import build
-    from compiler.environment import Environment
-    from compiler.ops.alu import alu_chain, schedule_alu
+    from vtasim.compiler.lowering.build import build
+    from vtasim.compiler.dsl.environment import Environment
+    from vtasim.compiler.ops.alu import alu_chain, schedule_alu
     with Environment(default_cfg) as env:
         (pa,), out, copies, stages = alu_chain(env, 4, [("add", 70000)])
         with pytest.raises(CompileError, match="70000"):
@@ -197,8 +197,8 @@ def test_immediate_out_of_range_is_named(default_cfg):
 
 def test_compiled_image_round_trips_through_disasm(default_cfg, tmp_path):
     """disasm -> assemble -> encode gives the same bytes, and the re-assembled image replays identically."""
-    from hw.disasm import assemble, dump
-    from sim.cycle import run_image
+    from vtasim.hw.disasm import assemble, dump
+    from vtasim.sim.cycle import run_image
     c = compile_workload("resnet18.C7", default_cfg, reduce=2, knobs={"tile_co": [8, 2], "tile_h": [1, 7], "oc_nthread": 2})
     saved = c.image.save(tmp_path / "img")
     image = MemoryImage.load(saved)

@@ -12,20 +12,20 @@ import re
 
 import pytest
 
-from compiler import ir
-from compiler.errors import CompileError
-from compiler.ops.data import requant_shift
-from compiler.ir import Allocate, Attr, Buffer, Cast, Evaluate, For, Load, Select, Store, Var, seq
-from compiler.passes import PIPELINE, Func, run_passes
-from compiler.passes.coproc_sync import coproc_sync
-from compiler.passes.fold_uop_loop import fold_uop_loop
-from compiler.passes.inject_alu import inject_alu
-from compiler.passes.inject_dma import inject_dma
-from compiler.passes.inject_virtual_thread import inject_virtual_thread
-from compiler.passes.lift_alloc import lift_alloc
-from compiler.passes.lift_attr_scope import lift_attr_scope
-from compiler.passes.storage_rewrite import storage_rewrite
-from hw.config import load_config
+from vtasim.compiler.lowering import ir
+from vtasim.compiler.errors import CompileError
+from vtasim.compiler.ops.data import requant_shift
+from vtasim.compiler.lowering.ir import Allocate, Attr, Buffer, Cast, Evaluate, For, Load, Select, Store, Var, seq
+from vtasim.compiler.lowering.passes import PIPELINE, Func, run_passes
+from vtasim.compiler.lowering.passes.coproc_sync import coproc_sync
+from vtasim.compiler.lowering.passes.fold_uop_loop import fold_uop_loop
+from vtasim.compiler.lowering.passes.inject_alu import inject_alu
+from vtasim.compiler.lowering.passes.inject_dma import inject_dma
+from vtasim.compiler.lowering.passes.inject_virtual_thread import inject_virtual_thread
+from vtasim.compiler.lowering.passes.lift_alloc import lift_alloc
+from vtasim.compiler.lowering.passes.lift_attr_scope import lift_attr_scope
+from vtasim.compiler.lowering.passes.storage_rewrite import storage_rewrite
+from vtasim.hw.config import load_config
 from phase0_programs import ACC, INP, conv2d_vt, gemm_blocked, gemm_simple, nest, vadd
 
 MEM = {0: "UOP", 1: "WGT", 2: "INP", 3: "ACC", 4: "OUT", 5: "ACC_8BIT"}
@@ -253,7 +253,7 @@ def _copy(dst, src, axes, dst_idx, src_idx, cond=None, cast=None):
 
 
 def _dma_call(stmt, cfg):
-    from compiler.passes.simplify import simplify
+    from vtasim.compiler.lowering.passes.simplify import simplify
     out = inject_dma(simplify(stmt), cfg)
     assert isinstance(out, Attr) and out.key == "coproc_scope"
     return out.value, out.body.call
@@ -299,7 +299,7 @@ def test_dma_padding_from_the_select_clip_bounds(cfg):
 
 
 def test_dma_padded_load_with_batch_rows_is_the_non_flat_pattern():
-    from hw.config import default_config_path
+    from vtasim.hw.config import default_config_path
     cfg2 = load_config(default_config_path().parent / "presets" / "2x16x16.json")       # element = 2 x 16
     g = Buffer("G", (4, 4, 2, 16), "int8")
     s = Buffer("S", (6, 6, 2, 16), "int8", INP)

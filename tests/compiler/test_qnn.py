@@ -1,4 +1,4 @@
-"""compiler.qnn arithmetic against hand-checked values, direct loops, and onnxruntime."""
+"""vtasim.compiler.qnn arithmetic against hand-checked values, direct loops, and onnxruntime."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from compiler import qnn
-from compiler.errors import CompileError
+from vtasim.compiler import qnn
+from vtasim.compiler.errors import CompileError
 
 
 # ---- fixed-point multiplier -------------------------------------------------------------------

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compiler import qnn
-from compiler.qnn.vta_requant import alu_steps_int32
-from hw.isa import ALU_ADD, ALU_MAX, ALU_MIN, ALU_MUL, ALU_SHR
-from sim.functional import alu_apply
+from vtasim.compiler import qnn
+from vtasim.compiler.qnn.vta_requant import alu_steps_int32
+from vtasim.hw.isa import ALU_ADD, ALU_MAX, ALU_MIN, ALU_MUL, ALU_SHR
+from vtasim.sim.functional import alu_apply
 
 _OPS = {"add": ALU_ADD, "mul": ALU_MUL, "min": ALU_MIN, "max": ALU_MAX, "shr": ALU_SHR}
 
@@ -148,7 +148,7 @@ def test_unrepresentable_requantisations_raise(default_cfg, args, kwargs, match)
 
 
 def test_plan_command(capsys):
-    from compiler.qnn.__main__ import main
+    from vtasim.compiler.qnn.__main__ import main
     assert main(["0.00390625", "--acc-bound", "1048576", "--relu"]) == 0
     out = capsys.readouterr().out
     assert "path shift, 4 ALU steps, max_error_lsb 0" in out and "add 128 | shr 8 | min 127 | max 0" in out

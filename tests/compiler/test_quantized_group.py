@@ -11,9 +11,9 @@ import zlib
 import numpy as np
 import pytest
 
-from compiler import qnn
-from compiler.ops.quantized import build_qconv
-from sim.engines import check_result
+from vtasim.compiler import qnn
+from vtasim.compiler.ops.quantized import build_qconv
+from vtasim.sim.engines import check_result
 
 CASES = [
     # (C, H, W, O, k, stride, pad, groups, dilation, za)

@@ -1,5 +1,5 @@
-"""Quantised VTA layers (compiler.ops.quantized): the compiled program on the functional and cycle
-engines equals the numpy integer execution through compiler.qnn bit for bit, and that execution is
+"""Quantised VTA layers (vtasim.compiler.ops.quantized): the compiled program on the functional and cycle
+engines equals the numpy integer execution through vtasim.compiler.qnn bit for bit, and that execution is
 within the plan's proved bound of TVM's qnn.requantize; one layer on the RTL."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import zlib
 import numpy as np
 import pytest
 
-from compiler import qnn
-from compiler.errors import CompileError
-from compiler.ops.quantized import build_qconv, build_qdense
-from sim.engines import check_result
+from vtasim.compiler import qnn
+from vtasim.compiler.errors import CompileError
+from vtasim.compiler.ops.quantized import build_qconv, build_qdense
+from vtasim.sim.engines import check_result
 
 
 def _plan(cfg, rng, m_scale, weight, bias, za, zp, path, per_channel, relu):
@@ -103,7 +103,7 @@ def test_qconv_resnet_shape_uses_tophub(default_cfg):
 
 @pytest.mark.parametrize("preset", ["1x8x8", "2x16x16", "1x32x32"])
 def test_qconv_other_configs(preset):
-    from hw.config import load_preset
+    from vtasim.hw.config import load_preset
     cfg = load_preset(preset)
     rng = np.random.default_rng(11)
     w = rng.integers(-128, 128, (12, 10, 3, 3)).astype(np.int8)
@@ -161,7 +161,7 @@ def test_qconv_rejects(default_cfg):
 
 @pytest.mark.rtl
 def test_qconv_on_the_rtl_matches_cycle_engine(default_cfg, same_run):
-    from sim.cycle import run_image
+    from vtasim.sim.cycle import run_image
     rng = np.random.default_rng(8)
     w = rng.integers(-128, 128, (16, 16, 3, 3)).astype(np.int8)
     bias = rng.integers(-3000, 3000, 16).astype(np.int32)

@@ -5,8 +5,8 @@ import time
 import numpy as np
 import pytest
 
-from compiler import te
-from compiler.reference import ReferenceError_, evaluate
+from vtasim.compiler.dsl import te
+from vtasim.compiler.dsl.reference import ReferenceError_, evaluate
 
 RNG = np.random.default_rng(7)
 

@@ -1,4 +1,4 @@
-"""Runtime stream builder (compiler.runtime) against references derived by hand from the runtime rules.
+"""Runtime stream builder (vtasim.compiler.runtime) against references derived by hand from the runtime rules.
 
 The worked examples of compiler spec 6.2 (simple GEMM) and 3.2 (vector add) are replayed by calling
 the API exactly as the lowered programs there do; the expected instruction/flag listings below were
@@ -9,11 +9,11 @@ code under test.  Outputs are compared with numpy, counters with fsim's (spec 3.
 import numpy as np
 import pytest
 
-from compiler.runtime import CommandQueue, DramBuffer, RuntimeContractError
-from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_OUT, MEM_UOP, MEM_WGT, default_config_path, load_config
-from hw.isa import ALU_ADD, ALU_MAX, ALU_MIN, ALU_SHR, OP_ALU, OP_GEMM, OP_LOAD, OP_STORE, decode_stream, decode_uops
-from sim import functional
-from sim.errors import SimError
+from vtasim.compiler.runtime import CommandQueue, DramBuffer, RuntimeContractError
+from vtasim.hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_OUT, MEM_UOP, MEM_WGT, default_config_path, load_config
+from vtasim.hw.isa import ALU_ADD, ALU_MAX, ALU_MIN, ALU_SHR, OP_ALU, OP_GEMM, OP_LOAD, OP_STORE, decode_stream, decode_uops
+from vtasim.sim import functional
+from vtasim.sim.errors import SimError
 from tvm_runtime_model import listing
 
 # ---- helpers -------------------------------------------------------------------------------------
@@ -24,7 +24,7 @@ def run_functional(image):
 
 
 def run_cycle(image):
-    from sim.cycle import run_image
+    from vtasim.sim.cycle import run_image
     return run_image(image, progress=False)
 
 
@@ -97,7 +97,7 @@ def simple_gemm(cfg, max_insns=None, seed=0):
 
 
 def expected_gemm_listing():
-    """Derived by hand (see the module docstring of compiler.runtime.stream for the rules)."""
+    """Derived by hand (see the module docstring of vtasim.compiler.runtime.stream for the rules)."""
     rows = [("LD-UOP", ""), ("GEMM", "U")]                 # reset kernel; push(2,1) merges onto it
     for ko in range(N_BLK):
         rows += [("LD-INP", "p"), ("LD-WGT", "u")]            # pop(2,1) rides the load; push(1,2) merges

@@ -12,15 +12,15 @@ import itertools
 import numpy as np
 import pytest
 
-import compiler.build
-from compiler.build import build
-from compiler.environment import Environment
-from compiler.knobs import fallback_knobs
-from compiler.ops import workload_program
-from compiler.runtime import CommandQueue
-from compiler.workloads import parse_workload
-from hw.config import MEM_INP, MEM_OUT, MEM_WGT
-from sim import functional
+import vtasim.compiler.lowering.build
+from vtasim.compiler.lowering.build import build
+from vtasim.compiler.dsl.environment import Environment
+from vtasim.compiler.tuning.knobs import fallback_knobs
+from vtasim.compiler.ops import workload_program
+from vtasim.compiler.runtime import CommandQueue
+from vtasim.compiler.tuning.workloads import parse_workload
+from vtasim.hw.config import MEM_INP, MEM_OUT, MEM_WGT
+from vtasim.sim import functional
 from tvm_runtime_model import CallLog, listing, tvm_launches
 
 
@@ -120,12 +120,12 @@ def test_one_more_slot_moves_the_flush_to_the_gemm(default_cfg):
 def compile_logged(monkeypatch, cfg, name, reduce, max_insns, expected=False):
     """Reduced ``name`` with fallback knobs, every runtime call of its program recorded."""
     logs = []
-    real_emit = compiler.build.emit
+    real_emit = vtasim.compiler.lowering.build.emit
 
     def logged_emit(func, queue, buffers):
         logs.append(CallLog(queue))
         real_emit(func, logs[-1], buffers)
-    monkeypatch.setattr(compiler.build, "emit", logged_emit)
+    monkeypatch.setattr(vtasim.compiler.lowering.build, "emit", logged_emit)
     wl = parse_workload(name, cfg, reduce=reduce)
     with Environment(cfg) as env:
         sch, args, inputs = workload_program(env, wl, fallback_knobs(wl, cfg))

@@ -1,7 +1,7 @@
 """vtasim sweep / dse (compiler/scale) on a LocalCluster of in-process workers.
 
 References are independent of compiler/scale: each point is recompiled with compile_workload and run
-with sim.cycle.run_image here; the area proxy is recomputed from its formula; the Pareto front is
+with vtasim.sim.cycle.run_image here; the area proxy is recomputed from its formula; the Pareto front is
 checked by brute force."""
 
 import csv
@@ -13,15 +13,15 @@ import pytest
 
 pytest.importorskip("distributed")
 
-from hw.config import ConfigError, VTAConfig, load_preset  # noqa: E402
-from sim.cli import main  # noqa: E402
-from compiler.ops import compile_workload  # noqa: E402
-from compiler.scale import runner as runner_mod  # noqa: E402
-from compiler.scale.pareto import TOTAL, pareto_front, run_dse  # noqa: E402
-from compiler.scale.point import evaluate_point  # noqa: E402
-from compiler.scale.results import read_rows  # noqa: E402
-from compiler.scale.spec import SpecError, load_spec, parse_spec  # noqa: E402
-from sim.cycle import run_image  # noqa: E402
+from vtasim.hw.config import ConfigError, VTAConfig, load_preset  # noqa: E402
+from vtasim.sim.cli import main  # noqa: E402
+from vtasim.compiler.ops import compile_workload  # noqa: E402
+from vtasim.compiler.scale import runner as runner_mod  # noqa: E402
+from vtasim.compiler.scale.pareto import TOTAL, pareto_front, run_dse  # noqa: E402
+from vtasim.compiler.scale.point import evaluate_point  # noqa: E402
+from vtasim.compiler.scale.results import read_rows  # noqa: E402
+from vtasim.compiler.scale.spec import SpecError, load_spec, parse_spec  # noqa: E402
+from vtasim.sim.cycle import run_image  # noqa: E402
 
 SPEC = """\
 workloads = ["vadd.256", "resnet18.C10"]
@@ -101,7 +101,7 @@ def test_sweep_matches_direct_runs(swept):
         if r["workload"] == "resnet18.C10":
             assert c["gemm_counter"] > 0
     # the knobs a point used are the ones fitting_knobs (the demo's TopHub-adapted choice) picks
-    from compiler.demo import fitting_knobs
+    from vtasim.compiler.demo import fitting_knobs
     r = next(r for r in ok if r["workload"] == "resnet18.C10" and r["LOG_BLOCK"] == "3")
     assert json.loads(r["knob_values"]) == fitting_knobs("resnet18.C10", load_preset("1x8x8"), reduce=7)[0].knobs
 
@@ -216,7 +216,7 @@ def test_dse_figures_have_labelled_ticks_and_offset_point_labels(swept):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from compiler.scale.pareto import groups, pareto_figure, sensitivity_figure
+    from vtasim.compiler.scale.pareto import groups, pareto_figure, sensitivity_figure
     _, _, out, _ = swept
     grouped = groups(read_rows(out))
     for pts in grouped.values():
@@ -294,7 +294,7 @@ def test_bad_specs_are_one_line_errors(raw, words):
 
 
 def test_cli_bad_spec_exits_2_before_any_work(tmp_path, capsys, monkeypatch):
-    from sim.scale import cluster
+    from vtasim.sim.scale import cluster
     monkeypatch.setattr(cluster, "import_distributed", _boom)
     spec = tmp_path / "s.json"
     spec.write_text(json.dumps({"workloads": ["vadd.64"], "grid": {"LOG_BLOCK": [3, 7]}}))
@@ -307,6 +307,6 @@ def test_cli_bad_spec_exits_2_before_any_work(tmp_path, capsys, monkeypatch):
 def test_missing_extra_is_one_line(monkeypatch):
     import sys
     monkeypatch.setitem(sys.modules, "distributed", None)
-    from sim.scale import cluster
+    from vtasim.sim.scale import cluster
     with pytest.raises(runner_mod.MissingExtra, match=r"pip install 'vtasim\[scale\]'"):
         cluster.import_distributed()

@@ -3,8 +3,8 @@ same points run serially here; a worker killed mid-sweep loses nothing; an inter
 only the missing points; a failing point records its error; distributed tuning = serial tuning; the
 sweep's "tuned" knob source = the tuner's best record.
 
-References: ``evaluate_point`` called in this process (the serial run), :func:`compiler.tune.tune` with
-``jobs=0`` (in-process trials), ``compile_workload`` + ``sim.cycle.run_image``."""
+References: ``evaluate_point`` called in this process (the serial run), :func:`vtasim.compiler.tuning.tune.tune` with
+``jobs=0`` (in-process trials), ``compile_workload`` + ``vtasim.sim.cycle.run_image``."""
 
 import functools
 import json
@@ -15,15 +15,15 @@ import pytest
 
 pytest.importorskip("distributed")
 
-from hw.config import VTAConfig, load_preset  # noqa: E402
-from compiler.ops import compile_workload  # noqa: E402
-from compiler.scale.point import evaluate_point  # noqa: E402
-from compiler.scale.results import read_rows  # noqa: E402
-from compiler.scale.runner import run_sweep  # noqa: E402
-from compiler.scale.spec import parse_spec  # noqa: E402
-from compiler.tune import tune  # noqa: E402
-from sim.cycle import run_image  # noqa: E402
-from sim.scale.cluster import dask_client  # noqa: E402
+from vtasim.hw.config import VTAConfig, load_preset  # noqa: E402
+from vtasim.compiler.ops import compile_workload  # noqa: E402
+from vtasim.compiler.scale.point import evaluate_point  # noqa: E402
+from vtasim.compiler.scale.results import read_rows  # noqa: E402
+from vtasim.compiler.scale.runner import run_sweep  # noqa: E402
+from vtasim.compiler.scale.spec import parse_spec  # noqa: E402
+from vtasim.compiler.tuning.tune import tune  # noqa: E402
+from vtasim.sim.cycle import run_image  # noqa: E402
+from vtasim.sim.scale.cluster import dask_client  # noqa: E402
 
 # 2 workloads x 2 knob sources x 6 configs = 24 points, each well under a second
 RAW = {"base": "1x8x8", "workloads": ["vadd.256", "resnet18.C10"], "reduce": 7, "knobs": ["fallback", "tophub"],
@@ -54,7 +54,7 @@ def serial():
 
 def _counting(log, point):
     """evaluate_point, appending the point's key to ``log`` first (one line per evaluation, any process)."""
-    from compiler.scale.spec import point_key
+    from vtasim.compiler.scale.spec import point_key
     with open(log, "a") as f:
         f.write(point_key(point["config"], point["workload"], point["reduce"], point["knobs"], point.get("tune"))
                 + "\n")
@@ -63,7 +63,7 @@ def _counting(log, point):
 
 def _killer(marker, victim, log, point):
     """Like _counting, but the evaluation of point ``victim`` SIGKILLs its own worker process once."""
-    from compiler.scale.spec import point_key
+    from vtasim.compiler.scale.spec import point_key
     key = point_key(point["config"], point["workload"], point["reduce"], point["knobs"], point.get("tune"))
     if key == victim and not os.path.exists(marker):
         with open(marker, "w") as f:
@@ -146,15 +146,15 @@ def test_failing_point_records_its_error_and_the_others_finish(serial, tmp_path,
     """The cycle engine raises on configs with LOG_BLOCK 4 and DRAM_LATENCY 64 (in-thread workers see the
     patch): those 4 points are status=error with the exception's first line; the 20 others equal the
     serial run."""
-    import sim.cycle
+    import vtasim.sim.cycle
     spec, ref = serial
-    real = sim.cycle.run_image
+    real = vtasim.sim.cycle.run_image
 
     def broken(image, **kw):
         if image.cfg.LOG_BLOCK == 4 and image.cfg.DRAM_LATENCY == 64:
             raise RuntimeError("injected engine bug\nsecond line")
         return real(image, **kw)
-    monkeypatch.setattr(sim.cycle, "run_image", broken)
+    monkeypatch.setattr(vtasim.sim.cycle, "run_image", broken)
     counts = run_sweep(spec, tmp_path / "r.csv", workers=2, processes=False, log=_quiet)
     assert counts == {"total": 24, "done_before": 0, "ok": 20, "skipped": 0, "error": 4, "lost": 0}
     for r in read_rows(tmp_path / "r.csv"):
@@ -231,8 +231,8 @@ def test_tls_options_reach_dask(serial, tmp_path, capsys):
     points equal the serial run; a client without the certificates cannot talk to it."""
     import distributed
 
-    from sim.cli import main
-    from sim.scale.cluster import dask_client, security_from
+    from vtasim.sim.cli import main
+    from vtasim.sim.scale.cluster import dask_client, security_from
     ca, cert, key = _self_signed(tmp_path)
     sec = security_from(ca, cert, key)
     with dask_client(workers=1, security=sec, log=_quiet) as client:
@@ -252,7 +252,7 @@ def test_tls_options_reach_dask(serial, tmp_path, capsys):
 
 def test_bad_cluster_options_are_one_line_errors(tmp_path, capsys):
     """Half the TLS files, or a missing scheduler file: exit 2 with one line naming the option, no results file."""
-    from sim.cli import main
+    from vtasim.sim.cli import main
     spec_file = tmp_path / "s.json"
     spec_file.write_text(json.dumps({**RAW, "grid": {"LOG_BLOCK": [3]}}))
     out = tmp_path / "r.csv"
@@ -269,7 +269,7 @@ def test_bad_cluster_options_are_one_line_errors(tmp_path, capsys):
 def test_tune_command_on_dask_equals_the_process_pool(tmp_path, capsys):
     """vtasim tune --workers 2 (Dask) and --jobs 2 (process pool), same seed: the same trials in the log and
     the same 'tuned' line."""
-    from sim.cli import main
+    from vtasim.sim.cli import main
     outs, logs = [], []
     for k, opts in enumerate((["--workers", "2"], ["--jobs", "2"])):
         log = tmp_path / f"t{k}.jsonl"
@@ -287,7 +287,7 @@ def test_existing_scheduler_is_used_unchanged(serial, tmp_path, capsys):
 
     import distributed
 
-    from sim.cli import main
+    from vtasim.sim.cli import main
     spec_file = tmp_path / "s.json"
     spec_file.write_text(json.dumps({**RAW, "grid": {"LOG_BLOCK": [4], "DRAM_LATENCY": [64]}}))
     out = tmp_path / "r.csv"

@@ -6,8 +6,8 @@ them), plus topi's conv2d with the fused epilogue.  Each builder returns ``(sche
 import sys
 from pathlib import Path
 
-from compiler import te
-from compiler.ops.conv2d import CONV_TAG, schedule_conv2d_packed
+from vtasim.compiler.dsl import te
+from vtasim.compiler.ops.conv2d import CONV_TAG, schedule_conv2d_packed
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 if str(EXAMPLES) not in sys.path:

@@ -1,7 +1,7 @@
 """An independent model of TVM's VTA runtime, for checking the runtime stream builder against it.
 
 Written for the tests from the rules of TVM's ``vta/runtime/runtime.cc`` (its last version), not
-from ``compiler.runtime``: a :class:`CallLog` wraps a :class:`compiler.runtime.CommandQueue` and
+from ``vtasim.compiler.runtime``: a :class:`CallLog` wraps a :class:`vtasim.compiler.runtime.CommandQueue` and
 records the runtime calls a program makes; :func:`tvm_launches` replays them the way TVM's runtime
 would and returns the instruction buffer of every device launch, as ``(kind, flags)`` rows in the
 form :func:`listing` decodes from an image.
@@ -20,8 +20,8 @@ The rules replayed:
 
 from __future__ import annotations
 
-from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_UOP, MEM_WGT
-from hw.isa import OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, decode_stream
+from vtasim.hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_UOP, MEM_WGT
+from vtasim.hw.isa import OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, decode_stream
 
 FLAG_CHARS = (("P", "pop_prev"), ("p", "pop_next"), ("U", "push_prev"), ("u", "push_next"))
 LOAD_KINDS = {MEM_UOP: "LD-UOP", MEM_INP: "LD-INP", MEM_WGT: "LD-WGT", MEM_ACC: "LD-ACC", MEM_ACC_8BIT: "LD-ACC8"}

@@ -25,13 +25,13 @@ def network_cache(tmp_path_factory):
 @pytest.fixture(scope="session")
 def resnet_small(tmp_path_factory):
     """A ResNet-18-shaped int8 QDQ model at 32x32 (every conv shape class, residual adds, head)."""
-    from compiler.frontend.models.resnet18 import make_resnet18
+    from vtasim.compiler.frontend.models.resnet18 import make_resnet18
     return make_resnet18(tmp_path_factory.mktemp("resnet") / "resnet18_32.onnx", image=32, classes=16)
 
 
 @pytest.fixture(scope="session")
 def digits_split():
-    from compiler.frontend.models.digits import load_split
+    from vtasim.compiler.frontend.models.digits import load_split
     return load_split()
 
 
@@ -41,7 +41,7 @@ def torch_model():
     ``mode`` for fbgemm, built once per session: (module, input shape)."""
     torch = pytest.importorskip("torch")
     pytest.importorskip("torchvision")
-    from compiler.frontend.models.torchvision_quant import build
+    from vtasim.compiler.frontend.models.torchvision_quant import build
     torch.set_num_threads(1)          # two cores shared: PyTorch's thread pool only contends
     cache = {}
 

@@ -7,9 +7,9 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from compiler.frontend.compare import ort_session
-from compiler.frontend.execute import execute
-from compiler.frontend.onnx_import import from_onnx
+from vtasim.compiler.frontend.compare import ort_session
+from vtasim.compiler.frontend.execute import execute
+from vtasim.compiler.frontend.onnx_import import from_onnx
 
 __all__ = ["F32", "U8", "I8", "I32", "model", "both", "check_float", "check_exact", "rng", "floats"]
 

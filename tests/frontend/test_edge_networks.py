@@ -23,9 +23,9 @@ import numpy as np
 import onnx
 import pytest
 
-from compiler.frontend.compare import OrtReference, agreement, output_lsb
-from compiler.frontend.models import edge
-from compiler.frontend.network import Network
+from vtasim.compiler.frontend.compare import OrtReference, agreement, output_lsb
+from vtasim.compiler.frontend.models import edge
+from vtasim.compiler.frontend.network import Network
 
 SMALL = {"mobilenet_v2": dict(hw=32, width=0.5, classes=16), "yolo_tiny": dict(hw=64, classes=3),
          "bert_tiny": dict(), "dcgan": dict()}

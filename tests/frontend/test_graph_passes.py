@@ -17,11 +17,11 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from compiler.frontend import fuse, passes
-from compiler.frontend.execute import execute
-from compiler.frontend.models._onnx import GraphBuilder, quantize, run
-from compiler.frontend.network import Network
-from compiler.frontend.onnx_import import from_onnx, load_onnx
+from vtasim.compiler.frontend import fuse, passes
+from vtasim.compiler.frontend.execute import execute
+from vtasim.compiler.frontend.models._onnx import GraphBuilder, quantize, run
+from vtasim.compiler.frontend.network import Network
+from vtasim.compiler.frontend.onnx_import import from_onnx, load_onnx
 
 BATCH = 8
 
@@ -169,7 +169,7 @@ def _qdq(model, path, seed=0, fmt="qdq", **kw):
         return quantize(model, path, cal, fmt, batch=8)
     from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
 
-    from compiler.frontend.models._onnx import _reader
+    from vtasim.compiler.frontend.models._onnx import _reader
     raw = path.with_suffix(".float.onnx")
     onnx.save(model, raw)
     kw = {"activation_type": QuantType.QInt8, "weight_type": QuantType.QInt8, **kw}

@@ -1,6 +1,6 @@
 """Host fallback instead of refusal, and models with several inputs.
 
-The edge network (``compiler.frontend.models.edge``: a depthwise conv, LeakyReLU, Resize, Concat
+The edge network (``vtasim.compiler.frontend.models.edge``: a depthwise conv, LeakyReLU, Resize, Concat
 between convs VTA runs) is quantised by onnxruntime in both formats.  References: onnxruntime on
 the CPU for the network, and the numpy execution of each VTA region (``engine="reference"``) for
 the cycle engine's regions, bit for bit.  The placement is checked node by node, and ``--strict``
@@ -15,10 +15,10 @@ import sys
 import numpy as np
 import pytest
 
-from compiler.frontend.compare import agreement, output_lsb
-from compiler.frontend.models._onnx import run as ort_run
-from compiler.frontend.models.edge import make_edge_net
-from compiler.frontend.network import Network
+from vtasim.compiler.frontend.compare import agreement, output_lsb
+from vtasim.compiler.frontend.models._onnx import run as ort_run
+from vtasim.compiler.frontend.models.edge import make_edge_net
+from vtasim.compiler.frontend.network import Network
 
 
 @pytest.fixture(scope="module", params=["qdq", "qop"])
@@ -61,7 +61,7 @@ def test_cycle_engine_regions_equal_their_numpy_execution(edge, cfg):
 
 
 def _vtasim(*args):
-    r = subprocess.run([sys.executable, "-m", "sim.cli", "onnx", *map(str, args)], capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-m", "vtasim.sim.cli", "onnx", *map(str, args)], capture_output=True, text=True,
                        timeout=600)
     return r.returncode, r.stdout, r.stderr
 

@@ -15,8 +15,8 @@ from onnx import helper
 from onnx_cases import both as _both, check_exact as _check_exact, check_float as _check_float
 from onnx_cases import floats as _f, model as _model, rng as _rng
 
-from compiler.frontend.execute import execute
-from compiler.frontend.onnx_import import from_onnx
+from vtasim.compiler.frontend.execute import execute
+from vtasim.compiler.frontend.onnx_import import from_onnx
 
 # --- float ops --------------------------------------------------------------------------------------
 

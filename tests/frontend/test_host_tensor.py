@@ -14,8 +14,8 @@ import pytest
 from onnx import TensorProto, helper
 from onnx_cases import both, check_exact, check_float, floats, model, rng
 
-from compiler.frontend.execute import execute
-from compiler.frontend.onnx_import import from_onnx
+from vtasim.compiler.frontend.execute import execute
+from vtasim.compiler.frontend.onnx_import import from_onnx
 
 
 def _one(op, x, inits=None, n_out=1, opset=17, extra_inputs=(), **attrs):
@@ -267,7 +267,7 @@ def test_qlinear_softmax():
 
 
 def test_a_two_input_model_runs_with_both_feeds_and_names_a_missing_one():
-    from compiler.frontend.errors import FrontendError
+    from vtasim.compiler.frontend.errors import FrontendError
     r = rng(26)
     a, b = floats(r, 2, 3), floats(r, 2, 3)
     m = model([helper.make_node("Div", ["a", "b"], ["y"])], {"a": a, "b": b + 4}, {})
@@ -293,7 +293,7 @@ def test_conv_transpose(strides, pads, out_pad, group, dil):
 def test_qconv2d_transpose_against_a_scatter_loop():
     """The integer form (groups, per-channel weight zero points, pads, output_padding) against the
     definition written as a loop: every input pixel scatters its products onto the full output."""
-    from compiler import qnn
+    from vtasim.compiler import qnn
     r = rng(28)
     qa = r.integers(-128, 128, (1, 6, 5, 5)).astype(np.int8)
     qw = r.integers(-127, 128, (6, 2, 3, 3)).astype(np.int8)

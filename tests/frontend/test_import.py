@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from compiler.frontend.compare import OrtReference, agreement, output_lsb
-from compiler.frontend.errors import ModelFileError, UnsupportedModel
-from compiler.frontend.models import DIGITS_QDQ, DIGITS_QOP
-from compiler.frontend.network import Network
-from compiler.frontend.onnx_import import MAX_ELEMENTS, load_onnx
+from vtasim.compiler.frontend.compare import OrtReference, agreement, output_lsb
+from vtasim.compiler.frontend.errors import ModelFileError, UnsupportedModel
+from vtasim.compiler.frontend.models import DIGITS_QDQ, DIGITS_QOP
+from vtasim.compiler.frontend.network import Network
+from vtasim.compiler.frontend.onnx_import import MAX_ELEMENTS, load_onnx
 
 
 @pytest.mark.parametrize("path", [DIGITS_QDQ, DIGITS_QOP], ids=["qdq", "qop"])

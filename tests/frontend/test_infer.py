@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from cli_checks import one_line_error as _one_line_error
 
-from compiler.frontend.models import DIGITS_QDQ
+from vtasim.compiler.frontend.models import DIGITS_QDQ
 
 
 def _vtasim(*args, env=None):
-    r = subprocess.run([sys.executable, "-m", "sim.cli", *map(str, args)], capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-m", "vtasim.sim.cli", *map(str, args)], capture_output=True, text=True,
                        timeout=900, env={**os.environ, **(env or {})})
     return r.returncode, r.stdout, r.stderr
 
@@ -47,7 +47,7 @@ def inputs(digits_split, tmp_path_factory):
 
 def _fresh(cfg, xs, engine):
     """The one-shot path in this process: import, passes, partition, compile, run."""
-    from compiler.frontend.network import Network
+    from vtasim.compiler.frontend.network import Network
     net = Network.from_onnx(DIGITS_QDQ, cfg)
     ys, cycles = [], []
     for x in xs:
@@ -223,7 +223,7 @@ def test_user_npz_dataset_with_preprocessing(net_dir, digits_split, tmp_path):
 
 
 def test_load_npz_bounds(tmp_path):
-    from hw.files import load_npz
+    from vtasim.hw.files import load_npz
     p = tmp_path / "a.npz"
     np.savez_compressed(p, big=np.zeros(1 << 20, np.uint8), small=np.arange(3))
     assert load_npz(p, "t", 2 << 20)["small"].tolist() == [0, 1, 2]
@@ -233,8 +233,8 @@ def test_load_npz_bounds(tmp_path):
 
 def test_images_of_one_layer_share_the_decoded_program(net_dir):
     """Only the input segment changes per input: the cycle engine decodes a layer's program once."""
-    from compiler.frontend.netfile import load_network
-    from sim.cycle.engine import cached_program
+    from vtasim.compiler.frontend.netfile import load_network
+    from vtasim.sim.cycle.engine import cached_program
     net, _ = load_network(net_dir)
     layer = net.regions["conv1"].layer
     rng = np.random.default_rng(0)
@@ -275,12 +275,12 @@ def test_compile_only_refuses_run_options(tmp_path, inputs):
 def test_round_trip_of_every_region_kind(model, cfg, tmp_path, request):
     """Depthwise and grouped convs (the edge net at c=16), QOperator files, a ResNet with residual adds on
     the host: saved and reloaded, the network gives the fresh one's bytes and cycles."""
-    from compiler.frontend.inputs import load_feeds
-    from compiler.frontend.models import DIGITS_QOP
-    from compiler.frontend.models.edge import make_edge_net
-    from compiler.frontend.netcache import compile_key, compile_network
-    from compiler.frontend.netfile import load_network
-    from compiler.frontend.network import Network
+    from vtasim.compiler.frontend.inputs import load_feeds
+    from vtasim.compiler.frontend.models import DIGITS_QOP
+    from vtasim.compiler.frontend.models.edge import make_edge_net
+    from vtasim.compiler.frontend.netcache import compile_key, compile_network
+    from vtasim.compiler.frontend.netfile import load_network
+    from vtasim.compiler.frontend.network import Network
     path = {"digits_qop": lambda: DIGITS_QOP, "digits_fixed": lambda: DIGITS_QOP,
             "edge16": lambda: make_edge_net(tmp_path / "e.onnx", c=16),
             "resnet_small": lambda: request.getfixturevalue("resnet_small")}[model]()
@@ -329,7 +329,7 @@ def _chain_record(d):
 def test_multi_op_network_reloads_with_the_one_shot_outputs_table_and_cycles(resnet_net, resnet_small, cfg, tmp_path):
     """Compiled in one process, run in another: the one-shot ``vtasim onnx``'s per-layer table (every member of
     the body with its share of the launch's cycles) and cycles; the in-process fresh network's bytes."""
-    from compiler.frontend.network import Network
+    from vtasim.compiler.frontend.network import Network
     d, x, xp = resnet_net
     doc, name, rec = _chain_record(d)
     assert doc["options"]["region_mode"] == "multi" and len(rec["members"]) == 27 and len(rec["images"]) == 1
@@ -356,7 +356,7 @@ def test_multi_op_network_reloads_with_the_one_shot_outputs_table_and_cycles(res
 def test_corrupt_weight_byte_in_a_chain_image_changes_the_outputs(resnet_net, cfg, tmp_path):
     """Mutation: one byte of the last convolution's kernel in the saved chain image: the reloaded network's
     outputs are no longer the compiled one's (the reload-equality check can fail)."""
-    from compiler.frontend.netfile import load_network
+    from vtasim.compiler.frontend.netfile import load_network
     d, x, xp = resnet_net
     net, _ = load_network(d, cfg)
     (chain,) = {id(r): r for r in net.regions.values() if hasattr(r, "nodes")}.values()
@@ -428,7 +428,7 @@ def test_tampered_chain_region_is_refused_in_one_line(resnet_net, tmp_path, case
 def test_single_mode_network_round_trips_and_is_another_cache_entry(resnet_small, resnet_net, cfg, tmp_path):
     """``--regions single``: every convolution its own qlayer region, the adds on the host; the reloaded run
     gives the multi-mode network's bytes (the VTA add equals the host's), and the mode is part of the key."""
-    from compiler.frontend.netcache import compile_key
+    from vtasim.compiler.frontend.netcache import compile_key
     d, x, xp = resnet_net
     _ok("onnx", resnet_small, "--compile-only", "--out", tmp_path / "single", "--regions", "single")
     doc = json.loads((tmp_path / "single" / "network.json").read_text())
@@ -446,11 +446,11 @@ def test_single_mode_network_round_trips_and_is_another_cache_entry(resnet_small
 def test_edge_bytes_of_a_reloaded_single_mode_network(cfg, tmp_path):
     """``--regions single``: the reloaded network's single-op regions count the host<->VTA bytes the freshly
     compiled ones do (the restored layer keeps no output buffer: the bytes come from the image)."""
-    from compiler.frontend.inputs import load_feeds
-    from compiler.frontend.netfile import load_network
-    from compiler.frontend.network import Network
-    from compiler.frontend.region import VtaRegion
-    from compiler.frontend.report import edge_bytes
+    from vtasim.compiler.frontend.inputs import load_feeds
+    from vtasim.compiler.frontend.netfile import load_network
+    from vtasim.compiler.frontend.network import Network
+    from vtasim.compiler.frontend.region import VtaRegion
+    from vtasim.compiler.frontend.report import edge_bytes
     _ok("onnx", DIGITS_QDQ, "--compile-only", "--out", tmp_path / "single", "--regions", "single")
     loaded, _ = load_network(tmp_path / "single", cfg)
     fresh = Network.from_onnx(DIGITS_QDQ, cfg, region_mode="single")

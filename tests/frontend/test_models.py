@@ -14,8 +14,8 @@ onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 pytest.importorskip("sklearn")
 
-from compiler.frontend.models import DIGITS_FLOAT, DIGITS_QDQ, DIGITS_QOP, digits, digits_paths  # noqa: E402
-from compiler.frontend.models._onnx import run  # noqa: E402
+from vtasim.compiler.frontend.models import DIGITS_FLOAT, DIGITS_QDQ, DIGITS_QOP, digits, digits_paths  # noqa: E402
+from vtasim.compiler.frontend.models._onnx import run  # noqa: E402
 
 INT8 = {"qdq": DIGITS_QDQ, "qop": DIGITS_QOP}
 
@@ -105,8 +105,8 @@ def _assert_qdq_around_every_conv(model):
 
 # --- ResNet-18-shaped network and the sub-network set -------------------------------------------
 
-from compiler.errors import CompileError  # noqa: E402
-from compiler.frontend.models import blocks, resnet18  # noqa: E402
+from vtasim.compiler.errors import CompileError  # noqa: E402
+from vtasim.compiler.frontend.models import blocks, resnet18  # noqa: E402
 
 # (kernel, stride, cin, cout) of every Conv of ResNet-18 v1 in graph order: stem, then per block
 # conv1, conv2 and (first block of stages 2-4) the 1x1 stride-2 shortcut

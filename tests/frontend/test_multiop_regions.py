@@ -10,11 +10,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compiler.frontend.compare import OrtReference, agreement, output_lsb
-from compiler.frontend.execute import execute
-from compiler.frontend.network import Network
-from compiler.frontend.region_chain import VtaChainRegion
-from sim.engines import check_result, run_engine
+from vtasim.compiler.frontend.compare import OrtReference, agreement, output_lsb
+from vtasim.compiler.frontend.execute import execute
+from vtasim.compiler.frontend.network import Network
+from vtasim.compiler.frontend.region_chain import VtaChainRegion
+from vtasim.sim.engines import check_result, run_engine
 
 # Worst relative error of the network output against onnxruntime (the documented bound of the existing
 # per-layer path: the layers' 1-LSB requantisation differences compound; the adds add none).
@@ -27,7 +27,7 @@ def _chains(net) -> list:
 
 
 def _block(kind, tmp_path, fmt="qdq"):
-    from compiler.frontend.models import blocks
+    from vtasim.compiler.frontend.models import blocks
     if kind == "residual":
         return blocks.residual_block(tmp_path / "res.onnx", c=32, hw=8, format=fmt)
     return blocks.downsample_block(tmp_path / "down.onnx", cin=32, cout=64, hw=8, format=fmt)
@@ -40,9 +40,9 @@ def _input(net, seed=11):
 def test_qadd_plan_equals_the_host_add_on_every_pair():
     """The ALU plan against the host's add (host_ops, the float rule onnxruntime uses) on all 2^16
     int8 pairs, for random scales and zero points; outputs cover the range (not saturated)."""
-    from compiler.frontend.composite import qadd_node
-    from compiler.frontend.host_ops import run_host
-    from compiler.qnn.qadd import plan_qadd
+    from vtasim.compiler.frontend.composite import qadd_node
+    from vtasim.compiler.frontend.host_ops import run_host
+    from vtasim.compiler.qnn.qadd import plan_qadd
     rng = np.random.default_rng(3)
     grid = np.arange(-128, 128)
     a, b = (v.astype(np.int8) for v in np.meshgrid(grid, grid, indexing="ij"))
@@ -63,8 +63,8 @@ def test_qadd_plan_equals_the_host_add_on_every_pair():
 
 def test_split_plan_on_the_alu_equals_the_host(cfg):
     """The seventeen-stage split plan (each input loaded twice) compiled and run on the cycle engine."""
-    from compiler.ops.residual import build_qadd
-    from compiler.qnn.qadd import plan_qadd, qadd_float
+    from vtasim.compiler.ops.residual import build_qadd
+    from vtasim.compiler.qnn.qadd import plan_qadd, qadd_float
     args = (0.06724012643098831, -8, 0.014712294563651085, -128, 0.0440719909965992, -128, -128, 127)   # a block's add
     plan = plan_qadd(*args, one_multiplier=False)
     assert len(plan.stages) > 10
@@ -143,8 +143,8 @@ def test_reduced_resnet_body_is_one_region(resnet_small, cfg):
     assert edge["in"] == sum(e["nbytes"] for e in info.values() if e["role"] == "input") > 0
     assert edge["out"] == sum(e["nbytes"] for e in info.values() if e["role"] == "output") > 0
     # the edge info alone packs the input into the image and reads the output back
-    from compiler.ops.layout import pack_nchw, unpack_nchw
-    from sim.image import MemoryImage, Segment
+    from vtasim.compiler.ops.layout import pack_nchw, unpack_nchw
+    from vtasim.sim.image import MemoryImage, Segment
     (image,) = chain.images({v: vals[v] for v in chain.inputs})
     (e_in,) = (e for e in info.values() if e["role"] == "input")
     (out_v, e_out), = ((v, e) for v, e in info.items() if e["role"] == "output")
@@ -165,7 +165,7 @@ def test_report_of_a_region_run(cfg, tmp_path):
     pytest.importorskip("matplotlib")
     import csv
 
-    from compiler.frontend.report import write_report
+    from vtasim.compiler.frontend.report import write_report
     path = _block("residual", tmp_path)
     net = Network.from_onnx(path, cfg, skip_first_conv=False)
     _, records = net.run(_input(net), engine="cycle")
@@ -199,8 +199,8 @@ def _short_shift(stages):
 def test_a_dropped_requant_shift_is_caught(cfg, tmp_path, monkeypatch):
     """Mutation: the add's final shift one bit short.  plan_qadd's all-pairs proof refuses every such
     plan, and a region built with one anyway differs from the host's add."""
-    from compiler.qnn import RequantError
-    from compiler.qnn import qadd as qadd_mod
+    from vtasim.compiler.qnn import RequantError
+    from vtasim.compiler.qnn import qadd as qadd_mod
     real_plan = qadd_mod.plan_qadd
 
     def short_plan(*args):
@@ -232,9 +232,9 @@ def test_a_dropped_requant_shift_is_caught(cfg, tmp_path, monkeypatch):
 def test_a_chain_of_adds_in_one_launch(cfg):
     """Three adds, each reading the one before (and the region input), as three kernels of one image: each
     value equals the host's add of the host's values, on both engines."""
-    from compiler.frontend.composite import qadd_node
-    from compiler.frontend.graph import Graph
-    from compiler.frontend.host_ops import run_host
+    from vtasim.compiler.frontend.composite import qadd_node
+    from vtasim.compiler.frontend.graph import Graph
+    from vtasim.compiler.frontend.host_ops import run_host
     shape = (1, 32, 6, 6)
     nodes = [qadd_node("a0", "a0", "x", "x", "y0", 0.0213, 3, 0.0197, -5, 0.0311, 2, np.int8),
              qadd_node("a1", "a1", "y0", "x", "y1", 0.0311, 2, 0.0213, 3, 0.0517, -1, np.int8, "relu"),

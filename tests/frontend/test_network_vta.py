@@ -1,7 +1,7 @@
 """Whole networks with their VTA regions on the engines.
 
 References: onnxruntime on the CPU (the same model file), the labels of the digits test split, and
-each region's numpy execution of the same integers (``engine="reference"``, compiler.qnn), which
+each region's numpy execution of the same integers (``engine="reference"``, vtasim.compiler.qnn), which
 the engines must equal bit for bit."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compiler.frontend.compare import OrtReference, agreement, output_lsb
-from compiler.frontend.execute import execute
-from compiler.frontend.models import DIGITS_QDQ, DIGITS_QOP
-from compiler.frontend.network import Network
+from vtasim.compiler.frontend.compare import OrtReference, agreement, output_lsb
+from vtasim.compiler.frontend.execute import execute
+from vtasim.compiler.frontend.models import DIGITS_QDQ, DIGITS_QOP
+from vtasim.compiler.frontend.network import Network
 
 # Worst difference from onnxruntime's int8 logits on the digits test split, in output LSBs (both
 # formats, every engine): onnxruntime requantises in float, VTA with the fixed-point ALU plan, whose
@@ -24,7 +24,7 @@ NETWORK_LSB_BOUND = 2
 def _regions_within_their_plan_bound(net, vals):
     """Each VTA region, on the input it got, differs from TVM's exact requantisation (UPWARD, the host
     path) by at most its plan's proved ``max_error_lsb``."""
-    from compiler.frontend.host_ops import run_host
+    from vtasim.compiler.frontend.host_ops import run_host
     for n in net.graph.nodes:
         if n.target == "vta":
             exact = run_host(n, [vals[n.inputs[0]]])[0].astype(np.int64)
@@ -69,9 +69,9 @@ def test_per_channel_weights_run_the_fixed_point_path(cfg, digits_split, tmp_pat
     import onnx
     from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
 
-    from compiler.frontend.models._onnx import _reader
+    from vtasim.compiler.frontend.models._onnx import _reader
     x_tr, _, xt, _ = digits_split
-    from compiler.frontend.models import DIGITS_FLOAT
+    from vtasim.compiler.frontend.models import DIGITS_FLOAT
     out = tmp_path / "pc.onnx"
     quantize_static(str(DIGITS_FLOAT), str(out), _reader(onnx.load(DIGITS_FLOAT).graph.input[0].name, x_tr[:200], 50),
                     quant_format=QuantFormat.QDQ, per_channel=True, activation_type=QuantType.QInt8,
@@ -135,7 +135,7 @@ def test_sub_network_set_regions_bit_exact(block, fmt, cfg, tmp_path):
     """The layer-pattern stage of the validation ladder: one residual block, one stride-2
     downsampling block, the dense head (small spatial sizes), both formats: every conv/dense on VTA,
     bit-exact against its numpy execution, and close to onnxruntime."""
-    from compiler.frontend.models import blocks
+    from vtasim.compiler.frontend.models import blocks
     make = {"residual": lambda p: blocks.residual_block(p, c=32, hw=8, format=fmt),
             "downsample": lambda p: blocks.downsample_block(p, cin=32, cout=64, hw=8, format=fmt),
             "head": lambda p: blocks.dense_head(p, c=64, classes=20, hw=4, format=fmt)}[block]
@@ -159,8 +159,8 @@ def test_uint8_activations_shift_into_int8_exactly(cfg, digits_split, tmp_path):
     import onnx
     from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
 
-    from compiler.frontend.models import DIGITS_FLOAT
-    from compiler.frontend.models._onnx import _reader
+    from vtasim.compiler.frontend.models import DIGITS_FLOAT
+    from vtasim.compiler.frontend.models._onnx import _reader
     x_tr, _, xt, _ = digits_split
     out = tmp_path / "u8.onnx"
     quantize_static(str(DIGITS_FLOAT), str(out), _reader(onnx.load(DIGITS_FLOAT).graph.input[0].name, x_tr[:200], 50),

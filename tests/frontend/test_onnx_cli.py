@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from cli_checks import one_line_error as _one_line_error
 
-from compiler.frontend.models import DIGITS_QDQ
+from vtasim.compiler.frontend.models import DIGITS_QDQ
 
 
 def _vtasim(*args, cwd=None):
-    r = subprocess.run([sys.executable, "-m", "sim.cli", "onnx", *map(str, args)], capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-m", "vtasim.sim.cli", "onnx", *map(str, args)], capture_output=True, text=True,
                        cwd=cwd, timeout=600)
     return r.returncode, r.stdout, r.stderr
 
@@ -58,7 +58,7 @@ def test_requant_shift_path_refuses_non_power_of_two_scales(fmt):
 
 def _nonsquare_model(tmp_path):
     """conv 3x3 (packable) then conv 3x1 (not: conv2d_packed takes square kernels), int8 QDQ."""
-    from compiler.frontend.models._onnx import GraphBuilder, quantize
+    from vtasim.compiler.frontend.models._onnx import GraphBuilder, quantize
     rng = np.random.default_rng(0)
     g = GraphBuilder()
     t = g.op("Relu", [g.conv("x", rng.normal(0, 0.2, (16, 16, 3, 3)), np.zeros(16), pad=1)])
@@ -84,8 +84,8 @@ def test_report_and_saved_images_replay(tmp_path):
     assert "top-1 accuracy on 20 labelled inputs" in out and "vs onnxruntime int8" in out
     # the float32 model the int8 one was quantised from, on the same 20 held-out digits
     import onnxruntime as ort
-    from compiler.frontend.models import DIGITS_FLOAT
-    from compiler.frontend.models.digits import load_split
+    from vtasim.compiler.frontend.models import DIGITS_FLOAT
+    from vtasim.compiler.frontend.models.digits import load_split
     _, _, x_te, y_te = load_split()
     sess = ort.InferenceSession(str(DIGITS_FLOAT), providers=["CPUExecutionProvider"])
     logits = sess.run(None, {sess.get_inputs()[0].name: x_te[:20]})[0]
@@ -100,7 +100,7 @@ def test_report_and_saved_images_replay(tmp_path):
     saved = sorted(p for p in imgs.iterdir() if p.is_dir())
     assert len(saved) == 3
     for d in saved:                       # each region replays on its own and matches its expected output
-        r = subprocess.run([sys.executable, "-m", "sim.cli", "run", str(d), "--engine", "cycle", "--check"],
+        r = subprocess.run([sys.executable, "-m", "vtasim.sim.cli", "run", str(d), "--engine", "cycle", "--check"],
                            capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stdout + r.stderr
 
@@ -109,7 +109,7 @@ def test_held_out_top1_runs_the_model_it_is_given(tmp_path):
     """A model that always answers class 0 scores the share of zeros among the first N labels."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
-    from compiler.frontend.models.digits import held_out_top1, load_split
+    from vtasim.compiler.frontend.models.digits import held_out_top1, load_split
     w = numpy_helper.from_array(np.zeros((64, 10), np.float32), "w")
     b = numpy_helper.from_array(np.eye(10, dtype=np.float32)[0], "b")
     graph = helper.make_graph(

@@ -1,4 +1,4 @@
-"""``vtasim onnx`` on models that break a graph rule (:mod:`compiler.frontend.validate`): each is one
+"""``vtasim onnx`` on models that break a graph rule (:mod:`vtasim.compiler.frontend.validate`): each is one
 stderr line naming the node or value and the rule, exit 2, before onnxruntime sees the model; a
 20,000-node Identity chain imports in time linear in its size; ``--report`` and ``--save-images``
 follow the output-directory rule.
@@ -16,7 +16,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from cli_checks import one_line, vtasim
-from compiler.frontend.models import DIGITS_QDQ
+from vtasim.compiler.frontend.models import DIGITS_QDQ
 
 
 def onnx_cli(*args):
@@ -120,8 +120,8 @@ class _CountingList(list):
 def test_simplify_inference_walks_the_graph_a_fixed_number_of_times():
     """The deterministic side of linear time: removing 2,000 Identity nodes walks the node list a few
     times, not once per removed node (the quadratic pass renamed each one's uses over the whole graph)."""
-    from compiler.frontend.graph import Graph, Node
-    from compiler.frontend.passes import simplify_inference
+    from vtasim.compiler.frontend.graph import Graph, Node
+    from vtasim.compiler.frontend.passes import simplify_inference
     n = 2000
     nodes = [Node("Identity", [f"t{k}"], [f"t{k + 1}"], {}, f"id{k}") for k in range(n)]
     nodes.append(Node("Relu", [f"t{n}"], ["y"], {}, "relu"))

@@ -11,10 +11,10 @@ import pytest
 from onnx import helper
 from onnx_cases import model as _model
 
-from compiler.frontend.compare import OrtReference, cpu_has_vnni, fused_level_note, ort_session
-from compiler.frontend.errors import FrontendError
-from compiler.frontend.models import DIGITS_QDQ
-from compiler.frontend.models.digits import load_split
+from vtasim.compiler.frontend.compare import OrtReference, cpu_has_vnni, fused_level_note, ort_session
+from vtasim.compiler.frontend.errors import FrontendError
+from vtasim.compiler.frontend.models import DIGITS_QDQ
+from vtasim.compiler.frontend.models.digits import load_split
 
 
 def test_basic_level_equals_the_unoptimised_graph_on_the_digits_qdq_model():

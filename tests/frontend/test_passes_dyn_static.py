@@ -8,10 +8,10 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from compiler.frontend.dyn_static import dynamic_to_static
-from compiler.frontend.execute import execute
-from compiler.frontend.models._onnx import run
-from compiler.frontend.onnx_import import from_onnx
+from vtasim.compiler.frontend.dyn_static import dynamic_to_static
+from vtasim.compiler.frontend.execute import execute
+from vtasim.compiler.frontend.models._onnx import run
+from vtasim.compiler.frontend.onnx_import import from_onnx
 
 
 def _model(nodes, inputs, inits: dict, out_shape, out="y"):
@@ -97,7 +97,7 @@ def test_constant_of_shape_and_expand_at_run_time():
     """A shape fed by the caller: ConstantOfShape and Expand run on the host, equal to onnxruntime; a
     shape beyond the element limit is refused before anything is allocated."""
     import pytest
-    from compiler.frontend.errors import FrontendError
+    from vtasim.compiler.frontend.errors import FrontendError
     nodes = [helper.make_node("ConstantOfShape", ["want"], ["c"], value=numpy_helper.from_array(np.full(1, 0.5, np.float32))),
              helper.make_node("Expand", ["b", "want"], ["e"]),
              helper.make_node("Add", ["c", "e"], ["y"])]

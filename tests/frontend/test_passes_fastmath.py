@@ -10,9 +10,9 @@ import pytest
 from onnx import TensorProto, helper
 from scipy import special
 
-from compiler.frontend.execute import execute
-from compiler.frontend.fastmath import ERROR_BOUNDS, fast_erf, fast_exp, fast_math, fast_tanh
-from compiler.frontend.onnx_import import from_onnx
+from vtasim.compiler.frontend.execute import execute
+from vtasim.compiler.frontend.fastmath import ERROR_BOUNDS, fast_erf, fast_exp, fast_math, fast_tanh
+from vtasim.compiler.frontend.onnx_import import from_onnx
 
 GRIDS = {"Exp": (fast_exp, np.exp, (-87.3, 88.7)), "Tanh": (fast_tanh, np.tanh, (-12, 12)),
          "Erf": (fast_erf, special.erf, (-12, 12))}
@@ -40,8 +40,8 @@ def test_within_the_stated_bound_on_a_dense_grid(op):
 
 
 def test_fast_softmax_within_its_bound_of_the_exact_op():
-    from compiler.frontend.host_ops import run_host
-    from compiler.frontend.graph import Node
+    from vtasim.compiler.frontend.host_ops import run_host
+    from vtasim.compiler.frontend.graph import Node
     ab_bound, rel_bound = ERROR_BOUNDS["Softmax"]
     rng = np.random.default_rng(3)
     for scale in (0.5, 4.0, 30.0):                    # 30: most outputs far below the row's maximum
@@ -87,7 +87,7 @@ def test_model_equals_onnxruntime_within_the_bound():
 
 
 def test_off_by_default_in_the_network(cfg):
-    from compiler.frontend.network import Network
+    from vtasim.compiler.frontend.network import Network
     net = Network(from_onnx(_model()), cfg)
     assert net.graph.counts() == {"Exp": 1, "Tanh": 1, "Erf": 1, "Softmax": 1}
     assert not any(n.startswith("fast_math") for n in net.notes)
@@ -100,7 +100,7 @@ def test_cli_fast_math_flag_prints_what_it_changed(tmp_path):
     onnx.save(_model(), path)
     outs = {}
     for flag in ((), ("--fast-math",)):
-        r = subprocess.run([sys.executable, "-m", "sim.cli", "onnx", str(path), *flag], capture_output=True,
+        r = subprocess.run([sys.executable, "-m", "vtasim.sim.cli", "onnx", str(path), *flag], capture_output=True,
                            text=True, timeout=600)
         assert r.returncode == 0, r.stderr
         outs[flag] = r.stdout

@@ -8,10 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compiler.frontend.combine import _plans, merged_plan
-from compiler.frontend.compare import OrtReference, agreement, output_lsb
-from compiler.frontend.models._onnx import GraphBuilder, quantize
-from compiler.frontend.network import Network
+from vtasim.compiler.frontend.combine import _plans, merged_plan
+from vtasim.compiler.frontend.compare import OrtReference, agreement, output_lsb
+from vtasim.compiler.frontend.models._onnx import GraphBuilder, quantize
+from vtasim.compiler.frontend.network import Network
 
 
 def _w(rng, o, i, k):
@@ -143,8 +143,8 @@ def test_bert_tiny_projections_kept_apart_by_cycles_and_bit_identical_when_force
     combined, so the pass keeps them apart; forced (the cycle gate replaced), they combine and the
     network's outputs equal the uncombined network's."""
     import onnx
-    from compiler.frontend import combine
-    from compiler.frontend.models import edge
+    from vtasim.compiler.frontend import combine
+    from vtasim.compiler.frontend.models import edge
     path = edge.make("bert_tiny", tmp_path / "bert.onnx")
     gated, plain = _nets(path, cfg)
     assert sum("cycles combined against" in n for n in gated.notes) == 2, gated.notes

@@ -20,10 +20,10 @@ HERE = Path(__file__).resolve().parent
 
 
 def _vtasim(*args):
-    """``python -m sim.cli torch ...`` run from this directory (``torch_cases:tiny`` importable), the checkout
+    """``python -m vtasim.sim.cli torch ...`` run from this directory (``torch_cases:tiny`` importable), the checkout
     on the path."""
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    r = subprocess.run([sys.executable, "-m", "sim.cli", "torch", *map(str, args)], capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-m", "vtasim.sim.cli", "torch", *map(str, args)], capture_output=True, text=True,
                        cwd=HERE, env=env, timeout=900)
     return r.returncode, r.stdout, r.stderr
 
@@ -68,8 +68,8 @@ def test_a_region_of_several_nodes_is_counted_once(monkeypatch, capsys):
     """``Network.regions`` maps each member node to its region (a multi-op region appears once per member):
     the command prints the number of distinct regions.  PyTorch's uint8 activations keep its networks'
     regions single-op, so the test names one region under a second member, as a multi-op region does."""
-    from compiler.frontend.network import Network
-    from sim.cli import main
+    from vtasim.compiler.frontend.network import Network
+    from vtasim.sim.cli import main
     real, built = Network.from_torch.__func__, []
 
     def with_a_second_member(cls, *args, **kw):

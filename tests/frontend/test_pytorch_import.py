@@ -13,11 +13,11 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchvision")
 
-from compiler.frontend.errors import FrontendError, ModelFileError, UnsupportedModel  # noqa: E402
-from compiler.frontend.models.torchvision_quant import TRAIN_STEPS, build, random_inputs, task_inputs  # noqa: E402
-from compiler.frontend.network import Network  # noqa: E402
-from compiler.frontend.torch_import import apply_state_dict, from_torch, load_factory, load_state_dict  # noqa: E402
-from compiler.frontend.torch_reference import TorchReference, layer_lsb  # noqa: E402
+from vtasim.compiler.frontend.errors import FrontendError, ModelFileError, UnsupportedModel  # noqa: E402
+from vtasim.compiler.frontend.models.torchvision_quant import TRAIN_STEPS, build, random_inputs, task_inputs  # noqa: E402
+from vtasim.compiler.frontend.network import Network  # noqa: E402
+from vtasim.compiler.frontend.torch_import import apply_state_dict, from_torch, load_factory, load_state_dict  # noqa: E402
+from vtasim.compiler.frontend.torch_reference import TorchReference, layer_lsb  # noqa: E402
 from torch_cases import tiny  # noqa: E402
 
 CASES = [(n, m) for n in ("resnet18", "mobilenet_v2", "mobilenet_v3_large") for m in ("eager", "fx")]
@@ -69,7 +69,7 @@ def test_each_op_within_one_lsb_of_pytorch(quantised, cfg):
 
 def test_activations_are_neither_zero_nor_clipped(quantised):
     """The calibration leaves every quantised activation spread over its range (else the checks are void)."""
-    from compiler.frontend.torch_reference import _torch_values
+    from vtasim.compiler.frontend.torch_reference import _torch_values
     _, _, module, shape = quantised
     vals = _torch_values(module, task_inputs(1, shape[-1], 12)[0])
     for k, t in vals.items():
@@ -83,8 +83,8 @@ def test_the_conditioning_makes_the_network_insensitive_to_rounding():
     """An untrained random MobileNetV2 is chaotic: input noise of 1 % of an input LSB (which moves a few input
     codes, as a rounding difference moves a few codes of a layer) changes PyTorch's own top-1 class on many
     inputs.  The bundled network, conditioned on its synthetic task, keeps every input's class."""
-    from compiler.frontend.compare import agreement
-    from compiler.frontend.torch_reference import input_scale, noisy_runs
+    from vtasim.compiler.frontend.compare import agreement
+    from vtasim.compiler.frontend.torch_reference import input_scale, noisy_runs
     xs = task_inputs(32, 32, 21)[0][:, None]
     floors = {}
     for steps in (0, TRAIN_STEPS):
@@ -105,7 +105,7 @@ def test_tiny_model_on_vta_matches_pytorch(cfg):
     assert max(layer_lsb(net, m, xs[0], engine="cycle").values()) <= 1
     ours = np.concatenate([net.run(x, engine="cycle")[0] for x in xs])
     refs = np.concatenate([ref.run(x) for x in xs])
-    from compiler.frontend.compare import agreement, output_lsb
+    from vtasim.compiler.frontend.compare import agreement, output_lsb
     a = agreement(ours, refs, output_lsb(net.graph))
     assert a["max_lsb"] <= 2 and a["top1"] == 1.0, a
 

@@ -23,11 +23,11 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("torchvision")
 
-from compiler.frontend.compare import agreement, output_lsb  # noqa: E402
-from compiler.frontend.models.torchvision_quant import random_inputs, task_inputs  # noqa: E402
-from compiler.frontend.network import Network  # noqa: E402
-from compiler.frontend.torch_reference import TorchReference, input_scale, noisy_runs  # noqa: E402
-from sim.image import Segment  # noqa: E402
+from vtasim.compiler.frontend.compare import agreement, output_lsb  # noqa: E402
+from vtasim.compiler.frontend.models.torchvision_quant import random_inputs, task_inputs  # noqa: E402
+from vtasim.compiler.frontend.network import Network  # noqa: E402
+from vtasim.compiler.frontend.torch_reference import TorchReference, input_scale, noisy_runs  # noqa: E402
+from vtasim.sim.image import Segment  # noqa: E402
 
 CASES = [(n, m) for n in ("resnet18", "mobilenet_v2", "mobilenet_v3_large") for m in ("eager", "fx")]
 

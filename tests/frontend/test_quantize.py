@@ -15,11 +15,11 @@ import numpy as np
 import onnx
 import pytest
 
-from compiler.frontend.calibrate import kl_threshold, power2_scale
-from compiler.frontend.models import DIGITS_FLOAT
-from compiler.frontend.models._onnx import run as ort_run
-from compiler.frontend.network import Network
-from compiler.frontend.quantizer import QuantizeOptions, layerwise_ties, quantize_model
+from vtasim.compiler.frontend.calibrate import kl_threshold, power2_scale
+from vtasim.compiler.frontend.models import DIGITS_FLOAT
+from vtasim.compiler.frontend.models._onnx import run as ort_run
+from vtasim.compiler.frontend.network import Network
+from vtasim.compiler.frontend.quantizer import QuantizeOptions, layerwise_ties, quantize_model
 
 
 @pytest.fixture(scope="module")
@@ -150,7 +150,7 @@ def test_power2_scale_rule():
 
 
 def _vtasim(*args):
-    r = subprocess.run([sys.executable, "-m", "sim.cli", "quantize", *map(str, args)], capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-m", "vtasim.sim.cli", "quantize", *map(str, args)], capture_output=True, text=True,
                        timeout=600)
     return r.returncode, r.stdout, r.stderr
 

@@ -8,8 +8,8 @@ temporary directory.
 import numpy as np
 import pytest
 
-from compiler.frontend.models._onnx import quantize
-from compiler.frontend.models.edge import edge_net_float
+from vtasim.compiler.frontend.models._onnx import quantize
+from vtasim.compiler.frontend.models.edge import edge_net_float
 
 
 def test_quantize_writes_nothing_in_the_working_directory(tmp_path, monkeypatch):

@@ -2,9 +2,9 @@
 
 import pytest
 
-from compiler.frontend.execute import LayerRecord
-from compiler.frontend.report import roofline_figure, roofline_points
-from hw.config import load_config
+from vtasim.compiler.frontend.execute import LayerRecord
+from vtasim.compiler.frontend.report import roofline_figure, roofline_points
+from vtasim.hw.config import load_config
 
 matplotlib = pytest.importorskip("matplotlib")
 

@@ -7,7 +7,7 @@ import warnings
 
 import torch
 
-from compiler.frontend.models.torchvision_quant import random_inputs
+from vtasim.compiler.frontend.models.torchvision_quant import random_inputs
 
 
 class Tiny(torch.nn.Module):

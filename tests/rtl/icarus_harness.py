@@ -20,9 +20,9 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from sim.rtl.results import parse_trace            # noqa: E402
-from sim.rtl.runner import _write_hex, parse_hex   # noqa: E402
-from hw.rtl_params import write_header              # noqa: E402
+from vtasim.sim.rtl.results import parse_trace  # noqa: E402
+from vtasim.sim.rtl.runner import _write_hex, parse_hex  # noqa: E402
+from vtasim.hw.rtl_params import write_header  # noqa: E402
 
 RTL_DIR = ROOT / "hw" / "rtl"
 TB_TOP = ROOT / "hw" / "rtl" / "tb" / "tb_top.v"
@@ -65,8 +65,8 @@ def run_image(vvp, image, work_dir=None, max_cycles: int = 1_000_000) -> dict:
 
 def timeline_a(cfg):
     """docs/timing.md 10 A: LOAD UOP x_size=1; FINISH (cycles = 42)."""
-    from sim.builder import ProgramBuilder
-    from hw.config import MEM_UOP
+    from vtasim.sim.builder import ProgramBuilder
+    from vtasim.hw.config import MEM_UOP
     b = ProgramBuilder(cfg)
     u = b.uops([(0, 0, 0)])
     b.load(memory_type=MEM_UOP, dram_base=u.elem(MEM_UOP), x_size=1, y_size=1, x_stride=1)
@@ -76,7 +76,7 @@ def timeline_a(cfg):
 
 def timeline_b(cfg):
     """docs/timing.md 10 B: NOP-COMPUTE; FINISH (cycles = 25)."""
-    from sim.builder import ProgramBuilder
+    from vtasim.sim.builder import ProgramBuilder
     b = ProgramBuilder(cfg)
     b.nop("compute")
     b.finish()
@@ -84,7 +84,7 @@ def timeline_b(cfg):
 
 
 def main():
-    from hw.config import load_config
+    from vtasim.hw.config import load_config
     cfg = load_config()
     with tempfile.TemporaryDirectory() as tmp:
         vvp = compile_icarus(cfg, tmp)

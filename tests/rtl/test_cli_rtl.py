@@ -12,16 +12,16 @@ pytestmark = pytest.mark.rtl
 
 @pytest.fixture(scope="module")
 def image_dir(cfg, tmp_path_factory):
-    from sim.programs.unit import UNIT_PROGRAMS
+    from vtasim.sim.programs.unit import UNIT_PROGRAMS
     d = tmp_path_factory.mktemp("img") / "gemm_smt"
     UNIT_PROGRAMS["gemm_smt"](cfg).save(d)
     return d
 
 
 def test_run_engine_rtl_json(image_dir, verilator_build, capsys):
-    from sim.cli import main
-    from sim.cycle import run_image as cycle_run
-    from sim.image import MemoryImage
+    from vtasim.sim.cli import main
+    from vtasim.sim.cycle import run_image as cycle_run
+    from vtasim.sim.image import MemoryImage
     image = MemoryImage.load(image_dir)
     assert main(["run", str(image_dir), "--engine", "rtl", "--json", "--check"]) == 0
     doc = json.loads(capsys.readouterr().out)
@@ -34,8 +34,8 @@ def test_run_engine_rtl_json(image_dir, verilator_build, capsys):
 
 
 def test_diff_command_matches(image_dir, verilator_build, capsys):
-    from sim.cli import main
-    from sim.image import MemoryImage
+    from vtasim.sim.cli import main
+    from vtasim.sim.image import MemoryImage
     image = MemoryImage.load(image_dir)
     assert main(["diff", str(image_dir)]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
@@ -44,8 +44,8 @@ def test_diff_command_matches(image_dir, verilator_build, capsys):
 
 
 def test_diff_against_functional_on_icarus_with_waves(image_dir, icarus_build, capsys, tmp_path, monkeypatch):
-    from sim.cli import main
-    from sim.image import MemoryImage
+    from vtasim.sim.cli import main
+    from vtasim.sim.image import MemoryImage
     n_out = len(MemoryImage.load(image_dir).outputs)
     monkeypatch.chdir(tmp_path)
     assert main(["diff", str(image_dir), "--against", "functional", "--sim", "icarus", "--waves", "vcd"]) == 0
@@ -56,7 +56,7 @@ def test_diff_against_functional_on_icarus_with_waves(image_dir, icarus_build, c
 
 
 def _module_counts(image) -> list:
-    from hw.isa import decode_fields, module_array
+    from vtasim.hw.isa import decode_fields, module_array
     mods = module_array(decode_fields(image.cfg, image.insn_bytes()))
     return [int((mods == m).sum()) for m in range(3)]
 
@@ -64,17 +64,17 @@ def _module_counts(image) -> list:
 def _retired_at_end(vcd) -> list:
     """The last value of each module's retired-instruction counter in a VCD with the RTL's names."""
     from vcdread import read_vcd
-    from waveforms.vcd import SCOPE
+    from vtasim.waveforms.vcd import SCOPE
     names = [".".join(SCOPE) + f".u_{m}.u_ctrl.ret_midx" for m in ("load", "compute", "store")]
     changes = read_vcd(vcd, names=set(names))
     return [changes[n][-1][1] for n in names]
 
 
 def test_waves_command(image_dir, icarus_build, tmp_path, capsys):
-    from sim.cli import main
+    from vtasim.sim.cli import main
     out = tmp_path / "w"
     assert main(["waves", str(image_dir), "--out", str(out), "--sim", "icarus", "--waves", "vcd"]) == 0
-    from sim.image import MemoryImage
+    from vtasim.sim.image import MemoryImage
     want = _module_counts(MemoryImage.load(image_dir))
     assert _retired_at_end(out / "rtl.vcd") == want and _retired_at_end(out / "model.vcd") == want
     for gtkw, vcd in (("rtl.gtkw", "rtl.vcd"), ("model.gtkw", "model.vcd")):
@@ -85,7 +85,7 @@ def test_waves_command(image_dir, icarus_build, tmp_path, capsys):
 
 def test_demo_with_rtl(tmp_path, verilator_build, capsys):
     """The README's main command with --rtl: the RTL's retire trace equals the cycle engine's."""
-    from sim.cli import main
+    from vtasim.sim.cli import main
     assert main(["demo", "--out", str(tmp_path / "demo"), "--rtl", "verilator"]) == 0
     out = capsys.readouterr().out
     assert "rtl/verilator outputs OK" in out and "retire trace identical to the cycle engine" in out
@@ -97,7 +97,7 @@ FST_HEADER = bytes([0]) + (329).to_bytes(8, "big")
 
 
 def test_waves_default_to_fst_on_icarus(image_dir, icarus_build, tmp_path, capsys):
-    from sim.cli import main
+    from vtasim.sim.cli import main
     out = tmp_path / "w"
     assert main(["waves", str(image_dir), "--out", str(out), "--rtl", "--sim", "icarus"]) == 0
     assert (out / "rtl.fst").read_bytes()[:9] == FST_HEADER
@@ -107,8 +107,8 @@ def test_waves_default_to_fst_on_icarus(image_dir, icarus_build, tmp_path, capsy
 def test_run_waves_fst_on_verilator(image_dir, verilator_build, tmp_path, monkeypatch, capsys):
     """Verilator compiles FST tracing into every build, so runs with waves use the build of the runs
     without them (the fixture's): no build of its own."""
-    from sim.cli import main
-    from sim.rtl.runner import get_build
+    from vtasim.sim.cli import main
+    from vtasim.sim.rtl.runner import get_build
     monkeypatch.chdir(tmp_path)
     assert get_build(verilator_build.cfg, "verilator", waves="fst").dir == verilator_build.dir
     assert main(["run", str(image_dir), "--engine", "rtl", "--waves", "--check"]) == 0
@@ -117,8 +117,8 @@ def test_run_waves_fst_on_verilator(image_dir, verilator_build, tmp_path, monkey
 
 
 def test_run_waves_says_where_and_writes_a_save_file_beside(image_dir, icarus_build, tmp_path, monkeypatch, capsys):
-    from sim.cli import main
-    from sim.image import MemoryImage
+    from vtasim.sim.cli import main
+    from vtasim.sim.image import MemoryImage
     monkeypatch.chdir(tmp_path)
     assert main(["run", str(image_dir), "--engine", "rtl", "--sim", "icarus", "--waves", "vcd"]) == 0
     wave, gtkw = tmp_path / "vtasim_rtl.vcd", tmp_path / "vtasim_rtl.gtkw"
@@ -128,7 +128,7 @@ def test_run_waves_says_where_and_writes_a_save_file_beside(image_dir, icarus_bu
 
 
 def test_diff_waves_says_where(image_dir, icarus_build, tmp_path, monkeypatch, capsys):
-    from sim.cli import main
+    from vtasim.sim.cli import main
     monkeypatch.chdir(tmp_path)
     assert main(["diff", str(image_dir), "--sim", "icarus", "--waves", "vcd"]) == 0
     first = capsys.readouterr().out.splitlines()[0]

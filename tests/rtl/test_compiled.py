@@ -9,9 +9,9 @@ pytestmark = pytest.mark.rtl
 
 
 def test_compiled_dense_matches_on_the_rtl(cfg, verilator_build, same_run):
-    from compiler.ops import compile_workload
-    from sim.cycle import run_image
-    from sim.rtl import run_images
+    from vtasim.compiler.ops import compile_workload
+    from vtasim.sim.cycle import run_image
+    from vtasim.sim.rtl import run_images
     image = compile_workload("dense.16x64x64", cfg, knobs={"tile_ci": [2, 2], "tile_co": [2, 2]}).image
     assert image.expected, "the compiled image carries its numpy reference"
     (result,) = run_images([image], sim="verilator", errors="return")

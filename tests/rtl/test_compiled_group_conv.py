@@ -10,10 +10,10 @@ pytestmark = pytest.mark.rtl
 
 
 def test_compiled_group_conv_matches_on_the_rtl(cfg, verilator_build, same_run):
-    from compiler.ops import compile_workload
-    from sim.cycle import run_image
-    from sim.engines import check_result
-    from sim.rtl import run_images
+    from vtasim.compiler.ops import compile_workload
+    from vtasim.sim.cycle import run_image
+    from vtasim.sim.engines import check_result
+    from vtasim.sim.rtl import run_images
     images = [compile_workload(name, cfg).image
               for name in ("group_conv2d.4.4.64.64.3.1.1.2", "depthwise_conv2d.5.5.32.3.1.1")]
     results = run_images(images, sim="verilator", errors="return")

@@ -16,12 +16,12 @@ def test_region_image_identical_on_the_rtl(fuse, cfg, tmp_path, verilator_build,
     """The residual block's one image on Verilator (the add fused into the second convolution, or a
     kernel of its own): the same bytes, retire records and cycles as the cycle engine, and the image's
     numpy oracle."""
-    from compiler.frontend.execute import execute
-    from compiler.frontend.models import blocks
-    from compiler.frontend.network import Network
-    from compiler.frontend.region_chain import VtaChainRegion
-    from sim.cycle import run_image
-    from sim.rtl import run_images
+    from vtasim.compiler.frontend.execute import execute
+    from vtasim.compiler.frontend.models import blocks
+    from vtasim.compiler.frontend.network import Network
+    from vtasim.compiler.frontend.region_chain import VtaChainRegion
+    from vtasim.sim.cycle import run_image
+    from vtasim.sim.rtl import run_images
     path = blocks.residual_block(tmp_path / "res.onnx", c=16, hw=8)
     net = Network.from_onnx(path, cfg, skip_first_conv=False, fuse_adds=fuse)
     (chain,) = {id(r): r for r in net.regions.values() if isinstance(r, VtaChainRegion)}.values()

@@ -1,4 +1,4 @@
-"""Random legal programs (sim.programs.randprog): RTL vs cycle engine, identical bytes and retire records.
+"""Random legal programs (vtasim.sim.programs.randprog): RTL vs cycle engine, identical bytes and retire records.
 
 CI: 100 programs on the default config in one Verilator process.  ``slow``: 1,000 per preset."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from hw.config import PRESETS, load_preset
+from vtasim.hw.config import PRESETS, load_preset
 
 pytestmark = pytest.mark.rtl
 N_CI = 100
@@ -16,10 +16,10 @@ N_SLOW = 1000
 
 def _campaign(cfg, seeds, sim="verilator"):
     """(number identical, failures as (seed, report)) - every failure names its seed."""
-    from sim.rtl import run_images
-    from sim.cycle import run_image as cycle_run
-    from sim.diff import compare
-    from sim.programs.randprog import generate
+    from vtasim.sim.rtl import run_images
+    from vtasim.sim.cycle import run_image as cycle_run
+    from vtasim.sim.diff import compare
+    from vtasim.sim.programs.randprog import generate
     images = [generate(cfg, s) for s in seeds]
     model = [cycle_run(im) for im in images]
     rtl = run_images(images, sim=sim, errors="return", max_cycles=[2 * m.cycles + 10_000 for m in model])
@@ -61,19 +61,19 @@ def test_random_programs_per_preset(name):
 
 
 def test_fuzz_command_reports_seed_and_coverage(verilator_build, capsys, tmp_path):
-    from sim.cli import main
+    from vtasim.sim.cli import main
     rc = main(["fuzz", "--n", "8", "--seed", "77", "--out", str(tmp_path)])
     out = capsys.readouterr().out
     assert rc == 0, out
     assert "seeds 77..84" in out and "seeds 77..84: 8 programs identical, 0 diverged" in out
-    from sim.programs.randprog import ALL_BINS
+    from vtasim.sim.programs.randprog import ALL_BINS
     assert f"of {len(ALL_BINS)} bins hit by 8 programs" in out and "op:GEMM" in out and "not hit:" in out
 
 
 def test_random_programs_legacy_isa_on_icarus():
     """HW_VER 0.0.1 (2-bit memory_type: a STORE's OUT reads as 0): random programs, stores included,
     give the cycle engine's bytes and retire records on the RTL (Icarus: a small build)."""
-    from hw.config import load_config
+    from vtasim.hw.config import load_config
     cfg = load_config().replace(HW_VER="0.0.1")
     seeds = list(range(3000, 3012))
     _, failures = _campaign(cfg, seeds, sim="icarus")

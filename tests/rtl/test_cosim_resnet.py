@@ -7,16 +7,16 @@ from __future__ import annotations
 
 import pytest
 
-from compiler.workloads import RESNET18
+from vtasim.compiler.tuning.workloads import RESNET18
 
 pytestmark = pytest.mark.rtl
 LAYERS = list(RESNET18)
 
 
 def _runs(cfg, reduce):
-    from compiler.ops import compile_workload
-    from sim.cycle import run_image as cycle_run
-    from sim.rtl import run_images
+    from vtasim.compiler.ops import compile_workload
+    from vtasim.sim.cycle import run_image as cycle_run
+    from vtasim.sim.rtl import run_images
     images = {name: compile_workload(name, cfg, reduce=reduce).image for name in LAYERS}
     rtl = run_images([images[n] for n in LAYERS], sim="verilator", errors="return")
     return {n: (images[n], cycle_run(images[n]), r) for n, r in zip(LAYERS, rtl)}

@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
-from hw.config import MEM_UOP
-from sim.rtl import runner, tools
+from vtasim.hw.config import MEM_UOP
+from vtasim.sim.rtl import runner, tools
 
 pytestmark = pytest.mark.rtl
 
@@ -54,8 +54,8 @@ def test_prune_never_removes_a_build_in_use(tmp_path, monkeypatch):
 
 
 def test_max_cycles_outside_the_watchdog_port_is_rejected(cfg):
-    from sim.rtl import run_images
-    from sim.programs.unit import UNIT_PROGRAMS
+    from vtasim.sim.rtl import run_images
+    from vtasim.sim.programs.unit import UNIT_PROGRAMS
     with pytest.raises(ValueError, match=r"max_cycles = 4294967296 .*32-bit"):
         run_images([UNIT_PROGRAMS["gemm_smt"](cfg)], sim="icarus", max_cycles=1 << 32)
 
@@ -82,13 +82,13 @@ def test_build_key_follows_sources_and_config(cfg, tmp_path):
 
 
 def test_build_key_follows_the_generated_header(cfg, monkeypatch):
-    """hw.isa feeds the header (field positions, opcodes) but is no HDL source: a changed header
+    """vtasim.hw.isa feeds the header (field positions, opcodes) but is no HDL source: a changed header
     must still give a new build."""
-    import hw.rtl_params
+    import vtasim.hw.rtl_params
     srcs = runner._sources(runner.default_rtl_dir(), runner.default_tb_file())
     key = runner._build_key(cfg, "icarus", False, srcs)
-    monkeypatch.setattr(hw.rtl_params, "OP_ALU", 7)
-    assert "`define VTA_OP_ALU 7" in hw.rtl_params.header_text(cfg)
+    monkeypatch.setattr(vtasim.hw.rtl_params, "OP_ALU", 7)
+    assert "`define VTA_OP_ALU 7" in vtasim.hw.rtl_params.header_text(cfg)
     assert key != runner._build_key(cfg, "icarus", False, srcs)
 
 
@@ -100,9 +100,9 @@ def test_missing_rtl_is_a_clear_error(cfg, tmp_path):
 def test_watchdog_ends_a_run_at_max_cycles(cfg, icarus_build):
     """A live program (docs/timing.md 10 A: 42 cycles) under a budget of 30: the watchdog stops it at
     cycle 30 with what retired before (a deadlock is the detector's, tests/rtl/test_deadlock.py)."""
-    from sim.rtl import run_image
-    from sim.builder import ProgramBuilder
-    from sim.errors import RtlWatchdog
+    from vtasim.sim.rtl import run_image
+    from vtasim.sim.builder import ProgramBuilder
+    from vtasim.sim.errors import RtlWatchdog
     b = ProgramBuilder(cfg)
     u = b.uops([(0, 0, 0)])
     b.load(memory_type=MEM_UOP, dram_base=u, x_size=1)
@@ -113,9 +113,9 @@ def test_watchdog_ends_a_run_at_max_cycles(cfg, icarus_build):
 
 
 def test_batch_keeps_going_after_a_failing_image(cfg, icarus_build):
-    from sim.rtl import run_images
-    from sim.builder import ProgramBuilder
-    from sim.errors import DeadlockError
+    from vtasim.sim.rtl import run_images
+    from vtasim.sim.builder import ProgramBuilder
+    from vtasim.sim.errors import DeadlockError
     bad = ProgramBuilder(cfg)
     bad.nop("compute", pop_prev=1)
     bad.finish()

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import pytest
 
-from hw.config import PRESETS, load_preset
+from vtasim.hw.config import PRESETS, load_preset
 
 pytestmark = pytest.mark.rtl
 
 
 def _gemm_pair(cfg, n0: int, n1: int):
     """GEMM with n0 uop iterations; GEMM with n1; FINISH (docs/timing.md 10 I; uop memory is zero)."""
-    from sim.builder import ProgramBuilder
+    from vtasim.sim.builder import ProgramBuilder
     b = ProgramBuilder(cfg)
     b.gemm(uop_bgn=0, uop_end=1, iter_in=n0)
     b.gemm(uop_bgn=0, uop_end=1, iter_in=n1)
@@ -25,8 +25,8 @@ def _gemm_pair(cfg, n0: int, n1: int):
 def test_full_command_queue_timeline_on_the_rtl(cfg, same_run):
     """docs/timing.md 10 I on the RTL, CMD_QUEUE_DEPTH = 1: GEMM1 is dispatched at 24, the cycle after
     GEMM0 left the full queue (not at 23, the cycle it left), FINISH at 39; cycles 46."""
-    from sim.cycle import run_image
-    from sim.rtl import run_image as rtl_run
+    from vtasim.sim.cycle import run_image
+    from vtasim.sim.rtl import run_image as rtl_run
     image = _gemm_pair(cfg.replace(CMD_QUEUE_DEPTH=1), 10, 1)
     rtl = rtl_run(image, sim="icarus")
     assert rtl.dispatch_cycle.tolist() == [22, 24, 39]
@@ -39,9 +39,9 @@ def test_queue_filling_programs_match_the_cycle_engine(cfg, same_run):
     """CMD_QUEUE_DEPTH = 2 on random programs: fetch stalls on full queues (the model's breakdown says
     so) and the RTL dispatches and retires every instruction in the cycle engine's cycles (a queue that
     takes an entry in the cycle its head leaves while full dispatches a cycle early)."""
-    from sim.cycle import run_image
-    from sim.programs.randprog import generate
-    from sim.rtl import run_images
+    from vtasim.sim.cycle import run_image
+    from vtasim.sim.programs.randprog import generate
+    from vtasim.sim.rtl import run_images
     small = cfg.replace(CMD_QUEUE_DEPTH=2)
     images = [generate(small, s) for s in range(3000, 3004)]
     model = [run_image(im) for im in images]
@@ -56,9 +56,9 @@ def test_queue_filling_programs_match_the_cycle_engine(cfg, same_run):
 def test_gemm_on_every_preset(preset, same_run):
     """TVM's GEMM unit test on each preset: the RTL's bytes equal numpy's and the cycle engine's, and so
     do its retire records (on 2x16x16 every GEMM uop reads two input rows: the batch offset)."""
-    from sim.cycle import run_image
-    from sim.programs.unit import UNIT_PROGRAMS
-    from sim.rtl import run_image as rtl_run
+    from vtasim.sim.cycle import run_image
+    from vtasim.sim.programs.unit import UNIT_PROGRAMS
+    from vtasim.sim.rtl import run_image as rtl_run
     cfg = load_preset(preset)
     image = UNIT_PROGRAMS["gemm"](cfg)
     assert image.expected
@@ -70,9 +70,9 @@ def test_burst_split_at_the_aligned_boundary_on_the_rtl(cfg):
     (22 -> 46, 46 -> 70 = e), FINISH (71, 72), cycles 73 (capping alone would end the load at 38)."""
     import numpy as np
 
-    from hw.config import MEM_ACC
-    from sim.builder import ProgramBuilder
-    from sim.rtl import run_image as rtl_run
+    from vtasim.hw.config import MEM_ACC
+    from vtasim.sim.builder import ProgramBuilder
+    from vtasim.sim.rtl import run_image as rtl_run
     b = ProgramBuilder(cfg)
     a = b.data("a", np.arange(4 * 16, dtype=np.int32))
     b.load(memory_type=MEM_ACC, dram_base=a.elem(MEM_ACC, 1), x_size=2)

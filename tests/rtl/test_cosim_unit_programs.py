@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from sim.programs.unit import UNIT_PROGRAMS
+from vtasim.sim.programs.unit import UNIT_PROGRAMS
 
 pytestmark = pytest.mark.rtl
 NAMES = sorted(UNIT_PROGRAMS)
@@ -23,12 +23,12 @@ def images(cfg):
 
 @pytest.fixture(scope="module")
 def cycle_runs(images):
-    from sim.cycle import run_image
+    from vtasim.sim.cycle import run_image
     return {name: run_image(im) for name, im in images.items()}
 
 
 def _rtl_runs(images, sim, names):
-    from sim.rtl import run_images
+    from vtasim.sim.rtl import run_images
     return dict(zip(names, run_images([images[n] for n in names], sim=sim, errors="return")))
 
 

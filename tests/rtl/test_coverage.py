@@ -1,6 +1,6 @@
 """RTL code coverage on the Verilator coverage build (one build per session, ``coverage_build``).
 
-References: the programs' own instructions (decoded by :func:`sim.programs.randprog.coverage_bins`:
+References: the programs' own instructions (decoded by :func:`vtasim.sim.programs.randprog.coverage_bins`:
 an ALU case arm of ``vta_alu_core.v`` executes exactly when the program holds that ALU operation),
 the modules declared in ``hw/rtl/*.v`` (every one has a row in the report), and campaigns over the
 same seeds with the same batch boundaries (two campaigns merged equal one campaign over both seed
@@ -15,15 +15,15 @@ import re
 
 import pytest
 
-from hw.alu import ops_for
-from hw.config import load_config
-from sim.cli import main
-from sim.rtl.coverage import Coverage, point
-from sim.rtl.runner import default_rtl_dir
+from vtasim.hw.alu import ops_for
+from vtasim.hw.config import load_config
+from vtasim.sim.cli import main
+from vtasim.sim.rtl.coverage import Coverage, point
+from vtasim.sim.rtl.runner import default_rtl_dir
 
 pytestmark = pytest.mark.rtl
 
-ALU_ARMS = tuple(op.name for op in ops_for(load_config().HW_VER))    # one case arm per row of hw.alu
+ALU_ARMS = tuple(op.name for op in ops_for(load_config().HW_VER))    # one case arm per row of vtasim.hw.alu
 
 
 def alu_arm_counts(cov: Coverage) -> dict:
@@ -53,8 +53,8 @@ def cli(capsys, *argv):
 
 
 def test_run_coverage_follows_the_program_and_merges_runs(coverage_build, tmp_path, capsys):
-    from sim.image import MemoryImage
-    from sim.programs.randprog import coverage_bins
+    from vtasim.sim.image import MemoryImage
+    from vtasim.sim.programs.randprog import coverage_bins
     d = tmp_path / "cov"
     seen = set()
     for k, name in enumerate(("alu_max_imm", "alu_min_vec")):
@@ -159,8 +159,8 @@ def test_until_saturated_stops_after_k_quiet_batches(coverage_build, tmp_path, c
 
 
 def test_coverage_build_is_its_own_cache_entry(cfg, coverage_build, verilator_build):
-    from sim.errors import SimError
-    from sim.rtl.runner import get_build
+    from vtasim.sim.errors import SimError
+    from vtasim.sim.rtl.runner import get_build
     assert coverage_build.coverage and not verilator_build.coverage
     assert coverage_build.key != verilator_build.key and coverage_build.dir.name.startswith("verilator-cov-")
     assert (coverage_build.dir / "build.ok").is_file() and (verilator_build.dir / "build.ok").is_file()

@@ -15,7 +15,7 @@ import pytest
 
 import data_checks as dc
 from data_families import families
-from sim.engines import check_result
+from vtasim.sim.engines import check_result
 
 pytestmark = pytest.mark.rtl
 
@@ -31,8 +31,8 @@ DROP_ONE = ("          dot = dot + {{(AW-IW-WW){p[IW+WW-1]}}, p};",
 @pytest.mark.parametrize("members", [pytest.param(CI_SET, id="ci"),
                                      pytest.param(list(FAMILIES), id="all", marks=pytest.mark.slow)])
 def test_one_bit_moves_the_rtl_output(cfg, verilator_build, same_run, members):
-    from sim.cycle import run_image as cycle_run
-    from sim.rtl import run_images
+    from vtasim.sim.cycle import run_image as cycle_run
+    from vtasim.sim.rtl import run_images
     batch, where = [], []
     for name in members:
         image = FAMILIES[name]()
@@ -56,8 +56,8 @@ def test_one_bit_moves_the_rtl_output(cfg, verilator_build, same_run, members):
 
 
 def test_rtl_that_drops_one_product_is_caught(tmp_path, monkeypatch):
-    from sim.rtl import run_images
-    from sim.rtl.runner import default_rtl_dir
+    from vtasim.sim.rtl import run_images
+    from vtasim.sim.rtl.runner import default_rtl_dir
     monkeypatch.setenv("VTASIM_BUILD_DIR", str(tmp_path / "builds"))      # the mutant's build stays private
     rtl = tmp_path / "rtl"
     shutil.copytree(default_rtl_dir(), rtl)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from hw.config import MEM_UOP
-from sim.builder import ProgramBuilder
-from sim.errors import DeadlockError, RtlStopped, SimError
+from vtasim.hw.config import MEM_UOP
+from vtasim.sim.builder import ProgramBuilder
+from vtasim.sim.errors import DeadlockError, RtlStopped, SimError
 
 pytestmark = pytest.mark.rtl
 
@@ -54,7 +54,7 @@ DEADLOCKS = {"never_pushed": _never_pushed, "unbalanced": _unbalanced, "fetch_bl
 
 
 def _model_deadlock(image) -> DeadlockError:
-    from sim.cycle import run_image
+    from vtasim.sim.cycle import run_image
     with pytest.raises(DeadlockError) as ei:
         run_image(image)
     return ei.value
@@ -64,8 +64,8 @@ def _model_deadlock(image) -> DeadlockError:
 def test_deadlock_is_the_models_report(cfg, name):
     """Same one line, same cycle, same multi-line report as the cycle engine; the RTL stopped through
     its detector (an RtlDeadlock carrying what retired), not through the watchdog."""
-    from sim.rtl import run_images
-    from sim.rtl.results import RtlDeadlock
+    from vtasim.sim.rtl import run_images
+    from vtasim.sim.rtl.results import RtlDeadlock
     image = DEADLOCKS[name](cfg)
     model = _model_deadlock(image)
     rtl = run_images([image], sim="icarus", max_cycles=BUDGET, errors="return")[0]
@@ -81,7 +81,7 @@ def test_deadlock_is_the_models_report(cfg, name):
 def test_deadlock_cli_is_one_line_like_the_cycle_engine(cfg, tmp_path, capsys):
     """`vtasim run --engine rtl` on a deadlock: exit 2, the cycle engine's error line; -v adds its report.
     The default watchdog (no --max-cycles) is the full 32-bit range: only the detector can end this."""
-    from sim.cli import main
+    from vtasim.sim.cli import main
     img = tmp_path / "img"
     _never_pushed(cfg).save(img)
     assert main(["run", str(img), "--engine", "cycle"]) == 2
@@ -97,10 +97,10 @@ def test_live_programs_stay_within_the_quiet_bound(cfg):
     """The testbench's longest quiet stretch is at most the derived bound on every unit program and on
     random programs (so the detector, at 4 cycles, never stops a live program), and those runs end
     in the cycle engine's cycle count."""
-    from sim.cycle import run_image
-    from sim.programs.randprog import generate
-    from sim.programs.unit import UNIT_PROGRAMS
-    from sim.rtl import runner
+    from vtasim.sim.cycle import run_image
+    from vtasim.sim.programs.randprog import generate
+    from vtasim.sim.programs.unit import UNIT_PROGRAMS
+    from vtasim.sim.rtl import runner
     images = [f(cfg) for f in UNIT_PROGRAMS.values()] + [generate(cfg, s) for s in range(500, 520)]
     build = runner.get_build(cfg, "verilator", dram_bytes=max(im.dram_size for im in images))
     outcomes = runner.run_jobs(build, [runner.Job(im.dram(), im.insn_addr, im.insn_count) for im in images])
@@ -121,9 +121,9 @@ def _load_uop_finish(cfg):
 
 def test_watchdog_defaults(cfg, monkeypatch):
     """diff: the cycle engine's count + 1/8 + 10,000 (42 -> 10,047); run: the 32-bit counter's range."""
-    import sim.rtl as rtl_pkg
-    from sim.cli.diff import diff_image
-    from sim.rtl import runner
+    import vtasim.sim.rtl as rtl_pkg
+    from vtasim.sim.cli.diff import diff_image
+    from vtasim.sim.rtl import runner
     seen = []
     real = runner.run_jobs
 
@@ -138,7 +138,7 @@ def test_watchdog_defaults(cfg, monkeypatch):
 
 
 def test_watchdog_for_refuses_programs_beyond_the_counter():
-    from sim.rtl import watchdog_for
+    from vtasim.sim.rtl import watchdog_for
     assert watchdog_for(0) == 10_000
     assert watchdog_for(800_000_000) == 900_010_000          # a 0.8 G-cycle program runs (no 100 M cap)
     assert watchdog_for((1 << 32) - 1) == (1 << 32) - 1      # capped at the counter
@@ -148,10 +148,10 @@ def test_watchdog_for_refuses_programs_beyond_the_counter():
 
 def test_diff_of_a_program_longer_than_the_counter_is_one_line(cfg, tmp_path, monkeypatch, capsys):
     """The model says 5e9 cycles: diff refuses before the RTL runs (exit 2, one line)."""
-    import sim.cli.diff as cli_diff
-    import sim.rtl as rtl_pkg
-    from sim.cli import main
-    from sim.cycle import run_image
+    import vtasim.sim.cli.diff as cli_diff
+    import vtasim.sim.rtl as rtl_pkg
+    from vtasim.sim.cli import main
+    from vtasim.sim.cycle import run_image
     img = tmp_path / "img"
     _load_uop_finish(cfg).save(img)
 
@@ -172,7 +172,7 @@ def test_diff_of_a_program_longer_than_the_counter_is_one_line(cfg, tmp_path, mo
 def test_max_cycles_option(cfg, tmp_path, capsys):
     """--max-cycles reaches the watchdog (diff: a 42-cycle program under a budget of 30 stops at the
     watchdog, exit 1, diffed up to there); out of range or on a model engine: exit 2, one line."""
-    from sim.cli import main
+    from vtasim.sim.cli import main
     img = tmp_path / "img"
     _load_uop_finish(cfg).save(img)
     assert main(["diff", str(img), "--sim", "icarus", "--max-cycles", "30"]) == 1
@@ -191,8 +191,8 @@ def test_max_cycles_option(cfg, tmp_path, capsys):
 def test_program_longer_than_100m_cycles_runs_on_the_rtl(cfg):
     """One GEMM of 7,000 x 2,000 x 8 uops (1.12e8 cycles) with the default watchdog: the RTL finishes at
     the cycle engine's count with its bytes (the old 100 M default called it a possible deadlock)."""
-    from sim.cycle import run_image
-    from sim.rtl import run_image as rtl_run
+    from vtasim.sim.cycle import run_image
+    from vtasim.sim.rtl import run_image as rtl_run
     b = ProgramBuilder(cfg)
     u = b.uops([(i, i, i) for i in range(8)])
     b.load(memory_type=MEM_UOP, dram_base=u, x_size=8)

@@ -24,14 +24,14 @@ PRESET = "1x8x8"
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
     """A mutant RTL copy, a private build cache (os.environ, so Dask worker processes inherit it), the preset."""
-    from sim.rtl.runner import default_rtl_dir
+    from vtasim.sim.rtl.runner import default_rtl_dir
     root = tmp_path_factory.mktemp("fuzzdask")
     rtl = root / "rtl"
     shutil.copytree(default_rtl_dir(), rtl)
     text = (rtl / TENSOR).read_text()
     assert text.count(WRONG_BIT[0]) == 1, "mutation site moved: update test_mutation.WRONG_BIT"
     (rtl / TENSOR).write_text(text.replace(*WRONG_BIT))
-    from hw.config import load_preset
+    from vtasim.hw.config import load_preset
     import json
     (root / "cfg.json").write_text(json.dumps(load_preset(PRESET).to_dict()))
     with pytest.MonkeyPatch.context() as mp:
@@ -40,7 +40,7 @@ def env(tmp_path_factory):
 
 
 def _fuzz(capsys, env, out, *extra):
-    from sim.cli import main
+    from vtasim.sim.cli import main
     rc = main(["fuzz", "--sim", "icarus", "--config", env["config"], "--out", str(out), *extra])
     return rc, capsys.readouterr().out
 
@@ -61,11 +61,11 @@ def _mismatch_seeds(text):
 
 @pytest.mark.slow
 def test_distributed_fuzz_finds_the_serial_divergences_and_shrinks_them(env, capsys, tmp_path):
-    from hw.config import load_preset
-    from sim.cli import main
-    from sim.engines import run_engine
-    from sim.image import MemoryImage
-    from sim.program import load_program
+    from vtasim.hw.config import load_preset
+    from vtasim.sim.cli import main
+    from vtasim.sim.engines import run_engine
+    from vtasim.sim.image import MemoryImage
+    from vtasim.sim.program import load_program
     rtl = str(env["rtl"])
     args = ["--n", "6", "--seed", "0", "--rtl-dir", rtl, "--max-reports", "6"]
     rc_s, serial = _fuzz(capsys, env, tmp_path / "serial", *args)
@@ -107,11 +107,11 @@ def test_distributed_fuzz_of_the_good_rtl_equals_serial(env, capsys, tmp_path):
 def test_one_seed_shrinks_against_the_mutant(env):
     """The shrinker on one diverging seed with the mutant RTL (no Dask): the minimal program diverges the
     same way on a fresh RTL run, is legal, and is smaller."""
-    from hw.config import load_preset
-    from sim.engines import run_engine
-    from sim.programs.randprog import generate
-    from sim.rtl import run_images
-    from sim.scale.shrink import legal_run, rtl_still_fails, shrink, signature
+    from vtasim.hw.config import load_preset
+    from vtasim.sim.engines import run_engine
+    from vtasim.sim.programs.randprog import generate
+    from vtasim.sim.rtl import run_images
+    from vtasim.sim.scale.shrink import legal_run, rtl_still_fails, shrink, signature
     cfg = load_preset(PRESET)
     image = generate(cfg, 0)
     exp = run_engine("cycle", image)

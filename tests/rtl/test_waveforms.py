@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from waveforms.vcd import SCOPE, SIGNALS, write_model_vcd
+from vtasim.waveforms.vcd import SCOPE, SIGNALS, write_model_vcd
 from vcdread import read_vcd, sample_cycles
 
 pytestmark = pytest.mark.rtl
@@ -14,9 +14,9 @@ pytestmark = pytest.mark.rtl
                                        pytest.param("verilator", "gemm_smt", marks=pytest.mark.slow)])
 def test_model_vcd_equals_rtl_vcd(sim, name, cfg, tmp_path):
     """Icarus in CI; Verilator (which needs its own --trace build) in the slow set."""
-    from sim.rtl import run_image
-    from sim.cycle import run_image as cycle_run
-    from sim.programs.unit import UNIT_PROGRAMS
+    from vtasim.sim.rtl import run_image
+    from vtasim.sim.cycle import run_image as cycle_run
+    from vtasim.sim.programs.unit import UNIT_PROGRAMS
     image = UNIT_PROGRAMS[name](cfg)
     rtl = run_image(image, sim=sim, waves="vcd", waves_file=tmp_path / "rtl.vcd")
     model = cycle_run(image)
@@ -39,8 +39,8 @@ def test_model_vcd_equals_rtl_vcd(sim, name, cfg, tmp_path):
 
 
 def test_gtkw_names_every_signal(tmp_path, cfg):
-    from waveforms.gtkw import write_gtkw
-    from waveforms.vcd import signal_widths
+    from vtasim.waveforms.gtkw import write_gtkw
+    from vtasim.waveforms.vcd import signal_widths
     text = write_gtkw(tmp_path / "v.gtkw", tmp_path / "x.vcd", window_ns=(100, 500),
                       widths=signal_widths(cfg)).read_text()
     for sig in SIGNALS:

@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from compiler.errors import CompileError
+from vtasim.compiler.errors import CompileError
 
 OPSET = 17
 FORMATS = ("qdq", "qop")
@@ -138,7 +138,7 @@ def op_counts(model: onnx.ModelProto) -> dict:
 def run(path_or_model, x: np.ndarray) -> np.ndarray:
     """The model's first output on ``x`` with onnxruntime on the CPU (one thread: reproducible), every
     node with its ONNX semantics (``compare.ort_session``'s "basic" level)."""
-    from compiler.frontend.compare import ort_session
+    from vtasim.compiler.frontend.compare import ort_session
 
     sess = ort_session(path_or_model)
     return sess.run(None, {sess.get_inputs()[0].name: x.astype(np.float32)})[0]

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
-from compiler.errors import CompileError
-from compiler.frontend.models._onnx import GraphBuilder, quantize
-from compiler.frontend.models.resnet18 import CALIBRATION_IMAGES, basic_block
-from compiler.frontend.models.resnet18 import dense_head as _head
+from vtasim.compiler.errors import CompileError
+from vtasim.compiler.frontend.models._onnx import GraphBuilder, quantize
+from vtasim.compiler.frontend.models.resnet18 import CALIBRATION_IMAGES, basic_block
+from vtasim.compiler.frontend.models.resnet18 import dense_head as _head
 
 
 def _calibration(seed: int, shape: tuple) -> np.ndarray:

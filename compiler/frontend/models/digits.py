@@ -8,7 +8,7 @@ Network (channels are multiples of 16 so VTA's BLOCK packs them without waste)::
 Training is plain numpy (im2col convolutions, Adam, a fixed seed) and takes a few seconds. The
 shipped files next to this script are written by::
 
-    python -m compiler.frontend.models.digits --out compiler/frontend/models
+    python -m vtasim.compiler.frontend.models.digits --out compiler/frontend/models
 
 ``digits_float.onnx`` (float32), ``digits_int8_qdq.onnx`` (QuantizeLinear/DequantizeLinear pairs) and
 ``digits_int8_qop.onnx`` (QLinearConv and friends), both int8 activations and weights, per-tensor,
@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from compiler.frontend.models import DIGITS_FLOAT, DIGITS_QDQ, DIGITS_QOP
-from compiler.frontend.models._onnx import GraphBuilder, op_counts, quantize, run
+from vtasim.compiler.frontend.models import DIGITS_FLOAT, DIGITS_QDQ, DIGITS_QOP
+from vtasim.compiler.frontend.models._onnx import GraphBuilder, op_counts, quantize, run
 
 TEST_FRACTION = 0.2
 EPOCHS = 12
@@ -190,7 +190,7 @@ def held_out_top1(path, limit: int | None = None) -> float:
 def main(argv=None) -> int:
     import onnx
 
-    ap = argparse.ArgumentParser(prog="python -m compiler.frontend.models.digits", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m vtasim.compiler.frontend.models.digits", description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, required=True, help="directory for the three .onnx files")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)

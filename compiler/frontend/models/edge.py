@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from compiler.frontend.models._onnx import GraphBuilder, quantize
-from compiler.frontend.models.resnet18 import CALIBRATION_IMAGES, he
+from vtasim.compiler.frontend.models._onnx import GraphBuilder, quantize
+from vtasim.compiler.frontend.models.resnet18 import CALIBRATION_IMAGES, he
 
 __all__ = ["edge_net_float", "make_edge_net", "mobilenet_v2_float", "yolo_tiny_float", "bert_tiny_float",
            "dcgan_float", "NETWORKS", "make", "calibration"]

@@ -12,7 +12,7 @@ Weights are He-initialised, BN statistics random (seeded). The int8 model is onn
 ``quant_pre_process`` (which folds every BN into its Conv) then ``quantize_static`` (int8
 activations and weights, per-tensor) calibrated on a few seeded random images. Nothing is shipped:
 the files are generated on demand (``make_resnet18(path)``: 2.4-2.5 s at 224x224 here, by
-``python -m compiler.frontend.models.resnet18 OUT.onnx``, which prints its time).
+``python -m vtasim.compiler.frontend.models.resnet18 OUT.onnx``, which prints its time).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from compiler.errors import CompileError
-from compiler.frontend.models._onnx import GraphBuilder, quantize
+from vtasim.compiler.errors import CompileError
+from vtasim.compiler.frontend.models._onnx import GraphBuilder, quantize
 
 STAGES = (64, 128, 256, 512)
 CALIBRATION_IMAGES = 4
@@ -90,9 +90,9 @@ def main(argv=None) -> int:
 
     import onnx
 
-    from compiler.frontend.models._onnx import op_counts
+    from vtasim.compiler.frontend.models._onnx import op_counts
 
-    ap = argparse.ArgumentParser(prog="python -m compiler.frontend.models.resnet18", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m vtasim.compiler.frontend.models.resnet18", description=__doc__.split("\n")[0])
     ap.add_argument("out", type=Path, help="the .onnx file to write")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--format", choices=("qdq", "qop"), default="qdq")

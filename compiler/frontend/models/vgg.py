@@ -8,7 +8,7 @@ Shape (``image`` = 16 by default)::
 
 Weights are He-initialised (seeded), biases small; the int8 model is onnxruntime's ``quant_pre_process``
 then ``quantize_static`` (int8 activations and weights, per-tensor), calibrated on seeded random images,
-as :mod:`.resnet18` does.  ``python -m compiler.frontend.models.vgg OUT.onnx`` writes one.
+as :mod:`.resnet18` does.  ``python -m vtasim.compiler.frontend.models.vgg OUT.onnx`` writes one.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from compiler.errors import CompileError
-from compiler.frontend.models._onnx import GraphBuilder, quantize
-from compiler.frontend.models.resnet18 import calibration_images, he
+from vtasim.compiler.errors import CompileError
+from vtasim.compiler.frontend.models._onnx import GraphBuilder, quantize
+from vtasim.compiler.frontend.models.resnet18 import calibration_images, he
 
 __all__ = ["make_vgg5", "make_vgg5_float", "CHANNELS"]
 
@@ -52,7 +52,7 @@ def make_vgg5(path, seed: int = 0, format: str = "qdq", image: int = 16, classes
 
 def main(argv=None) -> int:
     import argparse
-    ap = argparse.ArgumentParser(prog="python -m compiler.frontend.models.vgg", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m vtasim.compiler.frontend.models.vgg", description=__doc__.split("\n")[0])
     ap.add_argument("out", type=Path, help="the .onnx file to write")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--image", type=int, default=16)

@@ -12,7 +12,7 @@ site, so two of them never merge (TVM compares their string values by identity).
 
 from __future__ import annotations
 
-from compiler import ir
+from vtasim.compiler.lowering import ir
 
 __all__ = ["lift_attr_scope"]
 

@@ -15,7 +15,7 @@ The search is evolutionary, AutoTVM-style in spirit but small:
 Measurements run in ``jobs`` worker processes, or on a Dask cluster (``client``: ``vtasim tune
 --workers N`` for a local one, ``--scheduler ADDR`` for an existing one), or in this process
 (``jobs=0``, as a sweep's "tuned" point does inside its Dask worker).  Every trial is appended to the
-JSON-lines log as it finishes (``compiler.knobs`` format), so an interrupted run loses nothing and
+JSON-lines log as it finishes (``vtasim.compiler.tuning.knobs`` format), so an interrupted run loses nothing and
 ``compile --log`` reads the best record.  The search itself sees each generation's records in the
 order they were proposed, never in finishing order, so a seed gives the same trials and the same
 best record whichever executor ran them.
@@ -29,9 +29,9 @@ import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
-from compiler.errors import CompileError
-from compiler.knobs import append_log, check_knobs, check_log_target, fallback_knobs, fitting_knobs, knob_space, tophub_knobs
-from compiler.workloads import check_seed, parse_workload
+from vtasim.compiler.errors import CompileError
+from vtasim.compiler.tuning.knobs import append_log, check_knobs, check_log_target, fallback_knobs, fitting_knobs, knob_space, tophub_knobs
+from vtasim.compiler.tuning.workloads import check_seed, parse_workload
 
 __all__ = ["measure", "tune", "TuneResult", "MAX_TUNE_TRIALS", "MAX_JOBS"]
 
@@ -42,16 +42,16 @@ MAX_JOBS = 64               # worker processes of one search
 
 def measure(workload: str, reduce: int, cfg_dict: dict, knobs: dict) -> dict:
     """Compile ``workload`` with ``knobs`` and run it on the cycle engine (runs in a worker)."""
-    from hw.config import VTAConfig
-    from compiler.ops import compile_workload
-    from sim.errors import SimError
+    from vtasim.hw.config import VTAConfig
+    from vtasim.compiler.ops import compile_workload
+    from vtasim.sim.errors import SimError
     cfg = VTAConfig.from_dict(cfg_dict)
     t0 = time.perf_counter()
     rec = {"workload": workload, "reduce": reduce, "config": cfg.bitstream, "knobs": knobs,
            "cycles": None, "gemm_uops": None, "error": None}
     try:
         compiled = compile_workload(workload, cfg, knobs=knobs, reduce=reduce, with_expected=False)
-        from sim.cycle import run_image
+        from vtasim.sim.cycle import run_image
         res = run_image(compiled.image)
         rec["cycles"] = int(res.cycles)
         rec["gemm_uops"] = int(res.counters["gemm_counter"])

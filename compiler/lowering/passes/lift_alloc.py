@@ -7,7 +7,7 @@ order met, around the whole scope body, so later passes find them at scope heads
 
 from __future__ import annotations
 
-from compiler import ir
+from vtasim.compiler.lowering import ir
 
 __all__ = ["lift_alloc"]
 

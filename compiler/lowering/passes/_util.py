@@ -1,13 +1,13 @@
 """Helpers shared by the VTA passes: SRAM scope facts, buffer views, loop nests, buffer renaming.
 
-Kept out of :mod:`compiler.ir` on purpose: these are VTA facts (element lanes, SRAM depths) or
+Kept out of :mod:`vtasim.compiler.lowering.ir` on purpose: these are VTA facts (element lanes, SRAM depths) or
 pass plumbing, not part of the IR contract.
 """
 
 from __future__ import annotations
 
-from compiler import ir
-from compiler.errors import CompileError
+from vtasim.compiler.lowering import ir
+from vtasim.compiler.errors import CompileError
 
 __all__ = [
     "BufferView", "storage_of", "scope_lanes", "scope_depth", "SRAM_SCOPES",

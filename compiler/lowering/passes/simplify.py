@@ -8,7 +8,7 @@ is brought to that form here.
 
 from __future__ import annotations
 
-from compiler import ir
+from vtasim.compiler.lowering import ir
 
 __all__ = ["simplify"]
 

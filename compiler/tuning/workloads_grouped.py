@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from compiler.errors import CompileError
+from vtasim.compiler.errors import CompileError
 
 __all__ = ["ConvShape", "GroupConv2d", "Conv2dTranspose", "GROUPED_PATTERNS", "GROUPED_NAMES"]
 

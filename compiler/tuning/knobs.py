@@ -30,15 +30,15 @@ import os
 import stat
 from pathlib import Path
 
-from hw.files import brief, iter_json_lines, regular_size
-from compiler.errors import CompileError
-from compiler.workloads import Conv2d, Dense, VAdd
+from vtasim.hw.files import brief, iter_json_lines, regular_size
+from vtasim.compiler.errors import CompileError
+from vtasim.compiler.tuning.workloads import Conv2d, Dense, VAdd
 
 __all__ = ["knob_space", "fallback_knobs", "tophub_knobs", "fitting_knobs", "check_knobs", "best_from_log", "tuned_sizes",
            "read_log", "iter_log", "knob_value_ok", "append_log", "check_log_target", "split_extents", "MAX_LOG_BYTES",
            "MAX_LOG_LINE"]
 
-MAX_LOG_BYTES = 128 << 20      # a tuning log of about 400k trials; read line by line (hw.files)
+MAX_LOG_BYTES = 128 << 20      # a tuning log of about 400k trials; read line by line (vtasim.hw.files)
 MAX_LOG_LINE = 1 << 16         # one record is about 300 bytes
 
 TOPHUB_MODEL = "1x16_i8w8a32_15_15_18_17"

@@ -14,8 +14,8 @@ kernel's uops fit the uop buffer of the config (a kernel is loaded whole).
 
 from __future__ import annotations
 
-from compiler import ir
-from compiler.errors import CompileError
+from vtasim.compiler.lowering import ir
+from vtasim.compiler.errors import CompileError
 
 __all__ = ["fold_uop_loop"]
 

@@ -15,8 +15,8 @@ import threading
 import weakref
 from dataclasses import dataclass
 
-from compiler import ir
-from hw.config import VTAConfig, enter_config, exit_config, get_config, load_config
+from vtasim.compiler.lowering import ir
+from vtasim.hw.config import VTAConfig, enter_config, exit_config, get_config, load_config
 
 __all__ = ["Environment", "GemmIntrin", "get_env"]
 
@@ -56,8 +56,8 @@ class Environment:
     """Everything a VTA schedule needs to know about the hardware, built from a :class:`VTAConfig`
     (the default config file when ``cfg`` is None).  One object per config (``Environment(cfg) is
     Environment(cfg)``).  A context manager: inside ``with env:`` the config context of
-    :func:`hw.config.using_config` holds ``env.cfg`` (per thread or task), so :func:`get_env`,
-    :meth:`Environment.current` and :func:`hw.config.get_config` agree."""
+    :func:`vtasim.hw.config.using_config` holds ``env.cfg`` (per thread or task), so :func:`get_env`,
+    :meth:`Environment.current` and :func:`vtasim.hw.config.get_config` agree."""
 
     _by_config: "weakref.WeakValueDictionary[VTAConfig, Environment]" = weakref.WeakValueDictionary()
     _lock = threading.Lock()
@@ -106,7 +106,7 @@ class Environment:
     @classmethod
     def current(cls) -> "Environment":
         """The environment of the innermost config entered in this context (``with env:`` or
-        :func:`hw.config.using_config`), else the one of the default config file."""
+        :func:`vtasim.hw.config.using_config`), else the one of the default config file."""
         return cls(get_config())
 
 

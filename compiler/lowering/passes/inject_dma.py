@@ -20,10 +20,10 @@ expressions of outer loops (only the border tiles are padded).
 
 from __future__ import annotations
 
-from compiler import ir
-from compiler.errors import CompileError
-from compiler.passes._util import access_ptr, loop_nest, rewrite_attrs, scope_lanes
-from hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_OUT, MEM_WGT
+from vtasim.compiler.lowering import ir
+from vtasim.compiler.errors import CompileError
+from vtasim.compiler.lowering.passes._util import access_ptr, loop_nest, rewrite_attrs, scope_lanes
+from vtasim.hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_OUT, MEM_WGT
 
 __all__ = ["inject_dma"]
 

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from compiler import ir
-from compiler.ir import (Allocate, Attr, BinOp, Buffer, Call, Cast, Evaluate, For, IntImm, Load,
+from vtasim.compiler.lowering import ir
+from vtasim.compiler.lowering.ir import (Allocate, Attr, BinOp, Buffer, Call, Cast, Evaluate, For, IntImm, Load,
                          Select, Var, simplify)
-from compiler.schedule import Schedule, Split, Stage
-from compiler.tensor import DSLError, IterVar, Reduce, Tensor, TensorRead, map_expr
+from vtasim.compiler.dsl.schedule import Schedule, Split, Stage
+from vtasim.compiler.dsl.tensor import DSLError, IterVar, Reduce, Tensor, TensorRead, map_expr
 
 __all__ = ["lower", "LoweredFunc", "LowerError"]
 

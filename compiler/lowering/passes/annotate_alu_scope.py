@@ -7,8 +7,8 @@ the pragma stays inside so inject_alu (after virtual threads) finds the loop nes
 
 from __future__ import annotations
 
-from compiler import ir
-from compiler.passes._util import rewrite_attrs
+from vtasim.compiler.lowering import ir
+from vtasim.compiler.lowering.passes._util import rewrite_attrs
 
 __all__ = ["annotate_alu_scope"]
 

@@ -8,7 +8,7 @@
     built.image.save("out")            # replay with `vtasim run out --engine cycle --check`
 
 The inputs are given in the placeholders' (packed) shapes; the image's expected outputs come
-from evaluating the tensor expressions directly in numpy (:mod:`compiler.reference`), never from
+from evaluating the tensor expressions directly in numpy (:mod:`vtasim.compiler.dsl.reference`), never from
 the lowered program.
 """
 
@@ -18,14 +18,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from compiler.codegen import emit
-from compiler.environment import Environment
-from compiler.errors import CompileError
-from compiler.lower import LoweredFunc, lower
-from compiler.passes import run_passes
-from compiler.reference import evaluate, np_dtype
-from compiler.runtime import CommandQueue
-from compiler.tensor import PlaceholderOp
+from vtasim.compiler.lowering.codegen import emit
+from vtasim.compiler.dsl.environment import Environment
+from vtasim.compiler.errors import CompileError
+from vtasim.compiler.lowering.lower import LoweredFunc, lower
+from vtasim.compiler.lowering.passes import run_passes
+from vtasim.compiler.dsl.reference import evaluate, np_dtype
+from vtasim.compiler.runtime import CommandQueue
+from vtasim.compiler.dsl.tensor import PlaceholderOp
 
 __all__ = ["build", "Built"]
 
@@ -51,7 +51,7 @@ def build(sch, args, inputs: dict, cfg=None, name: str = "main", dump_ir=None, e
     if dump_ir is not None:
         from pathlib import Path
 
-        from hw.outfiles import write_text
+        from vtasim.hw.outfiles import write_text
         write_text(Path(dump_ir) / "00_lowered.txt", str(func) + "\n", "IR dump")
     q = CommandQueue(cfg, max_insns=max_insns, name=name)
     bufs, outs = {}, []

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from compiler import ir
-from compiler.passes._util import fresh
+from vtasim.compiler.lowering import ir
+from vtasim.compiler.lowering.passes._util import fresh
 
 __all__ = ["coproc_sync", "dep_push", "dep_pop", "SYNC"]
 

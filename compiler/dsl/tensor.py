@@ -1,9 +1,9 @@
 """Tensor expressions: the thin TE a VTA schedule is written in (TVM's ``te``, integers only).
 
-Users import the :mod:`compiler.te` facade (this module plus ``create_schedule``); the compiler's
+Users import the :mod:`vtasim.compiler.dsl.te` facade (this module plus ``create_schedule``); the compiler's
 own modules import this one, so the schedule layer never imports back into the facade.
 
-Expressions are :mod:`compiler.ir` nodes (``IntImm``, ``Var``, ``BinOp``, ``Cast``, ``Select``)
+Expressions are :mod:`vtasim.compiler.lowering.ir` nodes (``IntImm``, ``Var``, ``BinOp``, ``Cast``, ``Select``)
 plus two nodes that only exist before lowering: :class:`TensorRead` (``T[i, j]``) and
 :class:`Reduce` (``sum(expr, axis=[k])``, only at the top of a compute body)::
 
@@ -22,9 +22,9 @@ import inspect
 from dataclasses import dataclass
 from typing import Callable
 
-from compiler import ir
-from compiler.errors import CompileError
-from compiler.ir import (BinOp, Cast, Expr, IntImm, Select, Var, and_, const, eq, ge, gt, le, lt,
+from vtasim.compiler.lowering import ir
+from vtasim.compiler.errors import CompileError
+from vtasim.compiler.lowering.ir import (BinOp, Cast, Expr, IntImm, Select, Var, and_, const, eq, ge, gt, le, lt,
                          max_, min_, ne, or_)
 
 __all__ = [
@@ -103,7 +103,7 @@ def check_shape(shape, what: str) -> tuple:
 
 
 class IterVar(Var):
-    """An iteration axis: a :class:`~compiler.ir.Var` that also knows its kind and, for the
+    """An iteration axis: a :class:`~vtasim.compiler.lowering.ir.Var` that also knows its kind and, for the
     axes of an op, its extent.  ``iter_type`` is ``data_par``, ``reduce`` or ``thread``; the
     axes made by ``split``/``fuse`` have ``extent`` None until ``lower`` infers it."""
 

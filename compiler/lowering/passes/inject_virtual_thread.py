@@ -14,8 +14,8 @@ For each ``Attr("virtual_thread", t, body, extra=n)``:
 
 from __future__ import annotations
 
-from compiler import ir
-from compiler.passes._util import SRAM_SCOPES, BufferView, buffers_of, is_access_ptr, replace_buffers, rewrite_attrs
+from vtasim.compiler.lowering import ir
+from vtasim.compiler.lowering.passes._util import SRAM_SCOPES, BufferView, buffers_of, is_access_ptr, replace_buffers, rewrite_attrs
 
 __all__ = ["inject_virtual_thread"]
 

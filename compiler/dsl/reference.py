@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler import ir
-from compiler.tensor import DSLError, ComputeOp, PlaceholderOp, Reduce, Tensor, TensorRead, expr_text
+from vtasim.compiler.lowering import ir
+from vtasim.compiler.dsl.tensor import DSLError, ComputeOp, PlaceholderOp, Reduce, Tensor, TensorRead, expr_text
 
 __all__ = ["evaluate", "wrap", "np_dtype", "ReferenceError_"]
 

@@ -5,7 +5,7 @@
 relations from its op's axes to them, where it is computed (root, inline, or ``compute_at`` a
 loop of another stage), its storage scope and per-axis annotations (pragma, tensorize, bind).
 Nothing is lowered here: extents of split axes and the regions of attached stages are worked out
-by :func:`compiler.lower.lower`.
+by :func:`vtasim.compiler.lowering.lower.lower`.
 
 Primitives check what they can at once and raise :class:`ScheduleError` naming the stage, the
 axis and the rule; what depends on inferred bounds (a tensorize whose axes do not match the
@@ -16,13 +16,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from compiler import ir
-from compiler.tensor import (ComputeOp, DSLError, IterVar, PlaceholderOp, Reduce, Tensor, TensorRead,
+from vtasim.compiler.lowering import ir
+from vtasim.compiler.dsl.tensor import (ComputeOp, DSLError, IterVar, PlaceholderOp, Reduce, Tensor, TensorRead,
                          compute, map_expr)
 
 __all__ = ["Schedule", "Stage", "Split", "Fuse", "ScheduleError", "create_schedule", "thread_axis"]
 
-from compiler.tensor import thread_axis  # noqa: E402  (re-exported: schedules bind to thread axes)
+from vtasim.compiler.dsl.tensor import thread_axis  # noqa: E402  (re-exported: schedules bind to thread axes)
 
 _SCOPES = (ir.SCOPE_GLOBAL, ir.SCOPE_INP, ir.SCOPE_WGT, ir.SCOPE_ACC)
 

@@ -9,9 +9,9 @@ take -- and must divide exactly.  ``vta.uop_push`` becomes the runtime's ``VTAUo
 
 from __future__ import annotations
 
-from compiler import ir
-from compiler.errors import CompileError
-from compiler.passes._util import SRAM_SCOPES, is_access_ptr, scope_lanes, storage_of
+from vtasim.compiler.lowering import ir
+from vtasim.compiler.errors import CompileError
+from vtasim.compiler.lowering.passes._util import SRAM_SCOPES, is_access_ptr, scope_lanes, storage_of
 
 __all__ = ["lower_storage_access"]
 

@@ -1,9 +1,9 @@
-"""Codegen: the final IR of :func:`compiler.passes.run_passes` -> runtime calls on a CommandQueue.
+"""Codegen: the final IR of :func:`vtasim.compiler.lowering.passes.run_passes` -> runtime calls on a CommandQueue.
 
 TVM compiles the lowered function to host code that calls the VTA runtime; here the IR is
 translated once into a small Python function (loops become ``for`` loops over ``range``, index
 expressions become integer arithmetic on the loop variables) and that function is run against a
-:class:`compiler.runtime.CommandQueue`.  Translating first keeps large schedules fast: a ResNet
+:class:`vtasim.compiler.runtime.CommandQueue`.  Translating first keeps large schedules fast: a ResNet
 layer with fallback knobs makes ~100k runtime calls, each a plain method call here.
 
 Call mapping (docs/compiler.md "Runtime calls in the final IR"):
@@ -21,8 +21,8 @@ Call mapping (docs/compiler.md "Runtime calls in the final IR"):
 
 from __future__ import annotations
 
-from compiler import ir
-from compiler.errors import CompileError
+from vtasim.compiler.lowering import ir
+from vtasim.compiler.errors import CompileError
 
 __all__ = ["emit", "to_python"]
 
@@ -201,7 +201,7 @@ def emit(func, queue, buffers: dict) -> None:
     """Make ``func``'s runtime calls on ``queue``.
 
     ``buffers`` maps each global ``ir.Buffer`` the program touches (or its name) to the
-    :class:`compiler.runtime.DramBuffer` the caller allocated on ``queue``.
+    :class:`vtasim.compiler.runtime.DramBuffer` the caller allocated on ``queue``.
     """
     src, order = to_python(func)
     args = []

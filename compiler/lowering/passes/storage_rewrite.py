@@ -17,9 +17,9 @@
 
 from __future__ import annotations
 
-from compiler import ir
-from compiler.errors import CompileError
-from compiler.passes._util import (SRAM_SCOPES, BufferView, buffers_of, fresh, replace_buffers, scope_depth,
+from vtasim.compiler.lowering import ir
+from vtasim.compiler.errors import CompileError
+from vtasim.compiler.lowering.passes._util import (SRAM_SCOPES, BufferView, buffers_of, fresh, replace_buffers, scope_depth,
                                    scope_lanes, short_scope)
 
 __all__ = ["storage_rewrite"]

@@ -1,10 +1,10 @@
 """A slow, literal interpreter of the phase-0 loop IR, for tests.
 
-It runs a :class:`~compiler.lower.LoweredFunc` on numpy arrays one scalar store at a time:
+It runs a :class:`~vtasim.compiler.lowering.lower.LoweredFunc` on numpy arrays one scalar store at a time:
 loops, virtual threads (run one after the other), allocations, stores and loads with every index
 bounds-checked against its buffer, selects, casts with wraparound, and ``vta.uop_push`` GEMM
 calls (mode 0) as a BATCH x BLOCK_IN x BLOCK_OUT multiply-accumulate into the accumulator
-element (or its reset).  Comparing its result with :mod:`compiler.reference` checks that
+element (or its reset).  Comparing its result with :mod:`vtasim.compiler.dsl.reference` checks that
 bounds inference and index rewriting in ``lower`` are right.
 
 Fresh SRAM buffers are filled with a fixed non-zero pattern so a missing reduction init (or a
@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler import ir
-from compiler.errors import CompileError
-from compiler.reference import np_dtype, wrap
+from vtasim.compiler.lowering import ir
+from vtasim.compiler.errors import CompileError
+from vtasim.compiler.dsl.reference import np_dtype, wrap
 
 __all__ = ["run", "IRExecError"]
 
@@ -35,7 +35,7 @@ def run(func, inputs: dict, env=None) -> dict:
     (name -> array of its shape and dtype).  ``env`` (an Environment, default the current one)
     gives the GEMM shape."""
     if env is None:
-        from compiler.environment import get_env
+        from vtasim.compiler.dsl.environment import get_env
         env = get_env()
     m = _Machine(env)
     for b in func.args:

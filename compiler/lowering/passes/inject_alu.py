@@ -2,7 +2,7 @@
 
 The perfect nest under the pragma ends in one ``Store(D, idx, value)``:
 
-* opcode from ``value``: the row of :mod:`hw.alu` whose ``symbol`` is the operator (``+`` ADD, ``*``
+* opcode from ``value``: the row of :mod:`vtasim.hw.alu` whose ``symbol`` is the operator (``+`` ADD, ``*``
   MUL, ``min`` MIN, ``max`` MAX, ``>>`` SHR), among the rows the config's HW_VER has; derived forms:
   ``<< c`` SHR by ``-c``, ``x - c`` ADD of ``-c`` (there is no SUB), a bare load or cast SHR by 0
   (a copy);
@@ -20,16 +20,16 @@ The perfect nest under the pragma ends in one ``Store(D, idx, value)``:
 
 from __future__ import annotations
 
-from compiler import ir
-from compiler.errors import CompileError
-from compiler.passes._util import access_ptr, loop_nest, rewrite_attrs, storage_of
-from hw.alu import ALU_ADD, ALU_OPS, ALU_SHR, IMM_MAX, IMM_MIN, by_opcode, ops_for
-from hw.fields import ALU_IMM_WIDTH
+from vtasim.compiler.lowering import ir
+from vtasim.compiler.errors import CompileError
+from vtasim.compiler.lowering.passes._util import access_ptr, loop_nest, rewrite_attrs, storage_of
+from vtasim.hw.alu import ALU_ADD, ALU_OPS, ALU_SHR, IMM_MAX, IMM_MIN, by_opcode, ops_for
+from vtasim.hw.fields import ALU_IMM_WIDTH
 
 __all__ = ["inject_alu"]
 
 PASS = "inject_alu"
-_OPS = {op.symbol: op.opcode for op in ALU_OPS}        # IR operator -> ALU opcode (hw.alu)
+_OPS = {op.symbol: op.opcode for op in ALU_OPS}        # IR operator -> ALU opcode (vtasim.hw.alu)
 
 
 def inject_alu(body, cfg):

@@ -2,7 +2,7 @@
 
 ``run_passes(func, cfg, dump_dir=None)`` takes the phase-0 function ``lower`` produced (anything with
 ``name``, ``args`` and ``body``; see docs/compiler.md) and returns the same kind of object whose body
-holds only loops, coproc/uop scopes and runtime calls -- what :mod:`compiler.codegen` walks.  With
+holds only loops, coproc/uop scopes and runtime calls -- what :mod:`vtasim.compiler.lowering.codegen` walks.  With
 ``dump_dir`` it writes ``00_input.txt`` and then ``NN_<pass>.txt``, the IR after each pass
 (``vtasim compile --dump-ir DIR``).
 
@@ -27,25 +27,25 @@ from __future__ import annotations
 import dataclasses
 from typing import NamedTuple
 
-from compiler import ir
-from hw.outfiles import out_dir, write_text
-from compiler.passes.annotate_alu_scope import annotate_alu_scope
-from compiler.passes.coproc_sync import coproc_sync
-from compiler.passes.fold_uop_loop import fold_uop_loop
-from compiler.passes.inject_alu import inject_alu
-from compiler.passes.inject_dma import inject_dma
-from compiler.passes.inject_virtual_thread import inject_virtual_thread
-from compiler.passes.lift_alloc import lift_alloc
-from compiler.passes.lift_attr_scope import lift_attr_scope
-from compiler.passes.lower_storage_access import lower_storage_access
-from compiler.passes.simplify import simplify
-from compiler.passes.storage_rewrite import storage_rewrite
+from vtasim.compiler.lowering import ir
+from vtasim.hw.outfiles import out_dir, write_text
+from vtasim.compiler.lowering.passes.annotate_alu_scope import annotate_alu_scope
+from vtasim.compiler.lowering.passes.coproc_sync import coproc_sync
+from vtasim.compiler.lowering.passes.fold_uop_loop import fold_uop_loop
+from vtasim.compiler.lowering.passes.inject_alu import inject_alu
+from vtasim.compiler.lowering.passes.inject_dma import inject_dma
+from vtasim.compiler.lowering.passes.inject_virtual_thread import inject_virtual_thread
+from vtasim.compiler.lowering.passes.lift_alloc import lift_alloc
+from vtasim.compiler.lowering.passes.lift_attr_scope import lift_attr_scope
+from vtasim.compiler.lowering.passes.lower_storage_access import lower_storage_access
+from vtasim.compiler.lowering.passes.simplify import simplify
+from vtasim.compiler.lowering.passes.storage_rewrite import storage_rewrite
 
 __all__ = ["PIPELINE", "run_passes", "Func"]
 
 
 class Func(NamedTuple):
-    """A minimal function (name, args, body) for callers without ``compiler.lower``."""
+    """A minimal function (name, args, body) for callers without ``vtasim.compiler.lowering.lower``."""
 
     name: str
     args: tuple

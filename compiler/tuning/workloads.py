@@ -7,10 +7,10 @@ Names::
     dense.<batch>x<in>x<out>        dense_packed -> >> s -> clip(0, 127) -> int8 (spec 7.2)
     gemm.<m>x<k>x<n>                a plain int8 GEMM (int32 accumulate, int8 truncating store)
     vadd.<n>                        vector add of two int32 vectors on the ALU (spec 3.2)
-    group_conv2d.*, depthwise_conv2d.*, dilated_conv2d.*, conv2d_transpose.*   see compiler.workloads_grouped
+    group_conv2d.*, depthwise_conv2d.*, dilated_conv2d.*, conv2d_transpose.*   see vtasim.compiler.tuning.workloads_grouped
 
 The conv and dense epilogues shift by ``s``, derived from the reduction length (the data rule of
-:mod:`compiler.ops.data`); ``out_bounds`` are the values an output can take (the clip, or int8).
+:mod:`vtasim.compiler.ops.data`); ``out_bounds`` are the values an output can take (the clip, or int8).
 
 ``reduce=R`` divides a conv layer's H and W by R (at least the kernel size) for quick runs; the
 channels, kernel, padding and stride stay those of the layer.
@@ -19,7 +19,7 @@ Bounds, checked when the name is parsed (before anything is allocated): every nu
 integer of at most :data:`MAX_EXTENT`; kernel and stride are >= 1, the kernel fits the padded input;
 every tensor the workload makes (the input, the padded input, weights, output, and a conv's im2col
 window, which the numpy reference gathers) has at most ``MAX_TENSOR_ELEMENTS`` elements
-(:mod:`compiler.tensor`); the tensors' bytes together fit ``MAX_DRAM_BYTES`` (:mod:`sim.image`).
+(:mod:`vtasim.compiler.dsl.tensor`); the tensors' bytes together fit ``MAX_DRAM_BYTES`` (:mod:`vtasim.sim.image`).
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from compiler.errors import CompileError
-from compiler.tensor import MAX_TENSOR_ELEMENTS
-from compiler.workloads_grouped import GROUPED_NAMES, GROUPED_PATTERNS, Conv2dTranspose, ConvShape, GroupConv2d
-from sim.image import MAX_DRAM_BYTES
+from vtasim.compiler.errors import CompileError
+from vtasim.compiler.dsl.tensor import MAX_TENSOR_ELEMENTS
+from vtasim.compiler.tuning.workloads_grouped import GROUPED_NAMES, GROUPED_PATTERNS, Conv2dTranspose, ConvShape, GroupConv2d
+from vtasim.sim.image import MAX_DRAM_BYTES
 
 __all__ = ["Conv2d", "Dense", "Gemm", "VAdd", "GroupConv2d", "Conv2dTranspose", "RESNET18", "parse_workload",
            "catalogue_names", "MAX_EXTENT", "check_size", "check_seed"]

@@ -1,0 +1,1 @@
+"""Lowering: schedule -> loop IR -> TVM's VTA passes -> codegen -> memory image."""

@@ -1,0 +1,1 @@
+"""Schedule knobs, the workload catalogue and the knob search of ``vtasim tune``."""
