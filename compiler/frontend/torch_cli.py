@@ -4,7 +4,7 @@ engine, the rest in numpy - judged against PyTorch's own quantised CPU run (fbge
 ::
 
     vtasim torch resnet18 --quantize fx --limit 32            # bundled: torchvision's quantizable model,
-    vtasim torch mobilenet_v2 --quantize eager --image 64     #   random weights, quantised here
+    vtasim torch mobilenet_v2 --quantize eager --image 64     #   conditioned on a synthetic task, quantised here
     vtasim torch mypkg.net:quantised --input-shape 1,3,224,224 --input x.npy    # your code builds it
     vtasim torch resnet18 --quantize fx --state-dict sd.pt    # weights from torch.save(model.state_dict())
 
@@ -43,9 +43,12 @@ def _model(args):
             raise FrontendError(f"--input-shape is for a model given as module:function; the bundled {args.model} "
                                 f"takes --image")
         module, shape = build(args.model, args.quantize, args.image, args.classes, args.seed, args.calibration,
-                              args.qengine)
-        what = (f"torchvision {args.model} ({args.classes} classes), quantised {args.quantize} for {args.qengine} "
-                f"on {args.calibration} random inputs")
+                              args.qengine, args.train_steps)
+        trained = (f"trained {args.train_steps} SGD steps on a synthetic {args.classes}-class task, batch-norm "
+                   f"statistics recomputed, classifier refitted" if args.train_steps
+                   else "untrained, batch-norm statistics recomputed")
+        what = (f"torchvision {args.model} ({args.classes} classes; {trained}), quantised {args.quantize} for "
+                f"{args.qengine} on {args.calibration} task inputs")
     elif ":" in args.model:
         if args.input_shape is None:
             raise FrontendError(f"model {args.model}: give --input-shape N,C,H,W (a module declares no shape)")
@@ -58,7 +61,7 @@ def _model(args):
         apply_state_dict(module, load_state_dict(args.state_dict), str(args.state_dict))
         what += f", weights from {args.state_dict}"
     elif args.model in TORCH_MODELS:
-        what += ", random weights"
+        what += f", random initialisation seed {args.seed}"
     return module, shape, what
 
 
@@ -90,6 +93,8 @@ def cmd_torch(args) -> int:
     for opt in ("image", "classes", "calibration"):
         if getattr(args, opt) < 1:
             raise FrontendError(f"--{opt} {getattr(args, opt)} must be at least 1")
+    if args.train_steps < 0:
+        raise FrontendError(f"--train-steps {args.train_steps} must be at least 0")
     cfg = load_config(args.config)
     if args.report is not None:
         check_report_dir(args.report)
@@ -97,9 +102,14 @@ def cmd_torch(args) -> int:
     module, shape, what = _model(args)
     net = Network.from_torch(module, shape, cfg, source=str(args.model), mode=args.partition,
                              skip_first_conv=not args.all_convs, requant=args.requant, strict=args.strict)
+    labels = None
     if args.input:
         feeds, _, source = load_feeds(net.graph, args.input)
         xs = [f[net.input_name] for f in feeds]
+    elif args.model in TORCH_MODELS:
+        from vtasim.compiler.frontend.models.torchvision_quant import task_inputs
+        x, labels = task_inputs(args.limit or 8, args.image, (args.seed, 5), args.classes, args.seed)
+        xs, source = list(x[:, None]), f"the synthetic task (seed {args.seed})"
     else:
         n = args.limit or 8
         xs = list(np.random.default_rng(args.seed + 2).standard_normal((n,) + shape).astype(np.float32))
@@ -128,6 +138,9 @@ def cmd_torch(args) -> int:
     print(_line(f"vs PyTorch int8 ({args.qengine}, CPU)", agreement(ours, refs, lsb)))
     floor = agreement(noisy_runs(ref, xs, input_scale(net.graph), seed=args.seed), refs, lsb)
     print(_line("noise floor: PyTorch vs itself with input noise of 1% of an input LSB", floor))
+    if labels is not None and ours.ndim == 2:
+        print(f"the task's classes: top-1 accuracy {np.mean(ours.argmax(1) == labels[:len(ours)]):.3f} on VTA, "
+              f"{np.mean(refs.argmax(1) == labels[:len(refs)]):.3f} on PyTorch")
     if args.report is not None:
         from vtasim.sim.install import missing_note
         paths = write_report(first, args.report, cfg, title=args.model.replace(":", "_").rsplit(".", 1)[-1])
@@ -137,14 +150,14 @@ def cmd_torch(args) -> int:
 
 
 def add_commands(sub) -> None:
-    from vtasim.compiler.frontend.models.torchvision_quant import QUANT_MODES, TORCH_MODELS
+    from vtasim.compiler.frontend.models.torchvision_quant import QUANT_MODES, TORCH_MODELS, TRAIN_STEPS
     from vtasim.compiler.frontend.partition import PARTITION_MODES
     from vtasim.compiler.frontend.torch_reference import ENGINES as QENGINES
     from vtasim.compiler.frontend.run_options import add_run_options
     p = sub.add_parser("torch", help="run a PyTorch model quantised in eager mode or with FX: VTA regions on an "
                                      "engine, the rest on the host; compare with PyTorch's quantised CPU run")
     p.add_argument("model", help=f"a bundled model ({', '.join(TORCH_MODELS)}: torchvision's quantizable version, "
-                                 f"random weights, quantised here) or package.module:function returning your "
+                                 f"conditioned on a synthetic task from its random initialisation, quantised here) or package.module:function returning your "
                                  f"quantised module")
     p.add_argument("--state-dict", type=Path, default=None, metavar="FILE.pt",
                    help="weights: torch.save(quantised_model.state_dict()), read with weights_only=True (no code runs)")
@@ -152,13 +165,16 @@ def add_commands(sub) -> None:
     p.add_argument("--quantize", choices=QUANT_MODES, default="eager", help="bundled models: how to quantise")
     p.add_argument("--image", type=int, default=32, help="bundled models: input height and width")
     p.add_argument("--classes", type=int, default=10, help="bundled models: classifier outputs")
-    p.add_argument("--calibration", type=int, default=32, help="bundled models: random calibration inputs")
+    p.add_argument("--calibration", type=int, default=32, help="bundled models: calibration inputs (of the synthetic task)")
+    p.add_argument("--train-steps", type=int, default=TRAIN_STEPS,
+                   help="bundled models: SGD steps on the synthetic task that condition the random network "
+                        "(0: untrained, chaotic; docs/pytorch.md)")
     p.add_argument("--qengine", choices=QENGINES, default="fbgemm",
                    help="PyTorch's quantised CPU engine (the reference; bundled models are quantised for it)")
     p.add_argument("--input", action="append", default=None, metavar="FILE.npy",
-                   help="a .npy array: one input or a stack of them (default: --limit random inputs)")
-    add_run_options(p, limit_help="only the first N inputs (random inputs: N, default 8)",
-                    seed_help="seed of the weights, calibration and random inputs")
+                   help="a .npy array: one input or a stack of them (default: --limit inputs of the bundled model's synthetic task, or random ones)")
+    add_run_options(p, limit_help="only the first N inputs (generated inputs: N, default 8)",
+                    seed_help="seed of the weights, the synthetic task, calibration and generated inputs")
     p.add_argument("--partition", choices=PARTITION_MODES, default="pattern",
                    help="pattern: every convertible layer; cost: only where VTA beats the host estimate")
     p.add_argument("--requant", choices=("auto", "shift", "fixed"), default="auto",

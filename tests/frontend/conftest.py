@@ -37,7 +37,7 @@ def digits_split():
 
 @pytest.fixture(scope="session")
 def torch_model():
-    """``get(name, mode, image=32)``: a bundled torchvision model (random weights, 10 classes) quantised in
+    """``get(name, mode, image=32)``: a bundled torchvision model (conditioned on its synthetic task, 10 classes) quantised in
     ``mode`` for fbgemm, built once per session: (module, input shape)."""
     torch = pytest.importorskip("torch")
     pytest.importorskip("torchvision")

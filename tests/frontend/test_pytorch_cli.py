@@ -56,7 +56,9 @@ def test_factory_model_with_a_state_dict(tmp_path):
 def test_bundled_resnet18_fx():
     rc, out, err = _vtasim("resnet18", "--quantize", "fx", "--limit", "2")
     assert rc == 0, err
-    assert "torchvision resnet18 (10 classes), quantised fx for fbgemm" in out and "20 VTA region(s)" in out
+    assert "torchvision resnet18 (10 classes; trained 40 SGD steps on a synthetic 10-class task" in out, out
+    assert "quantised fx for fbgemm" in out and "20 VTA region(s)" in out
+    assert re.search(r"the task's classes: top-1 accuracy [\d.]+ on VTA", out), out
     assert re.search(r"layer4_1_conv2\s+qconv\s+vta", out)
     ours, floor = _figures(out, "vs PyTorch int8"), _figures(out, "noise floor")
     assert ours["rel_err"] <= 1.25 * floor["rel_err"], out
@@ -93,6 +95,7 @@ def test_bad_models_and_options(tmp_path):
     _one_line_error(*_vtasim("torch_cases:tiny", "--input-shape", "1,3,16,16", "--limit", "0"), "--limit 0")
     _one_line_error(*_vtasim("torch_cases:nothing", "--input-shape", "1,3,16,16"), "cannot import it")
     _one_line_error(*_vtasim("resnet18", "--input-shape", "1,3,16,16"), "takes --image")
+    _one_line_error(*_vtasim("resnet18", "--train-steps", "-1"), "--train-steps -1 must be at least 0")
     evil = tmp_path / "evil.pt"
     marker = tmp_path / "ran"
     code = (f"import torch\nclass P:\n    def __reduce__(self):\n        return (open, ({str(marker)!r}, 'w'))\n"
