@@ -305,7 +305,7 @@ def test_a_build_shows_its_time_and_a_cache_hit_is_silent(tmp_path, monkeypatch,
     from vtasim.sim.rtl import runner
     built = []
 
-    def fake_compile(cfg, sim, waves, sources, bdir, tb_bytes, coverage=False):
+    def fake_compile(cfg, sim, waves, sources, bdir, tb_bytes, coverage=False, clock="hdl", verilator_args=()):
         built.append(bdir)
         bdir.mkdir(parents=True)
     monkeypatch.setattr(runner, "_compile", fake_compile)

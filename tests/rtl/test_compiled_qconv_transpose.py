@@ -24,7 +24,7 @@ def test_compiled_qconv_transpose_matches_on_the_rtl(correction, cfg, verilator_
     w = rng.integers(-24, 25, (c, o, 4, 4)).astype(np.int8)
     b = rng.integers(-2000, 2000, o).astype(np.int32)
     x = rng.integers(-128, 128, (cfg.batch, c, 3, 3)).astype(np.int8)
-    plan = qnn.plan_requant(0.004, qnn.conv_transpose_acc_bound(w, b, za, 2), 0, -128, 127, cfg)
+    plan = qnn.plan_requant(0.004, qnn.conv_transpose_acc_bound(w, b, za, 2), 0, -128, 127, cfg, path="fixed")
     layer = build_qconv_transpose(cfg, x.shape, w, b, 2, 1, za, plan, correction=correction)
     image = layer.image(x)
     assert image.expected, "the compiled image carries its numpy reference"
