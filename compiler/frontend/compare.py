@@ -7,7 +7,7 @@ import numpy as np
 from vtasim.compiler.frontend.errors import FrontendError
 
 __all__ = ["ORT_LEVELS", "OrtReference", "ort_session", "cpu_has_vnni", "fused_level_note", "output_lsb",
-           "agreement"]
+           "agreement", "input_scale", "noisy_runs"]
 
 # onnxruntime's graph optimisation level of a reference session.  "basic": every node with its ONNX
 # semantics (a QDQ group is DequantizeLinear -> the float op -> QuantizeLinear); "all": onnxruntime's
@@ -97,7 +97,10 @@ def output_lsb(graph) -> float | None:
 
 
 def agreement(ours: np.ndarray, ref: np.ndarray, lsb: float | None) -> dict:
-    """Per-batch metrics of ``ours`` against ``ref`` (both (N, classes) or any shape)."""
+    """Per-batch metrics of ``ours`` against ``ref`` (both (N, classes) or any shape): the largest
+    difference, the relative error, the difference in output LSBs, and for (N, classes) the top-1
+    agreement (an input agrees when a class is top-1 in both: quantised scores tie, and argmax would
+    name the first of the tied classes) and the reference's top-1 among our top 5."""
     a, b = np.asarray(ours, np.float64), np.asarray(ref, np.float64)
     if a.shape != b.shape:
         raise FrontendError(f"output shape {a.shape} differs from onnxruntime's {b.shape}")
@@ -106,8 +109,30 @@ def agreement(ours: np.ndarray, ref: np.ndarray, lsb: float | None) -> dict:
            "rel_err": float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))}
     out["max_lsb"] = float(np.round(out["max_abs"] / lsb, 3)) if lsb else None
     if a.ndim == 2:
-        out["top1"] = float(np.mean(a.argmax(1) == b.argmax(1)))
+        # a class is top-1 when no class scores higher: with quantised outputs two classes often tie,
+        # and which of them argmax names is arbitrary, so an input agrees when the two sets of top-1
+        # classes meet
+        out["top1"] = float(np.mean(((a == a.max(1, keepdims=True)) & (b == b.max(1, keepdims=True))).any(1)))
         if a.shape[1] >= 5:               # the reference's top-1 class among our top 5
             top5 = np.argsort(-a, 1, kind="stable")[:, :5]
             out["top5"] = float(np.mean([r in t for r, t in zip(b.argmax(1), top5)]))
     return out
+
+
+def input_scale(graph) -> float:
+    """The scale of the graph's first QuantizeLinear (the input's quantisation step)."""
+    for n in graph.nodes:
+        if n.op == "QuantizeLinear":
+            return float(np.asarray(graph.consts[n.inputs[1]]).reshape(-1)[0])
+    raise FrontendError("the graph quantises no input (no QuantizeLinear)")
+
+
+def noisy_runs(ref, xs, scale: float, eps: float = 0.01, seed: int = 0) -> np.ndarray:
+    """The reference's outputs (``ref.run``: an :class:`OrtReference` or a PyTorch reference) for each
+    input plus N(0, (eps * scale)^2) noise, concatenated along the batch: the network's own noise
+    floor.  Noise of 1 % of the input's quantisation step moves only the input codes next to a
+    rounding boundary, as a 1-LSB rounding difference moves a few codes of a layer; how far that
+    moves the reference's own output says how far any faithful int8 execution can be from it."""
+    rng = np.random.default_rng(seed)
+    return np.concatenate([ref.run(x + (eps * scale) * rng.standard_normal(np.shape(x)).astype(np.float32))
+                           for x in xs])

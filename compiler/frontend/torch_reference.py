@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from vtasim.compiler.frontend.compare import input_scale, noisy_runs
 from vtasim.compiler.frontend.errors import FrontendError
 
 __all__ = ["TorchReference", "layer_lsb", "input_scale", "noisy_runs", "ENGINES"]
@@ -110,16 +111,3 @@ def layer_lsb(net, module, x, engine: str = "reference") -> dict:
     return out
 
 
-def input_scale(graph) -> float:
-    """The scale of the graph's first QuantizeLinear (the input's quantisation step)."""
-    for n in graph.nodes:
-        if n.op == "QuantizeLinear":
-            return float(np.asarray(graph.consts[n.inputs[1]]).reshape(-1)[0])
-    raise FrontendError("the graph quantises no input (no QuantizeLinear)")
-
-
-def noisy_runs(ref: TorchReference, xs, scale: float, eps: float = 0.01, seed: int = 0) -> np.ndarray:
-    """PyTorch's outputs for each input plus N(0, (eps * scale)^2) noise: the network's own noise floor."""
-    rng = np.random.default_rng(seed)
-    return np.concatenate([ref.run(x + (eps * scale) * rng.standard_normal(np.shape(x)).astype(np.float32))
-                           for x in xs])

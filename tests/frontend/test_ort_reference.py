@@ -11,7 +11,7 @@ import pytest
 from onnx import helper
 from onnx_cases import model as _model
 
-from vtasim.compiler.frontend.compare import OrtReference, cpu_has_vnni, fused_level_note, ort_session
+from vtasim.compiler.frontend.compare import OrtReference, agreement, cpu_has_vnni, fused_level_note, ort_session
 from vtasim.compiler.frontend.errors import FrontendError
 from vtasim.compiler.frontend.models import DIGITS_QDQ
 from vtasim.compiler.frontend.models.digits import load_split
@@ -62,3 +62,16 @@ def test_the_note_is_one_line_only_for_the_fused_level_without_vnni():
     assert note and "\n" not in note and "VNNI" in note
     assert fused_level_note("basic", vnni=False) is None
     assert fused_level_note("all", vnni=True) is None
+
+
+
+def test_top1_agreement_counts_a_class_tied_for_top_in_the_reference_and_nothing_else():
+    ref = np.array([[1, 5, 3, 5], [4, 2, 0, 1], [0, 0, 9, 1]], np.float32)   # row 0: classes 1 and 3 tie
+    same = agreement(ref, ref, 1.0)
+    assert same["top1"] == 1.0
+    other_tie = np.array([[1, 4, 3, 5], [4, 2, 0, 1], [0, 0, 9, 1]], np.float32)  # ours names class 3 alone
+    assert agreement(other_tie, ref, 1.0)["top1"] == 1.0
+    below = np.array([[1, 5, 6, 5], [4, 2, 0, 1], [0, 0, 9, 1]], np.float32)      # class 2, below the top in ref
+    assert agreement(below, ref, 1.0)["top1"] == pytest.approx(2 / 3)
+    swapped = np.array([[1, 5, 3, 5], [2, 4, 0, 1], [0, 0, 9, 9]], np.float32)    # row 1 wrong; row 2 ties 2, 3
+    assert agreement(swapped, ref, 1.0)["top1"] == pytest.approx(2 / 3)
