@@ -3,7 +3,7 @@ layers) on VTA, exact for any input zero point.
 
 ::
 
-    plan = qnn.plan_requant(s_x * s_w / s_y, qnn.conv_transpose_acc_bound(w, b, za, 2), zy, -128, 127, cfg, path="fixed")
+    plan = qnn.plan_requant(s_x * s_w / s_y, qnn.conv_transpose_acc_bound(w, b, za, 2), zy, -128, 127, cfg)
     layer = build_qconv_transpose(cfg, (1, 64, 8, 8), w, b, strides=2, pads=1, za=za, plan=plan)
     y, result = layer.run(x, engine="cycle")          # int8 NCHW (1, M, 16, 16)
     assert (y == layer.reference(x)).all()           # numpy: qnn.qconv2d_transpose + plan.apply
@@ -23,8 +23,14 @@ phase: the whole-phase sum, folded into a bias of ``S x S`` vectors per channel 
 with 0 only, so the host pads the halo when ``za != 0`` (when ``za == 0`` the DMA does); why this
 and not a per-position correction tensor is measured in ``docs/compiler.md``
 (``python bench/qconv_transpose.py``).  Channels are padded to the blocks and the batch to
-``cfg.batch``; the padding is removed from the output.  Knobs: the largest tiles that fit
-(:func:`vtasim.compiler.tuning.knobs.fitting_knobs`) as :func:`candidate_knobs` adapts them, else the fallback.
+``cfg.batch``; the padding is removed from the output.  Every requantisation plan runs: shift, fixed
+and the exact plan (``auto``'s choice where the fixed-point plan is not exact), whose stages
+(:func:`vtasim.compiler.ops.exact_epilogue.exact_epilogue`) read a zero tile laid out for the
+phases (:func:`~vtasim.compiler.ops.exact_epilogue.zero_tile`: each output tile, its phases included,
+one contiguous run) and its per-channel vectors (one int32 per channel, the same at every phase).
+Knobs: the largest tiles that fit (:func:`vtasim.compiler.tuning.knobs.fitting_knobs`; with the exact
+plan, two output tiles: :func:`fitting_candidates`) as :func:`candidate_knobs` adapts them, else the
+fallback.
 """
 
 from __future__ import annotations
@@ -159,12 +165,19 @@ def _channel_const(cfg, v: np.ndarray) -> np.ndarray:
 
 
 def fitting_candidates(wl, cfg, plan):
-    """The knob sets the builder tries before the fallback: :func:`candidate_knobs` of the largest tiles
-    whose accumulator space fits the output tile, the bias and the plan's per-channel vectors, and
-    for the exact plan a second tile (the zero tile, which its first stage turns into the copy of
-    ``A``: :mod:`vtasim.compiler.ops.exact_epilogue`)."""
-    exact = bool(plan.stages)
-    return candidate_knobs(fitting_knobs(wl, cfg, acc_tensors=1 + len(plan.vectors), acc_tiles=1 + exact))
+    """The knob sets the builder tries before the fallback, in order: :func:`candidate_knobs` of the
+    largest tiles whose accumulator space fits the output tile, the bias and the plan's per-channel
+    vectors; for the exact plan, the accumulator also holds a second tile (the zero tile, which its
+    first stage turns into the copy of ``A``: :mod:`vtasim.compiler.ops.exact_epilogue`), so those of
+    them that fit two tiles, then :func:`candidate_knobs` of the largest tiles that fit two (the
+    one-channel-block tiles of the first list are often whole-row tiles that fit twice over)."""
+    vecs, tiles = 1 + len(plan.vectors), 1 + bool(plan.stages)
+    out = candidate_knobs(fitting_knobs(wl, cfg, acc_tensors=vecs))
+    if tiles == 1:
+        return out
+    out = [ks for ks in out if wl.tile_fits(cfg, 1, ks["tile_h"][1], ks["tile_w"][1], 1, ks["tile_co"][1], vecs, tiles)]
+    return out + [ks for ks in candidate_knobs(fitting_knobs(wl, cfg, acc_tensors=vecs, acc_tiles=tiles))
+                  if ks not in out]
 
 
 def candidate_knobs(ks: dict):
