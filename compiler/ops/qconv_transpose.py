@@ -167,17 +167,25 @@ def _channel_const(cfg, v: np.ndarray) -> np.ndarray:
 def fitting_candidates(wl, cfg, plan):
     """The knob sets the builder tries before the fallback, in order: :func:`candidate_knobs` of the
     largest tiles whose accumulator space fits the output tile, the bias and the plan's per-channel
-    vectors; for the exact plan, the accumulator also holds a second tile (the zero tile, which its
-    first stage turns into the copy of ``A``: :mod:`vtasim.compiler.ops.exact_epilogue`), so those of
-    them that fit two tiles, then :func:`candidate_knobs` of the largest tiles that fit two (the
-    one-channel-block tiles of the first list are often whole-row tiles that fit twice over)."""
+    vectors.  The exact plan's accumulator also holds a second tile (the zero tile, which its first
+    stage turns into the copy of ``A``: :mod:`vtasim.compiler.ops.exact_epilogue`): each of those with
+    its columns halved until two tiles fit, then the rest of :func:`candidate_knobs` of the largest
+    tiles that fit two (halving the columns first keeps the tile's phase rows and channel block: fewer
+    tiles than dropping to one phase row per tile)."""
     vecs, tiles = 1 + len(plan.vectors), 1 + bool(plan.stages)
     out = candidate_knobs(fitting_knobs(wl, cfg, acc_tensors=vecs))
     if tiles == 1:
         return out
-    out = [ks for ks in out if wl.tile_fits(cfg, 1, ks["tile_h"][1], ks["tile_w"][1], 1, ks["tile_co"][1], vecs, tiles)]
-    return out + [ks for ks in candidate_knobs(fitting_knobs(wl, cfg, acc_tensors=vecs, acc_tiles=tiles))
-                  if ks not in out]
+
+    def fits(ks):
+        return wl.tile_fits(cfg, 1, ks["tile_h"][1], ks["tile_w"][1], 1, ks["tile_co"][1], vecs, tiles)
+    halved = []
+    for ks in out + candidate_knobs(fitting_knobs(wl, cfg, acc_tensors=vecs, acc_tiles=tiles)):
+        while not fits(ks) and ks["tile_w"][1] % 2 == 0:
+            ks = {**ks, "tile_w": [ks["tile_w"][0] * 2, ks["tile_w"][1] // 2]}
+        if fits(ks) and ks not in halved:
+            halved.append(ks)
+    return halved
 
 
 def candidate_knobs(ks: dict):

@@ -241,3 +241,29 @@ def test_a_perturbed_exact_plan_is_caught(default_cfg, correction):
         assert not np.array_equal(y, host), what
         if what.startswith("rounding vector"):    # the vector reaches its own channel only
             assert np.array_equal(y[:, :-1], host[:, :-1]), what
+
+
+def test_exact_plan_knobs_hold_two_accumulator_tiles(default_cfg):
+    """DCGAN's last layer (16x16 -> 32x32, 64 -> 3): the fixed plan's first tile fills the accumulator
+    once; every knob set tried for the exact plan holds two tiles (the zero tile, turned into the copy
+    of A) with the bias and the plan's vectors, and the layer compiles with one of them."""
+    from vtasim.compiler.ops.qconv_transpose import fitting_candidates, transpose_geometry
+    cfg = default_cfg
+    rng = np.random.default_rng(0)
+    w = rng.integers(-12, 13, (64, 3, 4, 4)).astype(np.int8)
+    b = rng.integers(-2000, 2000, 3).astype(np.int32)
+    bound = qnn.conv_transpose_acc_bound(w, b, -128, 2)
+    fixed, exact = (qnn.plan_requant(0.002, bound, 0, -128, 127, cfg, path=p) for p in ("fixed", "exact"))
+    wl = transpose_geometry(cfg, (1, 64, 16, 16), w.shape, 2, 1).transpose_workload()
+
+    def tiles_fit(ks, plan, tiles):
+        return wl.tile_fits(cfg, 1, ks["tile_h"][1], ks["tile_w"][1], 1, ks["tile_co"][1], 1 + len(plan.vectors), tiles)
+    first = fitting_candidates(wl, cfg, fixed)[0]
+    assert tiles_fit(first, fixed, 1) and not tiles_fit(first, exact, 2)
+    tried = fitting_candidates(wl, cfg, exact)
+    assert tried and all(tiles_fit(ks, exact, 2) for ks in tried)
+    layer = build_qconv_transpose(cfg, (1, 64, 16, 16), w, b, 2, 1, -128, exact)
+    assert layer.knob_source == "fitting" and layer.knobs in tried
+    x = rng.integers(-128, 128, (1, 64, 16, 16)).astype(np.int8)
+    y, _ = layer.run(x, engine="functional")
+    assert np.array_equal(y, layer.reference(x))
