@@ -9,6 +9,12 @@ The data are drawn so that the outputs are visible (the plan's multiplier from t
 spread; the fraction clipped is asserted small) and so that the border correction matters: the
 answer with the interior's correction at every position differs at the borders, and a program whose
 halo holds 0 instead of the zero point is caught.
+
+With the exact requantisation plan (``auto``'s choice where the fixed-point plan is not exact) the
+reference is the host's integer execution: the scatter's accumulator (equal to
+``qnn.qconv2d_transpose``'s) and the exact integer rule (``plan.exact``), on multipliers where the
+fixed-point plan's VTA output is 1 LSB off on the same data; a dropped rounding stage and a perturbed
+per-channel vector are caught, and the knob sets tried hold the plan's second accumulator tile.
 """
 
 from __future__ import annotations
