@@ -54,7 +54,7 @@ def _plan_paths(net, cfg, requant) -> dict:
     from vtasim.compiler.frontend.region import VtaRegion
     out: dict = {}
     for n in net.graph.nodes:
-        if n.target == "vta" and n.op in ("qconv", "qdense"):
+        if n.target == "vta" and n.op in ("qconv", "qdense", "qconv_transpose"):
             path = VtaRegion(n, cfg, path=requant).check(n.attrs["x_dtype"])[1].path
             out[path] = out.get(path, 0) + 1
     return out

@@ -15,9 +15,12 @@ the position there.  The two forms of :func:`vtasim.compiler.ops.qconv_transpose
   the accumulator in place of the bias (4 bytes per output element, the tile's space twice).
 
 For each layer (input zero point -128, uint8 zero point 0 shifted to int8, as DCGAN's ReLU outputs
-are) and form, every knob set the builder would try is compiled and run on the cycle engine; the
-best is printed with its DRAM bytes (loads and stores), and the ratios of the two forms side by side.
-Every run is checked against ``layer.reference`` (numpy) bit for bit.
+are), form and requantisation plan (``fixed``: the fixed-point plan, within 1 LSB; ``exact``: the
+exact plan, what ``plan_requant``'s ``auto`` takes here, since the fixed-point plan of this
+multiplier is not exact), every knob set the builder would try is compiled and run on the cycle
+engine; the best is printed with its DRAM bytes (loads and stores), and the ratios side by side:
+position / phase (each plan) and exact / fixed (each form).  Every run is checked against
+``layer.reference`` (numpy) bit for bit.
 """
 
 from __future__ import annotations
@@ -31,18 +34,18 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 # (name, H, CIN, COUT, K, STRIDE, PAD): the DCGAN generator of compiler/frontend/models/edge.py
+MULTIPLIER = 0.002          # s_x * s_w / s_y: its fixed-point plan is not exact at these layers' bounds
 DCGAN = [("convT1 1->4", 1, 32, 256, 4, 1, 0), ("convT2 4->8", 4, 256, 128, 4, 2, 1),
          ("convT3 8->16", 8, 128, 64, 4, 2, 1), ("convT4 16->32", 16, 64, 3, 4, 2, 1)]
 
 
 def _best(cfg, shape, w, b, s, p, za, plan, correction, x):
     from vtasim.compiler.errors import CompileError
-    from vtasim.compiler.tuning.knobs import fitting_knobs
-    from vtasim.compiler.ops.qconv_transpose import build_qconv_transpose, candidate_knobs, transpose_geometry
+    from vtasim.compiler.ops.qconv_transpose import build_qconv_transpose, fitting_candidates, transpose_geometry
     g = transpose_geometry(cfg, shape, w.shape, s, p)
     wl = g.transpose_workload()
     best = None
-    for ks in candidate_knobs(fitting_knobs(wl, cfg, acc_tensors=1 + len(plan.vectors))):
+    for ks in fitting_candidates(wl, cfg, plan):
         try:
             layer = build_qconv_transpose(cfg, shape, w, b, s, p, za, plan, knobs=ks, correction=correction)
         except CompileError:                    # a knob set that does not compile
@@ -56,6 +59,15 @@ def _best(cfg, shape, w, b, s, p, za, plan, correction, x):
     return best
 
 
+def _ratios(label, got):
+    """position / phase per plan and exact / fixed per form, of cycles and DRAM bytes."""
+    pp = ", ".join(f"{path} {got['position', path][0] / got['phase', path][0]:.2f}/"
+                   f"{got['position', path][1] / got['phase', path][1]:.2f}" for path in ("fixed", "exact"))
+    ef = ", ".join(f"{form} {got[form, 'exact'][0] / got[form, 'fixed'][0]:.3f}/"
+                   f"{got[form, 'exact'][1] / got[form, 'fixed'][1]:.3f}" for form in ("phase", "position"))
+    print(f"{label:<14} position/phase (cycles/bytes): {pp}; exact/fixed (cycles/bytes): {ef}")
+
+
 def main(argv=None) -> int:
     from vtasim.compiler import qnn
     from vtasim.hw.config import load_config
@@ -65,27 +77,33 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     cfg = load_config(args.config)
     rng = np.random.default_rng(0)
-    print(f"config {cfg.batch}x{cfg.block_in}x{cfg.block_out}, input zero point {args.za}")
-    print(f"{'layer':<14} {'form':<9} {'cycles':>9} {'DRAM bytes':>11} {'GEMM uops':>10}  tiles (co, h, w inner)")
-    tot = {"phase": [0, 0], "position": [0, 0]}
+    print(f"config {cfg.batch}x{cfg.block_in}x{cfg.block_out}, input zero point {args.za}, multiplier "
+          f"{MULTIPLIER}")
+    print(f"{'layer':<14} {'form':<9} {'plan':<6} {'cycles':>9} {'DRAM bytes':>11} {'GEMM uops':>10}  "
+          f"tiles (co, h, w inner)")
+    runs = [(form, path) for form in ("phase", "position") for path in ("fixed", "exact")]
+    tot = {r: [0, 0] for r in runs}
     for name, h, c, o, k, s, p in DCGAN:
         w = rng.integers(-12, 13, (c, o, k, k)).astype(np.int8)
         b = rng.integers(-2000, 2000, o).astype(np.int32)
-        plan = qnn.plan_requant(0.002, qnn.conv_transpose_acc_bound(w, b, args.za, s), 0, -128, 127, cfg)
+        bound = qnn.conv_transpose_acc_bound(w, b, args.za, s)
+        plans = {path: qnn.plan_requant(MULTIPLIER, bound, 0, -128, 127, cfg, path=path) for path in ("fixed", "exact")}
+        if qnn.plan_requant(MULTIPLIER, bound, 0, -128, 127, cfg).path != "exact":
+            raise SystemExit(f"{name}: auto does not take the exact plan at multiplier {MULTIPLIER}")
         x = rng.integers(-128, 128, (1, c, h, h)).astype(np.int8)
         got = {}
-        for form in ("phase", "position"):
-            cyc, nbytes, gemm, ks = _best(cfg, (1, c, h, h), w, b, s, p, args.za, plan, form, x)
-            got[form] = (cyc, nbytes)
-            tot[form][0] += cyc
-            tot[form][1] += nbytes
-            print(f"{name:<14} {form:<9} {cyc:>9,} {nbytes:>11,} {gemm:>10,}  "
+        for form, path in runs:
+            cyc, nbytes, gemm, ks = _best(cfg, (1, c, h, h), w, b, s, p, args.za, plans[path], form, x)
+            got[form, path] = (cyc, nbytes)
+            tot[form, path][0] += cyc
+            tot[form, path][1] += nbytes
+            print(f"{name:<14} {form:<9} {path:<6} {cyc:>9,} {nbytes:>11,} {gemm:>10,}  "
                   f"({ks['tile_co'][1]}, {ks['tile_h'][1]}, {ks['tile_w'][1]})")
-        print(f"{'':<14} position/phase: cycles {got['position'][0] / got['phase'][0]:.2f}, "
-              f"DRAM bytes {got['position'][1] / got['phase'][1]:.2f}")
-    print(f"{'total':<14} phase {tot['phase'][0]:,} cycles, {tot['phase'][1]:,} B; position {tot['position'][0]:,} "
-          f"cycles, {tot['position'][1]:,} B; position/phase cycles {tot['position'][0] / tot['phase'][0]:.2f}, "
-          f"bytes {tot['position'][1] / tot['phase'][1]:.2f}")
+        _ratios("", got)
+    print("total")
+    for form, path in runs:
+        print(f"{'':<14} {form:<9} {path:<6} {tot[form, path][0]:>9,} {tot[form, path][1]:>11,}")
+    _ratios("total", tot)
     return 0
 
 

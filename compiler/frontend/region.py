@@ -89,11 +89,7 @@ class VtaRegion:
             bound = conv_transpose_acc_bound(a["weight"], a["bias"], za, a["strides"])
         else:
             bound = acc_bound(a["weight"], a["bias"], za)
-        plan = plan_requant(mult, bound, int(a["y_zp"]) - ys, lo - ys, hi - ys, self.cfg, path=self.path)
-        if plan.stages and self.node.op == "qconv_transpose" and self.path == "auto":
-            # a transposed conv has no exact path yet: the fixed-point plan, within its proved LSB bound
-            plan = plan_requant(mult, bound, int(a["y_zp"]) - ys, lo - ys, hi - ys, self.cfg, path="fixed")
-        return za, plan
+        return za, plan_requant(mult, bound, int(a["y_zp"]) - ys, lo - ys, hi - ys, self.cfg, path=self.path)
 
     def check(self, x_dtype=np.int8):
         """Raise the requantisation error (if any) without compiling."""

@@ -39,16 +39,27 @@ def check_stages(stages, vectors, name: str):
 
 def zero_tile(env, shape, roles: str, tile_h: int, tile_w: int):
     """``(placeholder, index)``: a zero int8 tensor and the map from an output position to a position
-    in it such that every output tile (``tile_h`` x ``tile_w`` pixels, any channel blocks) reads one
-    contiguous run (one 2-D DMA, whatever the tile's shape in the output layout); its values are all 0,
-    so which zero a position reads does not matter."""
+    in it such that every output tile (``tile_h`` x ``tile_w`` pixels, any channel blocks; a transposed
+    conv's tile: ``tile_h`` x ``tile_w`` phase pixels, each with its ``S x S`` phases ``p``, ``q``) reads
+    one contiguous run (one DMA, whatever the tile's shape in the output layout): the position's offset
+    inside its tile, in the tile's loop order ``c, y, p, x, q``, plus the tile's base; its values are
+    all 0, so which zero a position reads does not matter."""
     ext = dict(zip(roles, shape))
-    span = ext["c"] * tile_h * tile_w + ext["y"] * tile_w + ext["x"]
+    sq, sp = ext.get("q", 1), ext.get("p", 1)
+    stride = {"q": 1, "x": sq}
+    stride["p"] = tile_w * stride["x"]
+    stride["y"] = sp * stride["p"]
+    stride["c"] = tile_h * stride["y"]
+    order = [r for r in "cypxq" if r in ext]
+    span = sum(ext[r] * stride[r] for r in order)
     zero = te.placeholder((ext["b"] * span, ext["B"], ext["C"]), env.inp_dtype, "zero")
 
     def index(*i):
         a = dict(zip(roles, i))
-        return (a["b"] * span + a["c"] * (tile_h * tile_w) + a["y"] * tile_w + a["x"], a["B"], a["C"])
+        flat = a["b"] * span
+        for r in order:
+            flat = flat + (a[r] * stride[r] if stride[r] != 1 else a[r])
+        return (flat, a["B"], a["C"])
     return zero, index
 
 

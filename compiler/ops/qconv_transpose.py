@@ -3,7 +3,7 @@ layers) on VTA, exact for any input zero point.
 
 ::
 
-    plan = qnn.plan_requant(s_x * s_w / s_y, qnn.conv_transpose_acc_bound(w, b, za, 2), zy, -128, 127, cfg, path="fixed")
+    plan = qnn.plan_requant(s_x * s_w / s_y, qnn.conv_transpose_acc_bound(w, b, za, 2), zy, -128, 127, cfg)
     layer = build_qconv_transpose(cfg, (1, 64, 8, 8), w, b, strides=2, pads=1, za=za, plan=plan)
     y, result = layer.run(x, engine="cycle")          # int8 NCHW (1, M, 16, 16)
     assert (y == layer.reference(x)).all()           # numpy: qnn.qconv2d_transpose + plan.apply
@@ -23,8 +23,14 @@ phase: the whole-phase sum, folded into a bias of ``S x S`` vectors per channel 
 with 0 only, so the host pads the halo when ``za != 0`` (when ``za == 0`` the DMA does); why this
 and not a per-position correction tensor is measured in ``docs/compiler.md``
 (``python bench/qconv_transpose.py``).  Channels are padded to the blocks and the batch to
-``cfg.batch``; the padding is removed from the output.  Knobs: the largest tiles that fit
-(:func:`vtasim.compiler.tuning.knobs.fitting_knobs`) as :func:`candidate_knobs` adapts them, else the fallback.
+``cfg.batch``; the padding is removed from the output.  Every requantisation plan runs: shift, fixed
+and the exact plan (``auto``'s choice where the fixed-point plan is not exact), whose stages
+(:func:`vtasim.compiler.ops.exact_epilogue.exact_epilogue`) read a zero tile laid out for the
+phases (:func:`~vtasim.compiler.ops.exact_epilogue.zero_tile`: each output tile, its phases included,
+one contiguous run) and its per-channel vectors (one int32 per channel, the same at every phase).
+Knobs: the largest tiles that fit (:func:`vtasim.compiler.tuning.knobs.fitting_knobs`; with the exact
+plan, two output tiles: :func:`fitting_candidates`) as :func:`candidate_knobs` adapts them, else the
+fallback.
 """
 
 from __future__ import annotations
@@ -39,12 +45,14 @@ from vtasim.compiler.errors import CompileError
 from vtasim.compiler.tuning.knobs import check_knobs, fallback_knobs, fitting_knobs
 from vtasim.compiler.ops.conv2d_transpose import ROLES, TRANSPOSE_TAG, conv2d_transpose_packed, pack_transpose_kernel
 from vtasim.compiler.ops.conv_family import schedule_conv_family
+from vtasim.compiler.ops.exact_epilogue import zero_tile
 from vtasim.compiler.ops.layout import pack_channel_const
 from vtasim.compiler.ops.quantized import Geometry, QLayer, check_acc_bound, check_layer_args, requant_epilogue
 from vtasim.compiler.qnn.conv import norm_pads, norm_pair
 from vtasim.compiler.qnn.conv_transpose import conv_transpose2d, conv_transpose_out_hw
 
 __all__ = ["build_qconv_transpose", "transpose_problem", "transpose_geometry", "phase_weight_sums", "candidate_knobs",
+           "fitting_candidates",
            "CORRECTIONS"]
 
 # the folded bias (bias - za * sum w) is read at these output axes (conv_family's roles)
@@ -122,9 +130,6 @@ def build_qconv_transpose(cfg, x_shape, weight, bias, strides, pads, za, plan, k
         raise qnn.QnnError(f"{name}: weight {weight.shape} must be (C, M, K, K)")
     g = transpose_geometry(cfg, x_shape, weight.shape, strides, pads, name, dilations, output_padding, groups)
     za, weight, bias = check_layer_args(g, weight, bias, za, plan, name)
-    if plan.stages:
-        raise qnn.QnnError(f"{name}: requantisation path {plan.path!r} (rule: a transposed conv takes the shift or "
-                           f"fixed path; the exact path's zero tile is not laid out for its phases)")
     check_acc_bound(qnn.conv_transpose_acc_bound(weight, bias, za, g.strides), plan, name)
     g.host_pad = bool(za != 0 and any(g.halo)) and correction == "phase"
     wl = g.transpose_workload(name)
@@ -140,8 +145,7 @@ def build_qconv_transpose(cfg, x_shape, weight, bias, strides, pads, za, plan, k
         v_full[:g.o] = vec
         consts[f"vec_{vname}"] = _channel_const(cfg, v_full)
     tries = [("user", knobs)] if knobs is not None else \
-        [("fitting", ks) for ks in candidate_knobs(fitting_knobs(wl, cfg, acc_tensors=1 + len(plan.vectors)))] + \
-        [("fallback", fallback_knobs(wl, cfg))]
+        [("fitting", ks) for ks in fitting_candidates(wl, cfg, plan)] + [("fallback", fallback_knobs(wl, cfg))]
     for source, ks in tries:
         ks = check_knobs(wl, cfg, ks)
         try:
@@ -158,6 +162,30 @@ def _channel_const(cfg, v: np.ndarray) -> np.ndarray:
     """A per-channel int32 vector ``(O,)`` in the transposed output's bias layout ``(1, OB, 1, 1, 1, 1, b, o)``."""
     b = pack_channel_const(v.astype(np.int32), cfg.batch, cfg.block_out)
     return np.ascontiguousarray(b.reshape(1, b.shape[1], 1, 1, 1, 1, cfg.batch, cfg.block_out))
+
+
+def fitting_candidates(wl, cfg, plan):
+    """The knob sets the builder tries before the fallback, in order: :func:`candidate_knobs` of the
+    largest tiles whose accumulator space fits the output tile, the bias and the plan's per-channel
+    vectors.  The exact plan's accumulator also holds a second tile (the zero tile, which its first
+    stage turns into the copy of ``A``: :mod:`vtasim.compiler.ops.exact_epilogue`): each of those with
+    its columns halved until two tiles fit, then the rest of :func:`candidate_knobs` of the largest
+    tiles that fit two (halving the columns first keeps the tile's phase rows and channel block: fewer
+    tiles than dropping to one phase row per tile)."""
+    vecs, tiles = 1 + len(plan.vectors), 1 + bool(plan.stages)
+    out = candidate_knobs(fitting_knobs(wl, cfg, acc_tensors=vecs))
+    if tiles == 1:
+        return out
+
+    def fits(ks):
+        return wl.tile_fits(cfg, 1, ks["tile_h"][1], ks["tile_w"][1], 1, ks["tile_co"][1], vecs, tiles)
+    halved = []
+    for ks in out + candidate_knobs(fitting_knobs(wl, cfg, acc_tensors=vecs, acc_tiles=tiles)):
+        while not fits(ks) and ks["tile_w"][1] % 2 == 0:
+            ks = {**ks, "tile_w": [ks["tile_w"][0] * 2, ks["tile_w"][1] // 2]}
+        if fits(ks) and ks not in halved:
+            halved.append(ks)
+    return halved
 
 
 def candidate_knobs(ks: dict):
@@ -218,9 +246,17 @@ def _program(cfg, g: Geometry, wl, consts: dict, plan, knobs: dict, name: str, b
         bias = te.placeholder(consts["bias"].shape, env.acc_dtype, "bias")
         vecs = {v: te.placeholder(consts[f"vec_{v}"].shape, env.acc_dtype, f"vec_{v}") for v in plan.vectors}
         conv = conv2d_transpose_packed(env, data, kernel, wl, host_padded=g.host_pad)
-        last = requant_epilogue(conv, bias, vecs, plan, ROLES, None, bias_axes)
+        zero = zero_tile(env, conv.shape, ROLES, int(knobs["tile_h"][1]), int(knobs["tile_w"][1])) \
+            if plan.stages else None
+        last = requant_epilogue(conv, bias, vecs, plan, ROLES, zero, bias_axes)
+        extra = []
+        if zero is not None:             # a constant input: the image holds it, evaluate reads it from consts
+            consts["zero"] = np.zeros(zero[0].shape, np.int8)
+            extra = [zero[0]]
+        else:
+            consts.pop("zero", None)
         out = te.compute(last.shape, lambda *i: last(*i).astype(env.out_dtype), name="q_out")
         sch = schedule_conv_family(env, out, knobs, TRANSPOSE_TAG, ROLES)
-        built = build(sch, [data, kernel, bias, *vecs.values(), out], {**consts, "data": np.zeros(data.shape, np.int8)},
-                      cfg, name=name, expected=False)
+        built = build(sch, [data, kernel, bias, *vecs.values(), *extra, out],
+                      {**consts, "data": np.zeros(data.shape, np.int8)}, cfg, name=name, expected=False)
     return built, out

@@ -97,24 +97,26 @@ def _divisors_desc(n: int) -> list:
     return [d for d in range(n, 0, -1) if n % d == 0]
 
 
-def _fits(wl, cfg, b, h, w, ci, co, acc_tensors) -> bool:
+def _fits(wl, cfg, b, h, w, ci, co, acc_tensors, acc_tiles: int = 1) -> bool:
     """Whether one tile (inner factors ``b, h, w, ci, co``) fits the scratchpads, single-buffered:
-    the input window with its halo, the weights, and the accumulator tile plus ``acc_tensors``
-    per-channel vectors (a bias, requantisation multipliers)."""
+    the input window with its halo, the weights, and ``acc_tiles`` accumulator tiles (2: the exact
+    requantisation's copy of the tile) plus ``acc_tensors`` per-channel vectors (a bias,
+    requantisation multipliers)."""
     if hasattr(wl, "tile_fits"):
-        return wl.tile_fits(cfg, b, h, w, ci, co, acc_tensors)
+        return wl.tile_fits(cfg, b, h, w, ci, co, acc_tensors, acc_tiles)
     if isinstance(wl, Conv2d):
         ih, iw = (h - 1) * wl.stride + wl.k, (w - 1) * wl.stride + wl.k
         inp, wgt = b * ci * ih * iw, co * ci * wl.k * wl.k
-        acc = b * co * h * w + co * acc_tensors
+        acc = acc_tiles * b * co * h * w + co * acc_tensors
     else:
-        inp, wgt, acc = b * ci, co * ci, b * co * (1 + acc_tensors)
+        inp, wgt, acc = b * ci, co * ci, b * co * (acc_tiles + acc_tensors)
     return inp <= cfg.inp_depth and wgt <= cfg.wgt_depth and acc <= cfg.acc_depth
 
 
-def fitting_knobs(wl, cfg, acc_tensors: int = 1) -> dict:
+def fitting_knobs(wl, cfg, acc_tensors: int = 1, acc_tiles: int = 1) -> dict:
     """The largest output tiles that fit the scratchpads (no virtual threads), for a layer without a
-    TopHub record: fewest tiles first, then the most output channels per tile (weight reuse).  The
+    TopHub record: fewest tiles first, then the most output channels per tile (weight reuse); the
+    accumulator holds ``acc_tiles`` tiles and ``acc_tensors`` per-channel vectors (:func:`_fits`).  The
     reduction stays split one input-channel block per step (``tile_ci`` inner 1), as in every TopHub
     record: a wider input tile is a 3-D DMA, which the load instruction cannot express.  Far fewer
     instructions than the fallback's unit tiles; whether the lowered program fits (uop kernels,
@@ -127,7 +129,7 @@ def fitting_knobs(wl, cfg, acc_tensors: int = 1) -> dict:
     for co in _divisors_desc(ext["tile_co"]):
         for h in hs:
             for w in ws:
-                if not _fits(wl, cfg, 1, h, w, 1, co, acc_tensors):
+                if not _fits(wl, cfg, 1, h, w, 1, co, acc_tensors, acc_tiles):
                     continue
                 tiles = (ext["tile_co"] // co) * (ext["tile_h"] // h if conv else 1) * (ext["tile_w"] // w if conv else 1)
                 key = (-tiles, co)

@@ -112,13 +112,13 @@ class GroupConv2d(ConvShape):
         """``dw_alu``: 0 the block-diagonal GEMM, 1 the ALU form (depthwise, stride 1)."""
         return {"dw_alu": [0, 1]} if self.depthwise and self.stride == 1 else {}
 
-    def tile_fits(self, cfg, b, h, w, ci, co, acc_tensors) -> bool:
+    def tile_fits(self, cfg, b, h, w, ci, co, acc_tensors, acc_tiles: int = 1) -> bool:
         """One tile (inner factors) in the scratchpads: the input window with its dilated halo, the
-        weights, the accumulator tile and ``acc_tensors`` per-channel vectors; the GEMM kernel (one
+        weights, ``acc_tiles`` accumulator tiles and ``acc_tensors`` per-channel vectors; the GEMM kernel (one
         uop per output element of the tile, the taps as hardware loops) in the uop buffer."""
         ih, iw = (h - 1) * self.stride + self.span, (w - 1) * self.stride + self.span
         return (b * ci * ih * iw <= cfg.inp_depth and co * ci * self.k * self.k <= cfg.wgt_depth
-                and b * co * h * w + co * acc_tensors <= cfg.acc_depth and b * co * h * w <= cfg.uop_depth)
+                and acc_tiles * b * co * h * w + co * acc_tensors <= cfg.acc_depth and b * co * h * w <= cfg.uop_depth)
 
     def reduced(self, reduce: int) -> "GroupConv2d":
         _check_reduce(reduce)
@@ -195,13 +195,15 @@ class Conv2dTranspose(ConvShape):
     def thread_rules(self, cfg) -> tuple:
         return (("oc_nthread", None, "tile_co"), ("h_nthread", None, "tile_h"))
 
-    def tile_fits(self, cfg, b, h, w, ci, co, acc_tensors) -> bool:
-        """One tile of ``h`` x ``w`` phase pixels (each STRIDE x STRIDE outputs) in the scratchpads."""
+    def tile_fits(self, cfg, b, h, w, ci, co, acc_tensors, acc_tiles: int = 1) -> bool:
+        """One tile of ``h`` x ``w`` phase pixels (each STRIDE x STRIDE outputs) in the scratchpads
+        (``acc_tiles`` of them in the accumulator: 2 for the exact requantisation's copy)."""
         e = [off for _, off in self.phase_offsets()]
         ih, iw = h + self.taps - 1 + max(e) - min(e), w + self.taps - 1 + max(e) - min(e)
         s2 = self.stride * self.stride
         return (b * ci * ih * iw <= cfg.inp_depth and co * ci * s2 * self.taps ** 2 <= cfg.wgt_depth
-                and b * co * h * w * s2 + co * acc_tensors <= cfg.acc_depth and b * co * h * w * s2 <= cfg.uop_depth)
+                and acc_tiles * b * co * h * w * s2 + co * acc_tensors <= cfg.acc_depth
+                and b * co * h * w * s2 <= cfg.uop_depth)
 
     def reduced(self, reduce: int) -> "Conv2dTranspose":
         _check_reduce(reduce)

@@ -9,6 +9,12 @@ The data are drawn so that the outputs are visible (the plan's multiplier from t
 spread; the fraction clipped is asserted small) and so that the border correction matters: the
 answer with the interior's correction at every position differs at the borders, and a program whose
 halo holds 0 instead of the zero point is caught.
+
+With the exact requantisation plan (``auto``'s choice where the fixed-point plan is not exact) the
+reference is the host's integer execution: the scatter's accumulator (equal to
+``qnn.qconv2d_transpose``'s) and the exact integer rule (``plan.exact``), on multipliers where the
+fixed-point plan's VTA output is 1 LSB off on the same data; a dropped rounding stage and a perturbed
+per-channel vector are caught, and the knob sets tried hold the plan's second accumulator tile.
 """
 
 from __future__ import annotations
@@ -150,10 +156,120 @@ def test_kernel_not_a_multiple_of_the_stride(default_cfg):
         build_qconv_transpose(default_cfg, (1, 16, 4, 4), w, None, 2, 1, 5, plan)
 
 
-def test_an_exact_plan_is_refused_in_one_line(default_cfg):
-    """The exact requantisation path is not laid out for a transposed conv's phases: one clear error."""
-    w = np.zeros((16, 16, 4, 4), np.int8)
-    plan = qnn.plan_requant(0.004, 1 << 16, 0, -128, 127, default_cfg, path="exact")
-    assert plan.stages
-    with pytest.raises(qnn.QnnError, match=r"requantisation path 'exact' \(rule: a transposed conv takes"):
-        build_qconv_transpose(default_cfg, (1, 16, 4, 4), w, None, 2, 1, 5, plan)
+# ---- the exact requantisation plan -----------------------------------------------------------------
+def _exact_cases(cfg):
+    b = cfg.block_in
+    return [  # (C, H, W, O, K, stride, pad, za, per-channel multipliers)
+        (2 * b, 4, 4, b, 4, 2, 1, -128, False),  # DCGAN's upsampling layer, reduced
+        (b, 1, 1, 2 * b, 4, 1, 0, 37, True),     # DCGAN's first layer, one multiplier per channel
+        (3, 6, 6, 3, 4, 2, 1, 100, True),        # channels padded to the blocks (the vectors' padding)
+    ]
+
+
+def _exact_data(cfg, case):
+    """Data, the host's accumulator (the scatter), the ``auto`` plan and the fixed-point plan of a
+    multiplier (searched from the accumulators' spread) where the fixed-point plan's output differs from
+    the host's exact rule on these data, so that only the exact plan can equal the host."""
+    c, h, w, o, k, s, p, za, per_channel = case
+    rng = np.random.default_rng(zlib.crc32(repr((case, cfg.batch, "exact")).encode()))
+    weight = rng.integers(-128, 128, (c, o, k, k)).astype(np.int8)
+    bias = rng.integers(-3000, 3000, o).astype(np.int32)
+    x = rng.integers(-128, 128, (cfg.batch, c, h, w)).astype(np.int8)
+    acc = _scatter(x, weight, za, s, p) + bias.reshape(1, -1, 1, 1)
+    assert np.array_equal(acc, qnn.qconv2d_transpose(x, weight, za, 0, s, p).astype(np.int64) +
+                          bias.reshape(1, -1, 1, 1))
+    bound = qnn.conv_transpose_acc_bound(weight, bias, za, s)
+    spread = (1 + 0.2 * rng.random(o)) if per_channel else 1.0
+    for j in range(400):
+        mult = 40.0 / max(float(acc.std()), 1.0) * (1 + 0.005 * j) * spread
+        fixed = qnn.plan_requant(mult, bound, 3, -128, 127, cfg, path="fixed")
+        host = fixed.exact(acc, axis=1)
+        if not np.array_equal(fixed.apply(acc, axis=1), host):
+            plan = qnn.plan_requant(mult, bound, 3, -128, 127, cfg)
+            return x, weight, bias, plan, fixed, host.astype(np.int8)
+    raise AssertionError(f"{case}: no multiplier where the fixed-point plan is off the host on these data")
+
+
+@pytest.mark.parametrize("correction", list(CORRECTIONS))
+def test_exact_plan_equals_the_host_bit_for_bit(preset, correction):
+    """``auto`` takes the exact plan where the fixed-point one is not exact, and the transposed conv with
+    it gives the host's integer execution (the scatter's accumulator, then the exact integer rule) bit
+    for bit on the functional and cycle engines, where the fixed-point plan's output differs on the
+    same data; the GEMM count is still the phase schedule's ideal count."""
+    cfg = preset
+    for case in _exact_cases(cfg):
+        c, h, w, o, k, s, p, za, _ = case
+        x, weight, bias, plan, fixed, host = _exact_data(cfg, case)
+        assert plan.path == "exact" and plan.stages and fixed.max_error_lsb == 1
+        inside = ((host > -128) & (host < 127)).mean()
+        assert inside >= 0.97 and np.unique(host).size >= 32, (case, inside, np.unique(host).size)
+        layer = build_qconv_transpose(cfg, x.shape, weight, bias, s, p, za, plan, correction=correction)
+        assert np.array_equal(layer.reference(x), host)
+        for engine in ("functional", "cycle"):
+            y, result = layer.run(x, engine=engine)
+            assert np.array_equal(y, host), (case, engine, np.argwhere(y != host)[:4])
+        taps = k // s
+        ideal = (x.shape[0] // cfg.batch) * host.shape[2] * host.shape[3] * taps * taps * \
+            (-(-c // cfg.block_in)) * (-(-o // cfg.block_out))
+        assert result.counters["gemm_counter"] == ideal, case
+        with_fixed = build_qconv_transpose(cfg, x.shape, weight, bias, s, p, za, fixed, correction=correction)
+        y, _ = with_fixed.run(x, engine="functional")
+        assert not np.array_equal(y, host) and np.abs(y.astype(int) - host).max() == 1, case
+
+
+def _mutations(plan):
+    """The exact plan with its rounding stage dropped (its readers read its operand), and with the
+    rounding vector of the last real channel a quarter of an output LSB off (the outputs of that
+    channel only then change)."""
+    from dataclasses import replace
+    k = next(i for i, st in enumerate(plan.stages) if st[1] == "add" and st[3] == ("vec", "rq_round"))
+    out, _, lhs, _ = plan.stages[k]
+    rename = lambda v: lhs if v == out else v                                       # noqa: E731
+    dropped = [(o, kind, rename(a), (rk, rename(rv) if rk == "t" else rv))
+               for o, kind, a, (rk, rv) in plan.stages[:k] + plan.stages[k + 1:]]
+    yield "rounding stage dropped", replace(plan, stages=dropped)
+    r = plan.stages[-1][3][1]                                                       # the last stage: >> r
+    vec = np.array(plan.vectors["rq_round"], np.int32)
+    vec[-1] += 1 << (r - 2)
+    yield "rounding vector perturbed", replace(plan, vectors={**plan.vectors, "rq_round": vec})
+
+
+@pytest.mark.parametrize("correction", list(CORRECTIONS))
+def test_a_perturbed_exact_plan_is_caught(default_cfg, correction):
+    """The mutations (:func:`_mutations`): the VTA output then differs from the host's integer execution,
+    so the check above would fail."""
+    case = _exact_cases(default_cfg)[1]
+    x, weight, bias, plan, fixed, host = _exact_data(default_cfg, case)
+    for what, bad in _mutations(plan):
+        layer = build_qconv_transpose(default_cfg, x.shape, weight, bias, case[5], case[6], case[7], bad,
+                                      correction=correction)
+        y, _ = layer.run(x, engine="functional")
+        assert not np.array_equal(y, host), what
+        if what.startswith("rounding vector"):    # the vector reaches its own channel only
+            assert np.array_equal(y[:, :-1], host[:, :-1]), what
+
+
+def test_exact_plan_knobs_hold_two_accumulator_tiles(default_cfg):
+    """DCGAN's last layer (16x16 -> 32x32, 64 -> 3): the fixed plan's first tile fills the accumulator
+    once; every knob set tried for the exact plan holds two tiles (the zero tile, turned into the copy
+    of A) with the bias and the plan's vectors, and the layer compiles with one of them."""
+    from vtasim.compiler.ops.qconv_transpose import fitting_candidates, transpose_geometry
+    cfg = default_cfg
+    rng = np.random.default_rng(0)
+    w = rng.integers(-12, 13, (64, 3, 4, 4)).astype(np.int8)
+    b = rng.integers(-2000, 2000, 3).astype(np.int32)
+    bound = qnn.conv_transpose_acc_bound(w, b, -128, 2)
+    fixed, exact = (qnn.plan_requant(0.002, bound, 0, -128, 127, cfg, path=p) for p in ("fixed", "exact"))
+    wl = transpose_geometry(cfg, (1, 64, 16, 16), w.shape, 2, 1).transpose_workload()
+
+    def tiles_fit(ks, plan, tiles):
+        return wl.tile_fits(cfg, 1, ks["tile_h"][1], ks["tile_w"][1], 1, ks["tile_co"][1], 1 + len(plan.vectors), tiles)
+    first = fitting_candidates(wl, cfg, fixed)[0]
+    assert tiles_fit(first, fixed, 1) and not tiles_fit(first, exact, 2)
+    tried = fitting_candidates(wl, cfg, exact)
+    assert tried and all(tiles_fit(ks, exact, 2) for ks in tried)
+    layer = build_qconv_transpose(cfg, (1, 64, 16, 16), w, b, 2, 1, -128, exact)
+    assert layer.knob_source == "fitting" and layer.knobs in tried
+    x = rng.integers(-128, 128, (1, 64, 16, 16)).astype(np.int8)
+    y, _ = layer.run(x, engine="functional")
+    assert np.array_equal(y, layer.reference(x))

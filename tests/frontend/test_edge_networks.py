@@ -46,12 +46,8 @@ def network(request, tmp_path_factory, cfg):
 
 def test_vta_regions_equal_the_host_execution_bit_for_bit(network, cfg):
     """Not within an LSB: the network with its VTA regions gives the very outputs of the same network
-    with every layer on the host, on each of 32 inputs. DCGAN's transposed convs have no exact plan yet
-    (fixed-point plans, within 1 LSB: test_dcgan_transposed_convs_on_vta_equal_their_host_execution)."""
+    with every layer on the host, on each of 32 inputs (DCGAN's transposed convs with the exact plan)."""
     name, path, net = network
-    if name == "dcgan":
-        assert len(net.regions) == BOUNDS[name][2]
-        return
     host = Network.from_onnx(path, cfg, mode="host")
     assert not host.regions and len(net.regions) >= BOUNDS[name][2]
     xs = edge.calibration(onnx.load(path), n=32, seed=7)
@@ -80,7 +76,10 @@ def test_dcgan_transposed_convs_on_vta_equal_their_host_execution(tmp_path_facto
     calibrated latent code, and -128 after each ReLU); fed the host execution's input, each region's
     output on the cycle engine equals the host's exact int32 accumulator (``qnn.qconv2d_transpose``,
     zero-point correction at the borders included) requantised by the region's plan, bit for bit, and
-    the host's own requantisation within the plan's 1 LSB (the ALU's fixed-point multiplier)."""
+    the host's own requantisation bit for bit too: every layer takes the exact plan, and on at least one
+    the fixed-point plan (``requant="fixed"``) is 1 LSB off the host on this input, so the equality
+    is the exact plan's doing."""
+    from vtasim.compiler.frontend.region import VtaRegion
     from vtasim.compiler.frontend.execute import execute
     from vtasim.compiler.frontend.host_ops import qconv_transpose_acc
     path = edge.make("dcgan", tmp_path_factory.mktemp("dcgan") / "dcgan.onnx", **SMALL["dcgan"])
@@ -93,6 +92,7 @@ def test_dcgan_transposed_convs_on_vta_equal_their_host_execution(tmp_path_facto
     x = edge.calibration(onnx.load(path), n=1, seed=3)
     vals: dict = {}
     execute(host.graph, host.regions, {host.input_name: x}, engine="reference", values_out=vals)
+    fixed_off = 0
     for n in convs:
         region, xin = net.regions[n.name], vals[n.inputs[0]]
         y, res = region.run(xin, engine="cycle")
@@ -100,8 +100,12 @@ def test_dcgan_transposed_convs_on_vta_equal_their_host_execution(tmp_path_facto
         acc = qconv_transpose_acc(n, xin)
         shift = 128 if n.attrs["y_dtype"] == np.uint8 else 0
         assert np.array_equal(y.astype(np.int32), region.plan.apply(acc, axis=1) + shift), n.name
-        assert np.abs(y.astype(np.int32) - vals[n.outputs[0]]).max() <= 1, n.name
+        assert region.plan.path == "exact", (n.name, region.plan.path)
+        assert np.array_equal(y.astype(np.int32), vals[n.outputs[0]]), n.name
         assert ((y > np.iinfo(y.dtype).min) & (y < np.iinfo(y.dtype).max)).mean() > 0.25, n.name   # ReLU floor
+        fixed = VtaRegion(n, cfg, path="fixed").check(n.attrs["x_dtype"])[1]
+        fixed_off += int((fixed.apply(acc, axis=1) + shift != vals[n.outputs[0]]).any())
+    assert fixed_off, "the fixed-point plan equals the host on every layer here: the test would not tell"
 
 
 def test_vta_regions_on_the_cycle_engine_equal_their_numpy_execution(network):
