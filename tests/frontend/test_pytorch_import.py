@@ -76,7 +76,11 @@ def test_activations_are_neither_zero_nor_clipped(quantised):
         if getattr(t, "is_quantized", False):
             q = t.int_repr().numpy().astype(np.int64)
             assert len(np.unique(q)) >= min(8, q.size // 2), (k, np.unique(q))
-            assert np.mean(q == 255) < 0.05 and np.mean(q == t.q_zero_point()) < 0.9, k
+            # Hardsigmoid and Sigmoid outputs have PyTorch's fixed parameters (scale 1/256, zero point 0):
+            # not calibrated, their 255 is the function's own plateau (an SE block's gate at 1), so only
+            # most of them must be off it; every calibrated tensor must almost never reach 255
+            fixed = t.q_scale() == 1 / 256 and t.q_zero_point() == 0
+            assert np.mean(q == 255) < (0.5 if fixed else 0.05) and np.mean(q == t.q_zero_point()) < 0.9, k
 
 
 def test_the_conditioning_makes_the_network_insensitive_to_rounding():
