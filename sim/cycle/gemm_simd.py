@@ -39,9 +39,11 @@ from vtasim.sim.cycle.kernels import MIX_V, check_loop_indices, pair_weights, ro
 from vtasim.sim.cycle.layout import (F_DST_FACTOR_IN, F_DST_FACTOR_OUT, F_ITER_IN, F_ITER_OUT, F_SRC_FACTOR_IN,
                               F_SRC_FACTOR_OUT, F_UOP_BGN, F_UOP_END, F_WGT_FACTOR_IN, F_WGT_FACTOR_OUT,
                               P_BATCH, P_BLOCK, P_UOP_WGT_LO, P_UOP_WGT_MASK)
-from vtasim.sim.cycle.simd import mac_row8, mac_row16, mac_row32, mac_row64, prefetch
+from vtasim.sim.cycle.simd import (dot_row8, dot_row16, dot_row32, dot_row64, mac_row8, mac_row16, mac_row32,
+                                   mac_row64, prefetch)
 
 PAIRS_READY = 2          # wready bit: wgt_pairs[e] is current
+QUADS_READY = 4          # wready bit: wgt_quads[e] is current
 # rows per weight element from which one BLAS product beats per-tile steps: the ResNet-18 layers C2-C11 have
 # 49-448 and the integer SIMD kernel ran the larger ones 1.5-2.3x faster than the BLAS grouping on a lightly
 # loaded machine, up to 4.5x on a loaded one (bench/engine_speed.py, ``simd s`` against ``grp s``), so only far
@@ -68,8 +70,38 @@ def to_int16(src, dst, first, count):
         dst[i] = np.int16(np.int8(src[i]))
 
 
+@njit(cache=True)
+def input_sums(src, xc, first, count, blk, batch):
+    """``xc[r, b]`` = 128 times the sum of the int8 inputs of batch row ``b`` of INP element ``r``, for the
+    ``count`` elements from ``first`` (``src`` the INP bytes): the term :func:`gemm_vnni` takes off each
+    unsigned-by-signed dot product, made at every LOAD INP when that kernel may run."""
+    for r in range(first, first + count):
+        for b in range(batch):
+            t = 0
+            o = (r * batch + b) * blk
+            for k in range(blk):
+                t += np.int8(src[o + k])
+            xc[r, b] = np.int32(128 * t)
+
+
+@njit(cache=True)
+def quad_weights(wgt, wq, e, blk):
+    """``wq[e, (q * blk + o) * 4 + t] = uint8(wgt[e, o * blk + 4 q + t] + 128)``: for each quad of input channels,
+    the four weights of every output channel side by side, offset by 128 to be unsigned (``vpdpbusd`` takes
+    one unsigned operand; :func:`gemm_vnni` takes the offset's products back off with :func:`input_sums`)."""
+    for o in range(blk):
+        for q in range(blk // 4):
+            for t in range(4):
+                wq[e, (q * blk + o) * 4 + t] = np.uint8(wgt[e, o * blk + 4 * q + t]) ^ np.uint8(0x80)
+
+
 @njit(cache=True, inline="always")
-def _mac(accf, a, xf, s, wf, w, dsum, blk):
+def _pairs(wgt, wcopy, e, blk):
+    pair_weights(wgt, wcopy, e, 1, blk)
+
+
+@njit(cache=True, inline="always")
+def _mac(accf, a, xf, s, wf, w, xcf, c, dsum, blk):
     """One batch row of one uop through the ``mac_row`` step of tile width ``blk`` (a constant where inlined)."""
     hb = row_hash(a)
     if blk == 16:
@@ -82,6 +114,20 @@ def _mac(accf, a, xf, s, wf, w, dsum, blk):
         mac_row64(accf, a, xf, s, wf, w, dsum, hb)
 
 
+@njit(cache=True, inline="always")
+def _dot(accf, a, xf, s, wf, w, xcf, c, dsum, blk):
+    """One batch row of one uop through the ``dot_row`` step of tile width ``blk``."""
+    hb = row_hash(a)
+    if blk == 16:
+        dot_row16(accf, a, xf, s, wf, w, xcf, c, dsum, hb)
+    elif blk == 32:
+        dot_row32(accf, a, xf, s, wf, w, xcf, c, dsum, hb)
+    elif blk == 8:
+        dot_row8(accf, a, xf, s, wf, w, xcf, c, dsum, hb)
+    else:
+        dot_row64(accf, a, xf, s, wf, w, xcf, c, dsum, hb)
+
+
 @njit(cache=True)
 def gemm_simd(F, j, uops, P, inp16, wgt2, wgt_pairs, wready, acc, err):
     """Non-reset GEMM over the whole loop nest, uop by uop in execution order; same bytes and digest as
@@ -90,26 +136,45 @@ def gemm_simd(F, j, uops, P, inp16, wgt2, wgt_pairs, wready, acc, err):
     uop loop."""
     if not check_loop_indices(F, j, uops, P, True, False, acc.shape[0], inp16.shape[0], wgt_pairs.shape[0], err):
         return np.uint64(0)
+    xc = np.zeros((1, 1), np.int32)       # the pair steps take no input sums
     blk = P[P_BLOCK]
     if blk == 16:
-        return _nest(F, j, uops, P, inp16, wgt2, wgt_pairs, wready, acc, 16)
+        return _nest(F, j, uops, P, inp16, xc, wgt2, wgt_pairs, wready, acc, 16, PAIRS_READY, _pairs, _mac)
     if blk == 32:
-        return _nest(F, j, uops, P, inp16, wgt2, wgt_pairs, wready, acc, 32)
+        return _nest(F, j, uops, P, inp16, xc, wgt2, wgt_pairs, wready, acc, 32, PAIRS_READY, _pairs, _mac)
     if blk == 8:
-        return _nest(F, j, uops, P, inp16, wgt2, wgt_pairs, wready, acc, 8)
-    return _nest(F, j, uops, P, inp16, wgt2, wgt_pairs, wready, acc, 64)
+        return _nest(F, j, uops, P, inp16, xc, wgt2, wgt_pairs, wready, acc, 8, PAIRS_READY, _pairs, _mac)
+    return _nest(F, j, uops, P, inp16, xc, wgt2, wgt_pairs, wready, acc, 64, PAIRS_READY, _pairs, _mac)
+
+
+@njit(cache=True)
+def gemm_vnni(F, j, uops, P, inp2, xc, wgt2, wgt_quads, wready, acc, err):
+    """:func:`gemm_simd` on unsigned-by-signed byte dot products (``dot_row``, ``vpdpbusd`` on AVX-512 VNNI):
+    the int8 inputs as they are in INP, the weights plus 128 in the quad layout of :func:`quad_weights`,
+    and per batch row ``acc - xc + dot``: the same int32 values, so the same bytes and digest."""
+    if not check_loop_indices(F, j, uops, P, True, False, acc.shape[0], inp2.shape[0], wgt_quads.shape[0], err):
+        return np.uint64(0)
+    blk = P[P_BLOCK]
+    if blk == 16:
+        return _nest(F, j, uops, P, inp2, xc, wgt2, wgt_quads, wready, acc, 16, QUADS_READY, quad_weights, _dot)
+    if blk == 32:
+        return _nest(F, j, uops, P, inp2, xc, wgt2, wgt_quads, wready, acc, 32, QUADS_READY, quad_weights, _dot)
+    if blk == 8:
+        return _nest(F, j, uops, P, inp2, xc, wgt2, wgt_quads, wready, acc, 8, QUADS_READY, quad_weights, _dot)
+    return _nest(F, j, uops, P, inp2, xc, wgt2, wgt_quads, wready, acc, 64, QUADS_READY, quad_weights, _dot)
 
 
 @njit(cache=True, inline="always")
-def _nest(F, j, uops, P, inp16, wgt2, wgt_pairs, wready, acc, blk):
-    """:func:`gemm_simd`'s loop nest for tiles of ``blk`` x ``blk`` weights."""
+def _nest(F, j, uops, P, x, xc, wgt2, wcopy, wready, acc, blk, ready, prepare, step):
+    """The loop nest of :func:`gemm_simd` and :func:`gemm_vnni` for tiles of ``blk`` x ``blk`` weights: ``prepare``
+    refreshes a weight element's copy (wready bit ``ready``), ``step`` does one batch row of one uop."""
     bgn, end = F[j, F_UOP_BGN], F[j, F_UOP_END]
     nu = max(0, end - bgn)
     batch = P[P_BATCH]
     udst, usrc, uwgt = uop_arrays(uops, bgn, nu, P)
-    accf, xf, wf = acc.reshape(-1), inp16.reshape(-1), wgt_pairs.reshape(-1)
-    ulanes, in_row, w_row = np.uint64(acc.shape[1]), np.uint64(inp16.shape[1]), np.uint64(wgt_pairs.shape[1])
-    dsum = np.zeros(8, np.int32)          # per lane, the sum of (value XOR word hash) over every write
+    accf, xf, wf, xcf = acc.reshape(-1), x.reshape(-1), wcopy.reshape(-1), xc.reshape(-1)
+    ulanes, in_row, w_row = np.uint64(acc.shape[1]), np.uint64(x.shape[1]), np.uint64(wcopy.shape[1])
+    dsum = np.zeros(16, np.int32)         # per lane, the sum of (value XOR word hash) over every write
     for io in range(F[j, F_ITER_OUT]):
         for ii in range(F[j, F_ITER_IN]):
             doff = io * F[j, F_DST_FACTOR_OUT] + ii * F[j, F_DST_FACTOR_IN]
@@ -117,21 +182,23 @@ def _nest(F, j, uops, P, inp16, wgt2, wgt_pairs, wready, acc, blk):
             woff = io * F[j, F_WGT_FACTOR_OUT] + ii * F[j, F_WGT_FACTOR_IN]
             for u in range(nu):
                 we = np.uint64(uwgt[u] + woff)
-                if wready[we] & PAIRS_READY == 0:
-                    pair_weights(wgt2, wgt_pairs, we, 1, blk)
-                    wready[we] |= PAIRS_READY
+                if wready[we] & ready == 0:
+                    prepare(wgt2, wcopy, we, blk)
+                    wready[we] |= ready
                 if u + PREFETCH_AHEAD < nu:       # the weight tile of a later uop: its lines come from L2/L3
                     wn = np.uint64(uwgt[u + PREFETCH_AHEAD] + woff) * w_row
                     for k in range(0, blk * blk, 64):
                         prefetch(wf, wn + np.uint64(k))
                 ao = np.uint64(udst[u] + doff) * ulanes
-                so = np.uint64(usrc[u] + soff) * in_row
+                s = np.uint64(usrc[u] + soff)
+                so = s * in_row
                 wo = we * w_row
                 for b in range(batch):
-                    _mac(accf, ao + np.uint64(b * blk), xf, so + np.uint64(b * blk), wf, wo, dsum, blk)
+                    step(accf, ao + np.uint64(b * blk), xf, so + np.uint64(b * blk), wf, wo, xcf,
+                         s * np.uint64(batch) + np.uint64(b), dsum, blk)
     # sum of mix terms = MIX_V * sum of (value XOR hash), mod 2^32 (multiplication distributes)
     total = np.uint32(0)
-    for ln in range(8):
+    for ln in range(16):
         total = np.uint32(total + np.uint32(dsum[ln]))
     return np.uint64(np.uint32(total * np.uint32(MIX_V)))
 

@@ -220,6 +220,85 @@ def _mac_row(blk):
     return intrinsic(typer)
 
 
+def _vnni_native() -> bool:
+    """Whether numba compiles for a CPU with AVX-512 VNNI on 256- and 512-bit vectors (``vpdpbusd``): the host's
+    features, or those numba was told to target (``NUMBA_CPU_NAME`` / ``NUMBA_CPU_FEATURES``)."""
+    from numba.core import config
+    from llvmlite import binding as ll
+    if config.CPU_NAME:
+        feats = set((config.CPU_FEATURES or "").split(","))
+    else:
+        feats = {f"+{k}" if v else f"-{k}" for k, v in ll.get_host_cpu_features().items()}
+    return {"+avx512f", "+avx512bw", "+avx512vl", "+avx512vnni"} <= feats
+
+
+VNNI = _vnni_native()
+
+
+def _dpbusd(builder, acc, a, b, lanes, native):
+    """``acc[l] + sum_t uint8(a[4l + t]) * int8(b[4l + t])`` on ``lanes`` int32 lanes (wrapping), ``a`` and ``b``
+    vectors of ``lanes`` int32 words holding 4 bytes each: one ``vpdpbusd`` when ``native``, else the same
+    value from widening multiplies (for CPUs without VNNI)."""
+    i8, i32 = ir.IntType(8), ir.IntType(32)
+    vi = ir.VectorType(i32, lanes)
+    if native:
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vi, [vi, vi, vi]),
+                                            f"llvm.x86.avx512.vpdpbusd.{32 * lanes}")
+        return builder.call(fn, [acc, a, b])
+    vb, vw = ir.VectorType(i8, 4 * lanes), ir.VectorType(i32, 4 * lanes)
+    m = builder.mul(builder.zext(builder.bitcast(a, vb), vw), builder.sext(builder.bitcast(b, vb), vw))
+    for t in range(4):
+        acc = builder.add(acc, builder.shuffle_vector(m, m, ir.Constant(vi, [4 * ln + t for ln in range(lanes)])))
+    return acc
+
+
+def _dot_row(blk, native):
+    """``dot_row{blk}``: one batch row of one GEMM uop on unsigned-by-signed byte dot products (see the module
+    docstring)."""
+    i32 = ir.IntType(32)
+    lanes = 16 if blk % 16 == 0 else 8
+    vi = ir.VectorType(i32, lanes)
+    chunks, quads = blk // lanes, blk // 4
+
+    def typer(typingctx, acc, a, x8, s, wq, w, xc, c, dsum, hb):
+        if (x8.dtype != types.int8 or wq.dtype != types.uint8 or xc.dtype != types.int32
+                or dsum.dtype != types.int32):
+            return None
+        sig = types.void(acc, a, x8, s, wq, w, xc, c, dsum, hb)
+
+        def codegen(context, builder, signature, args):
+            acc_v, a_v, x_v, s_v, wq_v, w_v, xc_v, c_v, d_v, hb_v = args
+            accp, xp, wp, xcp, dp = (context.make_array(signature.args[k])(context, builder, args[k]).data
+                                     for k in (0, 2, 4, 6, 8))
+            dptr = builder.bitcast(dp, vi.as_pointer())
+            neg = _splat(builder, vi, builder.sub(ir.Constant(i32, 0), builder.load(builder.gep(xcp, [c_v]))), lanes)
+            aptrs, tot = [], []
+            for ch in range(chunks):
+                aptrs.append(builder.bitcast(builder.gep(accp, [builder.add(a_v, ir.Constant(a_v.type, lanes * ch))]),
+                                             vi.as_pointer()))
+                # two chains per chunk (even and odd quads) halve the dependent vpdpbusd latency
+                tot.append([builder.add(builder.load(aptrs[ch], align=4), neg), ir.Constant(vi, [0] * lanes)])
+            for q in range(quads):
+                xq = builder.gep(xp, [builder.add(s_v, ir.Constant(s_v.type, 4 * q))])
+                xw = _splat(builder, vi, builder.load(builder.bitcast(xq, i32.as_pointer()), align=1), lanes)
+                for ch in range(chunks):
+                    wq = builder.gep(wp, [builder.add(w_v, ir.Constant(w_v.type, (q * blk + lanes * ch) * 4))])
+                    wv = builder.load(builder.bitcast(wq, vi.as_pointer()), align=1)
+                    tot[ch][q % 2] = _dpbusd(builder, tot[ch][q % 2], wv, xw, lanes, native)
+            hbv = _splat(builder, vi, hb_v, lanes)
+            dsum = builder.load(dptr, align=4)
+            for ch in range(chunks):
+                v = builder.add(tot[ch][0], tot[ch][1])
+                builder.store(v, aptrs[ch], align=4)
+                lane_hash = ir.Constant(vi, [((lanes * ch + ln) * MIX_X) & 0xFFFFFFFF for ln in range(lanes)])
+                dsum = builder.add(dsum, builder.xor(v, builder.add(hbv, lane_hash)))
+            builder.store(dsum, dptr, align=4)
+            return context.get_dummy_value()
+        return sig, codegen
+    typer.__name__ = f"dot_row{blk}"
+    return intrinsic(typer)
+
+
 def _prefetch(typingctx, arr, off):
     """``prefetch(arr, off)``: a read hint for the cache line holding ``arr[off]`` (no effect on values)."""
     sig = types.void(arr, off)
@@ -241,5 +320,6 @@ prefetch = intrinsic(_prefetch)
 add_tile8, add_tile16 = _add_tile(8), _add_tile(16)
 DOT_BLOCKS = (8, 16, 32, 64)
 mac_row8, mac_row16, mac_row32, mac_row64 = (_mac_row(blk) for blk in DOT_BLOCKS)
+dot_row8, dot_row16, dot_row32, dot_row64 = (_dot_row(blk, VNNI) for blk in DOT_BLOCKS)
 alu_tile8, alu_tile16 = _alu_tile(8), _alu_tile(16)
 copy_f8, copy_f16 = _copy(8), _copy(16)
