@@ -39,8 +39,8 @@ from vtasim.sim.cycle.kernels import MIX_V, check_loop_indices, pair_weights, ro
 from vtasim.sim.cycle.layout import (F_DST_FACTOR_IN, F_DST_FACTOR_OUT, F_ITER_IN, F_ITER_OUT, F_SRC_FACTOR_IN,
                               F_SRC_FACTOR_OUT, F_UOP_BGN, F_UOP_END, F_WGT_FACTOR_IN, F_WGT_FACTOR_OUT,
                               P_BATCH, P_BLOCK, P_UOP_WGT_LO, P_UOP_WGT_MASK)
-from vtasim.sim.cycle.simd import (dot_row8, dot_row16, dot_row32, dot_row64, mac_row8, mac_row16, mac_row32,
-                                   mac_row64, prefetch)
+from vtasim.sim.cycle.simd import (dot_row8, dot_row16, dot_row32, dot_row64, lane_sums, lane_total, mac_row8,
+                                   mac_row16, mac_row32, mac_row64, prefetch)
 
 PAIRS_READY = 2          # wready bit: wgt_pairs[e] is current
 QUADS_READY = 4          # wready bit: wgt_quads[e] is current
@@ -174,7 +174,7 @@ def _nest(F, j, uops, P, x, xc, wgt2, wcopy, wready, acc, blk, ready, prepare, s
     udst, usrc, uwgt = uop_arrays(uops, bgn, nu, P)
     accf, xf, wf, xcf = acc.reshape(-1), x.reshape(-1), wcopy.reshape(-1), xc.reshape(-1)
     ulanes, in_row, w_row = np.uint64(acc.shape[1]), np.uint64(x.shape[1]), np.uint64(wcopy.shape[1])
-    dsum = np.zeros(16, np.int32)         # per lane, the sum of (value XOR word hash) over every write
+    dsum = lane_sums()                    # per lane, the sum of (value XOR word hash) over every write
     for io in range(F[j, F_ITER_OUT]):
         for ii in range(F[j, F_ITER_IN]):
             doff = io * F[j, F_DST_FACTOR_OUT] + ii * F[j, F_DST_FACTOR_IN]
@@ -197,10 +197,7 @@ def _nest(F, j, uops, P, x, xc, wgt2, wcopy, wready, acc, blk, ready, prepare, s
                     step(accf, ao + np.uint64(b * blk), xf, so + np.uint64(b * blk), wf, wo, xcf,
                          s * np.uint64(batch) + np.uint64(b), dsum, blk)
     # sum of mix terms = MIX_V * sum of (value XOR hash), mod 2^32 (multiplication distributes)
-    total = np.uint32(0)
-    for ln in range(16):
-        total = np.uint32(total + np.uint32(dsum[ln]))
-    return np.uint64(np.uint32(total * np.uint32(MIX_V)))
+    return np.uint64(np.uint32(lane_total(dsum) * np.uint32(MIX_V)))
 
 
 @njit(cache=True)

@@ -180,7 +180,7 @@ def _mac_row(blk):
     chunks, pairs = blk // 8, blk // 2
 
     def typer(typingctx, acc, a, x16, s, wp, w, dsum, hb):
-        if x16.dtype != types.int16 or dsum.dtype != types.int32 or wp.dtype not in (types.int8, types.int16):
+        if x16.dtype != types.int16 or not _is_lanes(dsum) or wp.dtype not in (types.int8, types.int16):
             return None
         sig = types.void(acc, a, x16, s, wp, w, dsum, hb)
 
@@ -189,7 +189,7 @@ def _mac_row(blk):
             accp = context.make_array(signature.args[0])(context, builder, acc_v).data
             xp = context.make_array(signature.args[2])(context, builder, x_v).data
             wptr = context.make_array(signature.args[4])(context, builder, wp_v).data
-            dptr = builder.bitcast(context.make_array(signature.args[6])(context, builder, d_v).data, v8.as_pointer())
+            dptr = _lanes_ptr(context, builder, signature.args[6], d_v, v8)
             wbits = signature.args[4].dtype.bitwidth
             wvec = ir.VectorType(ir.IntType(wbits), 16)
             tot = [ir.Constant(v8, [0] * 8) for _ in range(chunks)]
@@ -218,6 +218,49 @@ def _mac_row(blk):
         return sig, codegen
     typer.__name__ = f"mac_row{blk}"
     return intrinsic(typer)
+
+
+def _is_lanes(ty) -> bool:
+    """``ty`` is a running lane sum: an int32 array or the pointer :func:`lane_sums` returns."""
+    return getattr(ty, "dtype", None) == types.int32 and isinstance(ty, (types.Array, types.CPointer))
+
+
+def _lanes_ptr(context, builder, ty, value, vt):
+    """The running lane sum ``value`` of numba type ``ty`` as a pointer to an LLVM vector ``vt``."""
+    data = value if isinstance(ty, types.CPointer) else context.make_array(ty)(context, builder, value).data
+    return builder.bitcast(data, vt.as_pointer())
+
+
+def _lane_sums(typingctx):
+    """``lane_sums()``: a zeroed 16-lane int32 running sum in the calling function's frame (an entry-block
+    alloca LLVM keeps in a vector register across the loop that updates it, where an array would be read
+    and written back to memory every step), as an int32 pointer for ``mac_row`` / ``dot_row``."""
+    sig = types.CPointer(types.int32)()
+
+    def codegen(context, builder, signature, args):
+        vt = ir.VectorType(ir.IntType(32), 16)
+        ptr = cgutils.alloca_once(builder, vt)
+        builder.store(ir.Constant(vt, [0] * 16), ptr)
+        return builder.bitcast(ptr, ir.IntType(32).as_pointer())
+    return sig, codegen
+
+
+def _lane_total(typingctx, lanes):
+    """``lane_total(p)``: the sum mod 2^32 of the 16 lanes of a :func:`lane_sums` pointer, as uint32."""
+    if not (isinstance(lanes, types.CPointer) and lanes.dtype == types.int32):
+        return None
+    sig = types.uint32(lanes)
+
+    def codegen(context, builder, signature, args):
+        i32 = ir.IntType(32)
+        vt = ir.VectorType(i32, 16)
+        reduce_add = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i32, [vt]),
+                                                    "llvm.vector.reduce.add.v16i32")
+        return builder.call(reduce_add, [builder.load(builder.bitcast(args[0], vt.as_pointer()))])
+    return sig, codegen
+
+
+lane_sums, lane_total = intrinsic(_lane_sums), intrinsic(_lane_total)
 
 
 def _vnni_native() -> bool:
@@ -261,34 +304,32 @@ def _dot_row(blk, native):
     chunks, quads = blk // lanes, blk // 4
 
     def typer(typingctx, acc, a, x8, s, wq, w, xc, c, dsum, hb):
-        if (x8.dtype != types.int8 or wq.dtype != types.uint8 or xc.dtype != types.int32
-                or dsum.dtype != types.int32):
+        if x8.dtype != types.int8 or wq.dtype != types.uint8 or xc.dtype != types.int32 or not _is_lanes(dsum):
             return None
         sig = types.void(acc, a, x8, s, wq, w, xc, c, dsum, hb)
 
         def codegen(context, builder, signature, args):
             acc_v, a_v, x_v, s_v, wq_v, w_v, xc_v, c_v, d_v, hb_v = args
-            accp, xp, wp, xcp, dp = (context.make_array(signature.args[k])(context, builder, args[k]).data
-                                     for k in (0, 2, 4, 6, 8))
-            dptr = builder.bitcast(dp, vi.as_pointer())
-            neg = _splat(builder, vi, builder.sub(ir.Constant(i32, 0), builder.load(builder.gep(xcp, [c_v]))), lanes)
+            accp, xp, wp, xcp = (context.make_array(signature.args[k])(context, builder, args[k]).data
+                                 for k in (0, 2, 4, 6))
+            dptr = _lanes_ptr(context, builder, signature.args[8], d_v, vi)
+            xcv = _splat(builder, vi, builder.load(builder.gep(xcp, [c_v])), lanes)     # one broadcast vpsubd
             aptrs, tot = [], []
             for ch in range(chunks):
                 aptrs.append(builder.bitcast(builder.gep(accp, [builder.add(a_v, ir.Constant(a_v.type, lanes * ch))]),
                                              vi.as_pointer()))
-                # two chains per chunk (even and odd quads) halve the dependent vpdpbusd latency
-                tot.append([builder.add(builder.load(aptrs[ch], align=4), neg), ir.Constant(vi, [0] * lanes)])
+                tot.append(builder.sub(builder.load(aptrs[ch], align=4), xcv))
             for q in range(quads):
                 xq = builder.gep(xp, [builder.add(s_v, ir.Constant(s_v.type, 4 * q))])
                 xw = _splat(builder, vi, builder.load(builder.bitcast(xq, i32.as_pointer()), align=1), lanes)
                 for ch in range(chunks):
                     wq = builder.gep(wp, [builder.add(w_v, ir.Constant(w_v.type, (q * blk + lanes * ch) * 4))])
                     wv = builder.load(builder.bitcast(wq, vi.as_pointer()), align=1)
-                    tot[ch][q % 2] = _dpbusd(builder, tot[ch][q % 2], wv, xw, lanes, native)
+                    tot[ch] = _dpbusd(builder, tot[ch], wv, xw, lanes, native)
             hbv = _splat(builder, vi, hb_v, lanes)
             dsum = builder.load(dptr, align=4)
             for ch in range(chunks):
-                v = builder.add(tot[ch][0], tot[ch][1])
+                v = tot[ch]
                 builder.store(v, aptrs[ch], align=4)
                 lane_hash = ir.Constant(vi, [((lanes * ch + ln) * MIX_X) & 0xFFFFFFFF for ln in range(lanes)])
                 dsum = builder.add(dsum, builder.xor(v, builder.add(hbv, lane_hash)))
