@@ -24,6 +24,7 @@ from vtasim.hw.isa import INSN_FIELDS, OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_S
 from vtasim.sim.cycle import core
 from vtasim.sim.cycle.gemm_fast import float32_exact, scratch
 from vtasim.sim.cycle.jitcache import compile_notice
+from vtasim.sim.cycle.simd import aligned
 from vtasim.sim.cycle.layout import timing_slot
 from vtasim.sim.cycle.layout import (GEMM_AUTO, GEMM_BLAS, GEMM_INT, GEMM_SIMD, GEMM_VNNI, BUCKET_NAMES, ERR_TOKEN_OVERFLOW, ERR_UNFINISHED, FIELD_NAMES, N_FIELDS, N_PARAMS,
                               N_S, N_UNITS, N_US, P_BATCH, P_BLOCK,
@@ -104,12 +105,15 @@ MEMORY_NAMES = ("uop32", "inp2", "inp16", "wgt2", "wgt_pairs", "wgt_quads", "xc"
 def new_memories(cfg: VTAConfig) -> dict:
     """The SRAMs (zero, as at reset) and the GEMM fast path's arrays (:func:`vtasim.sim.cycle.gemm_fast.scratch`)
     of one machine, by :data:`MEMORY_NAMES`.  ``wgt_pairs`` is the integer kernel's copy of WGT
-    (:func:`vtasim.sim.cycle.kernels.pair_weights`)."""
-    wgt2 = np.zeros((cfg.wgt_depth, cfg.wgt_elem_bytes), np.int8)
-    mem = dict(zip(MEMORY_NAMES, (np.zeros(cfg.uop_depth, np.uint32), np.zeros((cfg.inp_depth, cfg.inp_elem_bytes), np.int8),
-                                  np.zeros((cfg.inp_depth, cfg.inp_elem_bytes), np.int16), wgt2, np.zeros(wgt2.shape, np.int8),
-                                  np.zeros(wgt2.shape, np.uint8), np.zeros((cfg.inp_depth, cfg.batch), np.int32),
-                                  np.zeros((cfg.acc_depth, cfg.batch * cfg.block_out), np.int32)) + scratch(cfg)))
+    (:func:`vtasim.sim.cycle.kernels.pair_weights`), ``inp16`` / ``wgt_quads`` / ``xc`` the copies of the integer
+    vector kernels (:mod:`vtasim.sim.cycle.gemm_simd`).  The arrays the vector steps read start on a cache line
+    (:func:`vtasim.sim.cycle.simd.aligned`)."""
+    wgt = (cfg.wgt_depth, cfg.wgt_elem_bytes)
+    inp = (cfg.inp_depth, cfg.inp_elem_bytes)
+    mem = dict(zip(MEMORY_NAMES, (np.zeros(cfg.uop_depth, np.uint32), aligned(inp, np.int8), aligned(inp, np.int16),
+                                  aligned(wgt, np.int8), aligned(wgt, np.int8), aligned(wgt, np.uint8),
+                                  aligned((cfg.inp_depth, cfg.batch), np.int32),
+                                  aligned((cfg.acc_depth, cfg.batch * cfg.block_out), np.int32)) + scratch(cfg)))
     # flat byte views of the SRAMs for the DMA kernels, made once per set (not per core call)
     mem["bytes"] = (mem["uop32"].view(np.uint8), mem["inp2"].view(np.uint8).reshape(-1),
                     mem["wgt2"].view(np.uint8).reshape(-1), mem["acc2"].view(np.uint8).reshape(-1))

@@ -167,13 +167,18 @@ def gemm_vnni(F, j, uops, P, inp2, xc, wgt2, wgt_quads, wready, acc, err):
 @njit(cache=True, inline="always")
 def _nest(F, j, uops, P, x, xc, wgt2, wcopy, wready, acc, blk, ready, prepare, step):
     """The loop nest of :func:`gemm_simd` and :func:`gemm_vnni` for tiles of ``blk`` x ``blk`` weights: ``prepare``
-    refreshes a weight element's copy (wready bit ``ready``), ``step`` does one batch row of one uop."""
+    refreshes a weight element's copy (wready bit ``ready``), ``step`` does one batch row of one uop.
+
+    Per iteration of the two outer loops, the uops' flat offsets are made first (loops LLVM vectorises) and
+    the weight copies refreshed, so the uop loop itself is three loads of offsets, the prefetch of a later
+    weight tile, and the step."""
     bgn, end = F[j, F_UOP_BGN], F[j, F_UOP_END]
     nu = max(0, end - bgn)
     batch = P[P_BATCH]
     udst, usrc, uwgt = uop_arrays(uops, bgn, nu, P)
     accf, xf, wf, xcf = acc.reshape(-1), x.reshape(-1), wcopy.reshape(-1), xc.reshape(-1)
-    ulanes, in_row, w_row = np.uint64(acc.shape[1]), np.uint64(x.shape[1]), np.uint64(wcopy.shape[1])
+    ulanes, in_row = acc.shape[1], x.shape[1]
+    ao, so, wo = np.empty(nu, np.uint64), np.empty(nu, np.uint64), np.empty(nu, np.uint64)
     dsum = lane_sums()                    # per lane, the sum of (value XOR word hash) over every write
     for io in range(F[j, F_ITER_OUT]):
         for ii in range(F[j, F_ITER_IN]):
@@ -181,21 +186,24 @@ def _nest(F, j, uops, P, x, xc, wgt2, wcopy, wready, acc, blk, ready, prepare, s
             soff = io * F[j, F_SRC_FACTOR_OUT] + ii * F[j, F_SRC_FACTOR_IN]
             woff = io * F[j, F_WGT_FACTOR_OUT] + ii * F[j, F_WGT_FACTOR_IN]
             for u in range(nu):
-                we = np.uint64(uwgt[u] + woff)
-                if wready[we] & ready == 0:
-                    prepare(wgt2, wcopy, we, blk)
-                    wready[we] |= ready
+                ao[u] = np.uint64((udst[u] + doff) * ulanes)
+                so[u] = np.uint64(usrc[u] + soff)
+                wo[u] = np.uint64(uwgt[u] + woff)
+            for u in range(nu):
+                if wready[wo[u]] & ready == 0:
+                    prepare(wgt2, wcopy, wo[u], blk)
+                    wready[wo[u]] |= ready
+            for u in range(nu):
                 if u + PREFETCH_AHEAD < nu:       # the weight tile of a later uop: its lines come from L2/L3
-                    wn = np.uint64(uwgt[u + PREFETCH_AHEAD] + woff) * w_row
                     for k in range(0, blk * blk, 64):
-                        prefetch(wf, wn + np.uint64(k))
-                ao = np.uint64(udst[u] + doff) * ulanes
-                s = np.uint64(usrc[u] + soff)
-                so = s * in_row
-                wo = we * w_row
-                for b in range(batch):
-                    step(accf, ao + np.uint64(b * blk), xf, so + np.uint64(b * blk), wf, wo, xcf,
-                         s * np.uint64(batch) + np.uint64(b), dsum, blk)
+                        prefetch(wf, wo[u + PREFETCH_AHEAD] * np.uint64(blk * blk) + np.uint64(k))
+                if batch == 1:
+                    step(accf, ao[u], xf, so[u] * np.uint64(blk), wf, wo[u] * np.uint64(blk * blk), xcf, so[u], dsum,
+                         blk)
+                else:
+                    for b in range(batch):
+                        step(accf, ao[u] + np.uint64(b * blk), xf, so[u] * np.uint64(in_row) + np.uint64(b * blk), wf,
+                             wo[u] * np.uint64(blk * blk), xcf, so[u] * np.uint64(batch) + np.uint64(b), dsum, blk)
     # sum of mix terms = MIX_V * sum of (value XOR hash), mod 2^32 (multiplication distributes)
     return np.uint64(np.uint32(lane_total(dsum) * np.uint32(MIX_V)))
 
@@ -213,6 +221,17 @@ def blas_pays(F, j, uops, P, wgt_depth):
     reuse = (1 if in_moves else ii_n) * (1 if out_moves else io_n)     # additions of each distinct product
     if reuse >= BLAS_MIN_REUSE:
         return True
+    # rows per weight element = rows / distinct elements, where loops that move src but not wgt multiply
+    # each element's rows; BLAS pays when the distinct elements are at most rows / BLAS_MIN_ROWS, so the
+    # count stops as soon as it passes that (after a few uops on streams whose uops share no weights)
+    rows = P[P_BATCH] * nu
+    if ii_n > 1 and F[j, F_WGT_FACTOR_IN] == 0 and F[j, F_SRC_FACTOR_IN] != 0:
+        rows *= ii_n
+    if io_n > 1 and F[j, F_WGT_FACTOR_OUT] == 0 and F[j, F_SRC_FACTOR_OUT] != 0:
+        rows *= io_n
+    most = rows // BLAS_MIN_ROWS
+    if most == 0:
+        return False
     seen = np.zeros(wgt_depth, np.uint8)
     ndist = 0
     for u in range(nu):
@@ -222,10 +241,6 @@ def blas_pays(F, j, uops, P, wgt_depth):
         elif seen[w] == 0:
             seen[w] = 1
             ndist += 1
-    # rows per weight element: loops that move src but not wgt multiply each element's rows
-    rows = P[P_BATCH] * nu / ndist
-    if ii_n > 1 and F[j, F_WGT_FACTOR_IN] == 0 and F[j, F_SRC_FACTOR_IN] != 0:
-        rows *= ii_n
-    if io_n > 1 and F[j, F_WGT_FACTOR_OUT] == 0 and F[j, F_SRC_FACTOR_OUT] != 0:
-        rows *= io_n
-    return rows >= BLAS_MIN_ROWS
+        if ndist > most:
+            return False
+    return True
