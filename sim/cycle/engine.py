@@ -39,7 +39,7 @@ from vtasim.sim.program import Program, load_program
 from vtasim.sim.result import COUNTER_NAMES, RetireRecord, RunResult
 
 SLICE_EVENTS = 1 << 20
-GEMM_MODES = {"auto": GEMM_AUTO, "int": GEMM_INT, "simd": GEMM_SIMD, "vnni": GEMM_VNNI, "blas": GEMM_BLAS}
+GEMM_MODES = {"auto": GEMM_AUTO, "int": GEMM_INT, "simd": GEMM_SIMD, "blas": GEMM_BLAS, "vnni": GEMM_VNNI}
 GEMM_PATHS = tuple(GEMM_MODES)
 PROGRESS_AFTER_S = 2.0
 
