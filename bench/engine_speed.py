@@ -154,6 +154,11 @@ def main(argv=None) -> int:
     macs_per_uop = cfg.batch * cfg.block_in * cfg.block_out
     cycle.engine.warm_up()
     functional.warm_up()
+    # every BLAS library loaded by now (numpy's, and the one numba's compiled code calls) on one thread for the
+    # whole run: worker threads a multi-threaded BLAS call leaves spinning take the second core from the runs
+    # after it (measured: C3 bimodal, 2 ms or 6-10 ms per cycle-engine run, with process time above wall time)
+    blas_limit = one_blas_thread()
+    blas_limit.__enter__()
     rows = []
     for name in layers:
         c = parse_workload(f"resnet18.{name}", cfg, reduce=args.reduce)
@@ -169,7 +174,9 @@ def main(argv=None) -> int:
     head = (f"{'workload':<11}{'cycles':>11}{'GEMM uops':>10}{'ALU uops':>10}{'func s':>8}{'np s':>7}{'cycle s':>9}{'Mcyc/s':>8}"
             f"{'int s':>8}{'simd s':>8}{'vnni s':>8}{'grp s':>8}{'int/cyc':>8}{'blas s':>8}{'cyc/blas':>9}{'func/cyc':>9}")
     print(f"config {cfg.bitstream}  (best of {args.repeat}; cycle s = run_image wall incl. setup and results; "
-          f"AVX-512 VNNI {'targeted' if VNNI else 'not targeted'}; load average {os.getloadavg()[0]:.2f})")
+          f"AVX-512 VNNI {'targeted' if VNNI else 'not targeted'}; "
+          f"{'BLAS threads not limited (no threadpoolctl)' if blas_limit.__class__.__name__ == 'nullcontext' else 'BLAS on one thread'}; "
+          f"load average {os.getloadavg()[0]:.2f})")
     print(head)
     print("-" * len(head))
     tot = {k: sum(r[k] for r in rows) for k in ("cycles", "fn", "np", "cy", "int", "simd", "vnni", "grp")}
@@ -290,7 +297,7 @@ def previous(rev: str, rows, repeat: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         paths = {r["name"]: str(r["image"].save(Path(tmp) / r["name"].replace("/", "_"))) for r in rows}
         done = subprocess.run([sys.executable, "-c", PREVIOUS_SCRIPT, json.dumps(paths), str(repeat)], cwd=tree,
-                              capture_output=True, text=True)
+                              capture_output=True, text=True, env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
     if done.returncode:
         raise SystemExit(f"--previous {rev}: its engine failed:\n{done.stderr[-2000:]}")
     old = json.loads(done.stdout.strip().splitlines()[-1])

@@ -24,7 +24,7 @@ from vtasim.hw.isa import INSN_FIELDS, OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_S
 from vtasim.sim.cycle import core
 from vtasim.sim.cycle.gemm_fast import float32_exact, scratch
 from vtasim.sim.cycle.jitcache import compile_notice
-from vtasim.sim.cycle.simd import aligned
+from vtasim.sim.cycle.simd import VNNI, aligned
 from vtasim.sim.cycle.layout import timing_slot
 from vtasim.sim.cycle.layout import (GEMM_AUTO, GEMM_BLAS, GEMM_INT, GEMM_SIMD, GEMM_VNNI, BUCKET_NAMES, ERR_TOKEN_OVERFLOW, ERR_UNFINISHED, FIELD_NAMES, N_FIELDS, N_PARAMS,
                               N_S, N_UNITS, N_US, P_BATCH, P_BLOCK,
@@ -47,9 +47,11 @@ PROGRESS_AFTER_S = 2.0
 def params(cfg: VTAConfig, insn_addr: int, insn_count: int, gemm: str = "auto") -> np.ndarray:
     """The core's parameter vector.  ``gemm`` (:data:`GEMM_MODES`, meanings at ``layout.P_GEMM_MODE``): "auto" =
     per GEMM the integer SIMD kernel or the float32 BLAS grouping by :func:`vtasim.sim.cycle.gemm_simd.blas_pays`,
-    "int" = the integer kernel for every GEMM, "simd" / "blas" = always that path where it applies.  The BLAS
+    "int" = the integer kernel for every GEMM, "simd" / "vnni" / "blas" = always that path where it applies
+    ("simd" the int16-pair kernel, "vnni" the byte-quad one, which "auto" and "blas" take for their integer
+    GEMMs where numba targets AVX-512 VNNI; on other CPUs "vnni" runs the same arithmetic slower).  The BLAS
     grouping only where :func:`float32_exact` proves it exact for the config's widths ("auto" and "blas"
-    become "simd" elsewhere)."""
+    become the integer vector kernel they would take, "vnni" or "simd", elsewhere)."""
     if gemm not in GEMM_PATHS:
         raise SimError(f"gemm = {gemm!r} is not one of {', '.join(GEMM_PATHS)}")
     P = _config_params(cfg, gemm).copy()
@@ -64,7 +66,7 @@ def _config_params(cfg: VTAConfig, gemm: str) -> np.ndarray:
     P = np.zeros(N_PARAMS, np.int64)
     mode = GEMM_MODES[gemm]
     if mode in (GEMM_AUTO, GEMM_BLAS) and not float32_exact(cfg.inp_width, cfg.wgt_width, cfg.block_in):
-        mode = GEMM_SIMD
+        mode = GEMM_VNNI if VNNI else GEMM_SIMD
     P[P_GEMM_MODE] = mode
     for key in TIMING_KEYS:                              # hw/timing.py: every knob has its slot
         P[timing_slot(key)] = key.engine_value(getattr(cfg, key.name))

@@ -16,15 +16,28 @@ wrapping int32 as the integer kernel's, so the bytes and digests are the same.  
 the weight tile of the uop :data:`PREFETCH_AHEAD` later (irregular streams pick weight elements at random
 from the whole buffer, which does not stay in the L1 cache).
 
+:func:`gemm_vnni` (``gemm="vnni"``, and the integer kernel of ``"auto"`` and ``"blas"`` wherever numba targets
+AVX-512 VNNI, :data:`vtasim.sim.cycle.simd.VNNI`) runs the same nest on byte quads: ``vpdpbusd`` multiplies 4
+unsigned bytes by 4 signed bytes and adds the 4 products to an int32 lane, 64 products per 512-bit
+instruction, so a 16 x 16 tile is 4 instructions (``dot_row{BLOCK_IN}``).  The signed weights are made
+unsigned by adding 128 (:func:`quad_weights`, a copy ``wgt_quads`` in quad layout), which adds
+``128 * sum(x)`` to every output; :func:`input_sums` keeps that term per INP element and batch row (``xc``,
+made at every LOAD INP instead of the int16 copy) and the step subtracts it, all in wrapping int32, so every
+written value, and with it every byte and digest, is the integer kernel's.  Inputs are read as stored.  On
+CPUs without VNNI the step is compiled from widening multiplies (same values, slower), and ``"auto"`` keeps
+:func:`gemm_simd`.  The running digest sum of both kernels is a register (:func:`vtasim.sim.cycle.simd.lane_sums`),
+not an array read and written back every uop.
+
 A weight element's copy is made when a GEMM first uses it after a LOAD WGT wrote it (``wready`` bit
-:data:`PAIRS_READY`; :mod:`vtasim.sim.cycle.gemm_fast` keeps its float copy's bit :data:`vtasim.sim.cycle.gemm_fast.WT_READY`).
+:data:`PAIRS_READY` or :data:`QUADS_READY`; :mod:`vtasim.sim.cycle.gemm_fast` keeps its float copy's bit
+:data:`vtasim.sim.cycle.gemm_fast.WT_READY`).
 
 Cost rule (:func:`blas_pays`, the ``gemm="auto"`` choice per non-reset GEMM): the BLAS grouping when its
 products are reused at least :data:`BLAS_MIN_REUSE` times (loops moving neither src nor wgt: each distinct
 product is added once per iteration of them, and the BLAS path computes it once) or when its matrix
 products have at least :data:`BLAS_MIN_ROWS` input rows per distinct weight element (uops sharing a weight
 index, loops moving src but not wgt); the integer SIMD kernel otherwise.  The thresholds come from the two
-paths' measured costs (``bench/engine_speed.py`` prints both on the same streams: products reused 8-fold
+paths' measured costs (``bench/engine_speed.py`` prints them on the same streams: products reused 8-fold
 on the GEMM-bound stream favour BLAS 3-5x; the layers' shared weight elements do not).  Both give the same bytes: the rule only decides speed.
 """
 

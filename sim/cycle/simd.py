@@ -24,7 +24,16 @@ plain loop otherwise.
   wrapping; ``hb = row_hash(a)``).  The caller multiplies the lanes' sum by ``0x85EBCA77`` once to get the
   digest terms of all the writes.  Each pair of inputs is one 32-bit load broadcast to 8 lanes and each
   (pair, 8 outputs) one sign-extend-multiply-add-pairs, which LLVM emits as ``vpmaddwd``.
+* ``dot_row{B}(acc, a, x8, s, wq, w, xc, c, dsum, hb)`` for B in :data:`DOT_BLOCKS`: the same row update from
+  the int8 inputs ``x8[s:s + B]`` as stored and the weights plus 128 as uint8 in the quad layout of
+  :func:`vtasim.sim.cycle.gemm_simd.quad_weights` (``wq[w:w + B*B]``): ``acc[a + o] += dot(wq quads, x) - xc[c]``
+  with ``xc[c] = 128 * sum(x)`` (:func:`vtasim.sim.cycle.gemm_simd.input_sums`), one ``vpdpbusd`` per 4 input
+  channels and 16 outputs (8 for B = 8) where :data:`VNNI`, widening multiplies elsewhere; the digest lanes
+  as ``mac_row`` (16 of them, or 8 for B = 8).
+* ``lane_sums()`` / ``lane_total(p)``: a zeroed 16-lane int32 running sum kept in a register by LLVM (the
+  ``dsum`` of both steps may be it or an int32 array) and the sum of its lanes mod 2^32.
 * ``prefetch(arr, off)``: a cache hint for the line of ``arr[off]``; no effect on any value.
+* :func:`aligned`: arrays whose data start on a cache line, for the memories these steps read and write.
 
 Offsets are not checked (the callers' indices are range-checked before any work, as in every kernel).
 """
