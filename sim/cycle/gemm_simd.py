@@ -88,13 +88,13 @@ def input_sums(src, xc, first, count, blk, batch):
     """``xc[r, b]`` = 128 times the sum of the int8 inputs of batch row ``b`` of INP element ``r``, for the
     ``count`` elements from ``first`` (``src`` the INP bytes): the term :func:`gemm_vnni` takes off each
     unsigned-by-signed dot product, made at every LOAD INP when that kernel may run."""
-    for r in range(first, first + count):
-        for b in range(batch):
-            t = 0
-            o = (r * batch + b) * blk
-            for k in range(blk):
-                t += np.int8(src[o + k])
-            xc[r, b] = np.int32(128 * t)
+    xcf = xc.reshape(-1)
+    for i in range(np.uint64(first * batch), np.uint64((first + count) * batch)):     # (element, batch row)
+        t = np.int32(0)
+        o = i * np.uint64(blk)
+        for k in range(np.uint64(blk)):
+            t += np.int32(np.int8(src[o + k]))
+        xcf[i] = t * np.int32(128)
 
 
 @njit(cache=True)
