@@ -236,8 +236,7 @@ LINE = 64       # bytes of a cache line
 def aligned(shape, dtype, zero: bool = True) -> np.ndarray:
     """A C-contiguous array whose data starts on a cache line.  The vector steps load and store whole rows
     (a 16-lane int32 accumulator row is one 64-byte line); numpy aligns its data to 16 bytes only, and a row
-    split across two lines costs two accesses (measured: the irregular GEMM stream's integer kernel about
-    1.4x slower with its accumulator and weight copies 16 bytes off the line)."""
+    split across two lines costs two accesses."""
     dtype = np.dtype(dtype)
     n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     buf = (np.zeros if zero else np.empty)(n + LINE, np.uint8)
