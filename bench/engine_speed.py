@@ -13,9 +13,10 @@ Main table (every time is the best of ``--repeat`` runs): ``func s`` our functio
 own numpy code), ``cycle s`` the cycle engine's ``run_image`` end to end (JIT excluded:
 warmed up first), ``Mcyc/s`` simulated cycles per second of that wall time, ``int s`` the same engine with
 ``gemm="int"`` (every GEMM through the integer kernel: the data path before the grouped float32 products,
-with today's event loop), ``int/cyc`` how many times faster the fast path is, ``simd s`` and ``grp s`` the
-engine with every non-reset GEMM forced through the integer SIMD kernel (``gemm="simd"``) or the float32
-BLAS grouping (``gemm="blas"``), ``blas s`` np.dot on float32
+with today's event loop), ``int/cyc`` how many times faster the fast path is, ``simd s``, ``vnni s`` and ``grp s``
+the engine with every non-reset GEMM forced through the integer SIMD kernel on int16 pairs (``gemm="simd"``),
+the one on byte quads (``gemm="vnni"``: ``vpdpbusd`` where numba targets AVX-512 VNNI, the same arithmetic
+from widening multiplies elsewhere) or the float32 BLAS grouping (``gemm="blas"``), ``blas s`` np.dot on float32
 of the same MAC count on one BLAS thread, ``cyc/blas`` the cycle engine's time over that host limit's, ``func/cyc`` the
 functional engine's time over the cycle engine's.  Rows after the layers (``--no-synthetic`` drops them): ``gemm-bound`` (one regular
 uop pattern, :func:`vtasim.sim.programs.synthetic.gemm_bound_image`), ``irregular`` (GEMMs over random uops,
@@ -42,6 +43,7 @@ The machine is shared and noisy: ratios measured in one run are what this prints
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -54,6 +56,7 @@ from vtasim.hw.config import load_config  # noqa: E402
 from vtasim.sim import functional  # noqa: E402
 from vtasim.sim import cycle  # noqa: E402
 from vtasim.sim.cycle.profile import stage_times  # noqa: E402
+from vtasim.sim.cycle.simd import VNNI  # noqa: E402
 from vtasim.compiler.ops import compile_workload  # noqa: E402
 from vtasim.compiler.tuning.workloads import RESNET18, parse_workload  # noqa: E402
 from vtasim.sim.programs.synthetic import MAXIMAL_KINDS, gemm_bound_image, maximal_nest_image  # noqa: E402
@@ -118,14 +121,15 @@ def measure(name, image, k, n, macs_per_uop, repeat):
     if ref_np.outputs != ref.outputs or ref_np.counters != ref.counters:
         raise SystemExit(f"{name}: the functional engine's executors disagree")
     t = {}
-    for path in ("int", "simd", "blas"):
+    for path in ("int", "simd", "vnni", "blas"):
         other, t[path] = best_of(repeat, lambda p=path: cycle.run_image(image, progress=False, gemm=p))
         if other.cycles != res.cycles or list(other.trace) != list(res.trace) or other.outputs != res.outputs:
             raise SystemExit(f"{name}: gemm={path!r} changed the retire records, the cycles or the bytes")
     macs = res.counters["gemm_counter"] * macs_per_uop
     t_blas = blas_seconds(macs, k, n) if macs else float("nan")
     return dict(name=name, cycles=res.cycles, uops=res.counters["gemm_counter"], alu=res.counters["alu_counter"],
-                fn=t_fn, np=t_np, cy=t_cy, int=t["int"], simd=t["simd"], grp=t["blas"], blas=t_blas, image=image)
+                fn=t_fn, np=t_np, cy=t_cy, int=t["int"], simd=t["simd"], vnni=t["vnni"], grp=t["blas"], blas=t_blas,
+                image=image)
 
 
 def main(argv=None) -> int:
@@ -150,6 +154,11 @@ def main(argv=None) -> int:
     macs_per_uop = cfg.batch * cfg.block_in * cfg.block_out
     cycle.engine.warm_up()
     functional.warm_up()
+    # every BLAS library loaded by now (numpy's, and the one numba's compiled code calls) on one thread for the
+    # whole run: worker threads a multi-threaded BLAS call leaves spinning take the second core from the runs
+    # after it (measured: C3 bimodal, 2 ms or 6-10 ms per cycle-engine run, with process time above wall time)
+    blas_limit = one_blas_thread()
+    blas_limit.__enter__()
     rows = []
     for name in layers:
         c = parse_workload(f"resnet18.{name}", cfg, reduce=args.reduce)
@@ -163,11 +172,14 @@ def main(argv=None) -> int:
         for name, forms in (("alu-vec", ("vector",)), ("alu-imm", ("imm",)), ("alu-mixed", ("vector", "imm"))):
             rows.append(measure(name, alu_bound_image(cfg, forms=forms), *wide, macs_per_uop, args.repeat))
     head = (f"{'workload':<11}{'cycles':>11}{'GEMM uops':>10}{'ALU uops':>10}{'func s':>8}{'np s':>7}{'cycle s':>9}{'Mcyc/s':>8}"
-            f"{'int s':>8}{'simd s':>8}{'grp s':>8}{'int/cyc':>8}{'blas s':>8}{'cyc/blas':>9}{'func/cyc':>9}")
-    print(f"config {cfg.bitstream}  (best of {args.repeat}; cycle s = run_image wall incl. setup and results)")
+            f"{'int s':>8}{'simd s':>8}{'vnni s':>8}{'grp s':>8}{'int/cyc':>8}{'blas s':>8}{'cyc/blas':>9}{'func/cyc':>9}")
+    print(f"config {cfg.bitstream}  (best of {args.repeat}; cycle s = run_image wall incl. setup and results; "
+          f"AVX-512 VNNI {'targeted' if VNNI else 'not targeted'}; "
+          f"{'BLAS threads not limited (no threadpoolctl)' if blas_limit.__class__.__name__ == 'nullcontext' else 'BLAS on one thread'}; "
+          f"load average {os.getloadavg()[0]:.2f})")
     print(head)
     print("-" * len(head))
-    tot = {k: sum(r[k] for r in rows) for k in ("cycles", "fn", "np", "cy", "int", "simd", "grp")}
+    tot = {k: sum(r[k] for r in rows) for k in ("cycles", "fn", "np", "cy", "int", "simd", "vnni", "grp")}
     tot["blas"] = sum(r["blas"] for r in rows if r["uops"])
     tot["cy_gemm"] = sum(r["cy"] for r in rows if r["uops"])
     for r in rows + [dict(tot, name="total", uops=None, alu=None)]:
@@ -177,7 +189,7 @@ def main(argv=None) -> int:
             f"{'-':>8}{'-':>9}")
         counts = "".join(f"{r[k]:>10,}" if r[k] is not None else f"{'':>10}" for k in ("uops", "alu"))
         print(f"{r['name']:<11}{r['cycles']:>11,}{counts}{r['fn']:>8.3f}{r['np']:>7.3f}{r['cy']:>9.4f}"
-              f"{r['cycles'] / r['cy'] / 1e6:>8.1f}{r['int']:>8.3f}{r['simd']:>8.3f}{r['grp']:>8.3f}"
+              f"{r['cycles'] / r['cy'] / 1e6:>8.1f}{r['int']:>8.3f}{r['simd']:>8.3f}{r['vnni']:>8.3f}{r['grp']:>8.3f}"
               f"{r['int'] / r['cy']:>8.2f}{blas}{r['fn'] / r['cy']:>9.2f}")
     small = [r for r in rows if r["name"] in SMALL]
     overhead = fixed_costs(small, max(10, args.repeat)) if small else {}
@@ -285,7 +297,7 @@ def previous(rev: str, rows, repeat: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         paths = {r["name"]: str(r["image"].save(Path(tmp) / r["name"].replace("/", "_"))) for r in rows}
         done = subprocess.run([sys.executable, "-c", PREVIOUS_SCRIPT, json.dumps(paths), str(repeat)], cwd=tree,
-                              capture_output=True, text=True)
+                              capture_output=True, text=True, env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
     if done.returncode:
         raise SystemExit(f"--previous {rev}: its engine failed:\n{done.stderr[-2000:]}")
     old = json.loads(done.stdout.strip().splitlines()[-1])

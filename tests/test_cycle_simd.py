@@ -11,6 +11,7 @@ from vtasim.hw.config import PRESETS, load_config, load_preset
 from vtasim.sim import functional
 from vtasim.sim.cycle import run_image
 from vtasim.sim.cycle.engine import GEMM_PATHS
+from vtasim.sim.cycle.simd import VNNI
 from vtasim.sim.programs.randprog import generate
 from vtasim.sim.programs.streams import alu_bound_image, irregular_gemm_image
 from engine_checks import same_run
@@ -101,6 +102,79 @@ def test_mac_row_against_numpy(blk, wdtype):
             0xFFFFFFFF)
         got = ((int(dsum.view(np.uint32).astype(np.uint64).sum()) - d0) * int(MIX_V)) & 0xFFFFFFFF
         assert got == int(terms.sum() & np.uint64(0xFFFFFFFF)), (trial, blk)
+
+
+@pytest.mark.parametrize("native", sorted({False, VNNI}))
+@pytest.mark.parametrize("blk", [8, 16, 32, 64])
+def test_dot_row_against_numpy(blk, native):
+    """vtasim.sim.cycle.simd.dot_row{B} (the gemm="vnni" step): acc += inp . w from the int8 inputs as stored,
+    the weights + 128 in the quad layout of gemm_simd.quad_weights and the input sums of gemm_simd.input_sums,
+    against numpy int64 arithmetic wrapped to int32, on random and extreme (-128, 127) values, for the
+    vpdpbusd form (where numba targets VNNI) and the widening-multiply form other CPUs compile; the digest
+    lanes against kernels.mix as in test_mac_row_against_numpy, with both running-sum forms (an array and
+    the register lane sum of simd.lane_sums)."""
+    from numba import njit
+    from vtasim.sim.cycle import simd
+    from vtasim.sim.cycle.gemm_simd import input_sums, quad_weights
+    from vtasim.sim.cycle.kernels import MIX_V, row_hash
+    step = getattr(simd, f"dot_row{blk}") if native == simd.VNNI else simd._dot_row(blk, native)
+    lane_sums, lane_total = simd.lane_sums, simd.lane_total
+
+    @njit
+    def run(acc, a, inp, s, wq, w, xc, c, dsum):
+        step(acc, a, inp, s, wq, w, xc, c, dsum, row_hash(a))
+
+    @njit
+    def run_reg(acc, a, inp, s, wq, w, xc, c):
+        lanes = lane_sums()
+        step(acc, a, inp, s, wq, w, xc, c, lanes, row_hash(a))
+        return lane_total(lanes)
+
+    rng = np.random.default_rng(100 + blk)
+    for trial in range(6):
+        x = rng.integers(-128, 128, 3 * blk).astype(np.int8)
+        wgt = rng.integers(-128, 128, (2, blk * blk)).astype(np.int8)
+        if trial % 3 == 1:
+            x[:], wgt[:] = -128, -128
+        elif trial % 3 == 2:
+            x[::2], wgt[:, ::3] = 127, -128
+        wq = np.zeros(wgt.shape, np.uint8)
+        for e in range(2):
+            quad_weights(wgt, wq, e, blk)
+        xc = np.zeros((3, 1), np.int32)
+        input_sums(x.view(np.uint8), xc, 0, 3, blk, 1)
+        acc0 = rng.integers(-2**31, 2**31, 4 * blk).astype(np.int32)
+        a, r, e = (blk, 2 * blk)[trial % 2], 1, 1
+        want = acc0.astype(np.int64)
+        want[a:a + blk] += wgt[e].reshape(blk, blk).astype(np.int64) @ x[r * blk:(r + 1) * blk].astype(np.int64)
+        want = want.astype(np.uint64).astype(np.uint32).view(np.int32)
+        idx = np.arange(a, a + blk, dtype=np.uint64)
+        v = want[a:a + blk].view(np.uint32).astype(np.uint64)
+        terms = ((v ^ ((idx * np.uint64(0x9E3779B1)) & np.uint64(0xFFFFFFFF))) * np.uint64(0x85EBCA77)) & np.uint64(
+            0xFFFFFFFF)
+        args = (np.uint64(a), x, np.uint64(r * blk), wq.reshape(-1), np.uint64(e * blk * blk), xc.reshape(-1),
+                np.uint64(r))
+        acc = acc0.copy()
+        dsum = rng.integers(-2**31, 2**31, 16).astype(np.int32)
+        d0 = int(dsum.view(np.uint32).astype(np.uint64).sum())
+        run(acc, *args[:6], args[6], dsum)
+        assert np.array_equal(acc, want), (trial, blk, native)
+        got = ((int(dsum.view(np.uint32).astype(np.uint64).sum()) - d0) * int(MIX_V)) & 0xFFFFFFFF
+        assert got == int(terms.sum() & np.uint64(0xFFFFFFFF)), (trial, blk, native)
+        acc = acc0.copy()
+        got = (int(run_reg(acc, *args)) * int(MIX_V)) & 0xFFFFFFFF
+        assert np.array_equal(acc, want) and got == int(terms.sum() & np.uint64(0xFFFFFFFF)), (trial, blk, native)
+
+
+def test_vector_arrays_start_on_a_cache_line():
+    """Every array the vector steps read or write starts on a 64-byte line (engine.new_memories, through
+    simd.aligned), on every preset: a row split over two lines is the slow case the kernels avoid."""
+    from vtasim.sim.cycle.engine import new_memories
+    for name in PRESETS:
+        mem = new_memories(load_preset(name))
+        for key in ("inp2", "inp16", "xc", "wgt2", "wgt_pairs", "wgt_quads", "acc2", "xf", "wt", "ab", "pb"):
+            assert mem[key].ctypes.data % 64 == 0 and mem[key].flags.c_contiguous, (name, key)
+        assert not mem["acc2"].any() and not mem["wgt_quads"].any()
 
 
 def test_cost_rule_picks_each_path():

@@ -37,16 +37,17 @@ from vtasim.sim.cycle import jitcache  # noqa: F401  (cache stamp covers every s
 from vtasim.hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_UOP, MEM_WGT
 from vtasim.hw.isa import OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE
 from vtasim.sim.cycle.gemm_fast import fast_gemm_fits, gemm_fast, to_float
-from vtasim.sim.cycle.gemm_simd import blas_pays, gemm_simd, simd_fits, to_int16
+from vtasim.sim.cycle.gemm_simd import blas_pays, gemm_simd, gemm_vnni, input_sums, simd_fits, to_int16
+from vtasim.sim.cycle.simd import VNNI
 from vtasim.sim.cycle.kernels import alu_kernel, gemm_kernel, load_kernel, pair_weights, store_kernel
-from vtasim.sim.cycle.layout import (GEMM_AUTO, GEMM_BLAS, GEMM_INT, GEMM_SIMD, B_BUSY, B_IDLE, B_MEM_WAIT, B_QUEUE_STALL, B_TOKEN_WAIT, C_ACC, C_FETCH,
+from vtasim.sim.cycle.layout import (GEMM_AUTO, GEMM_BLAS, GEMM_INT, GEMM_SIMD, GEMM_VNNI, B_BUSY, B_IDLE, B_MEM_WAIT, B_QUEUE_STALL, B_TOKEN_WAIT, C_ACC, C_FETCH,
                               C_INP, C_OUT, C_UOP, C_WGT, CNT_ACC, CNT_ALU, CNT_GEMM, CNT_INP, CNT_OUT,
                               CNT_UOP, CNT_WGT, ERR_DECODE, ERR_TOKEN_OVERFLOW, ERR_UNFINISHED,
                               FLD_NONE, FLD_TOKEN, FPHASE_DISPATCH, FPHASE_DONE, FPHASE_XFER, F_ITER_IN,
                               F_ITER_OUT, F_MEMORY_TYPE, F_OPCODE, F_UOP_BGN, F_UOP_END, F_USE_IMM, F_RESET_REG, F_X_PAD_0,
                               F_X_PAD_1, F_X_SIZE, F_X_STRIDE, F_Y_PAD_0, F_Y_PAD_1, F_Y_SIZE, F_DRAM_BASE, F_SRAM_BASE,
                               P_ALU_PIPE, P_BURST, P_BUS_BYTES, P_CMDQ, P_EB_UOP, P_FETCH_INSNS,
-                              P_BLOCK, P_GEMM_MODE, P_GEMM_PIPE, P_INSN_ADDR, P_INSN_COUNT, P_LATENCY, P_EB_OUT, P_TOKQ,
+                              P_BATCH, P_BLOCK, P_GEMM_MODE, P_GEMM_PIPE, P_INSN_ADDR, P_INSN_COUNT, P_LATENCY, P_EB_OUT, P_TOKQ,
                               S_CHUNK, S_ERR_CODE, S_ERR_FIELD, S_ERR_INSN, S_ERR_LIMIT, S_ERR_VALUE,
                               S_EVENTS, S_FINISH_E, S_NRET, S_PAIRS_STALE, N_FIELDS, P_LAY, S_FLASTD, S_FNEXT, S_FPHASE, S_PORT_UNIT,
                               S_PORT_UNTIL, S_STATUS, S_T, S_TOK0, ST_DEADLOCK, ST_DONE, ST_ERROR,
@@ -156,8 +157,17 @@ def _fail(S, code, j, field, value, limit):
     S[S_ERR_LIMIT] = limit
 
 
+@njit(cache=True, inline="always")
+def _vector_path(P):
+    """The integer vector kernel of the GEMM mode (``layout.P_GEMM_MODE``): GEMM_SIMD or GEMM_VNNI."""
+    mode = P[P_GEMM_MODE]
+    if mode == GEMM_VNNI or (mode != GEMM_SIMD and VNNI):
+        return GEMM_VNNI
+    return GEMM_SIMD
+
+
 @njit(cache=True)
-def _execute(u, j, t, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp2, inp16, wgt_b, wgt2, wgt_pairs, acc_b, acc2,
+def _execute(u, j, t, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp2, inp16, wgt_b, wgt2, wgt_pairs, wgt_quads, xc, acc_b, acc2,
              xf, wt, wready, ab, pb):
     """Apply instruction j's data effect and schedule its end (or its first DMA request).
 
@@ -190,8 +200,12 @@ def _execute(u, j, t, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp
                 dig = load_kernel(row, 0, inp_b, inp2.shape[0], inp2.shape[1], eb, False, dram, err)
                 if err[0] == 0 and (P[P_GEMM_MODE] == GEMM_AUTO or P[P_GEMM_MODE] == GEMM_BLAS):
                     to_float(inp_b, xf.reshape(-1), row[0, F_SRAM_BASE] * inp2.shape[1], n_sram * inp2.shape[1])
-                if err[0] == 0 and P[P_GEMM_MODE] != GEMM_INT:     # every mode but int can run gemm_simd
-                    to_int16(inp_b, inp16.reshape(-1), row[0, F_SRAM_BASE] * inp2.shape[1], n_sram * inp2.shape[1])
+                if err[0] == 0 and P[P_GEMM_MODE] != GEMM_INT:     # every mode but int can run a vector kernel
+                    if _vector_path(P) == GEMM_VNNI:
+                        input_sums(inp_b, xc, row[0, F_SRAM_BASE], n_sram, P[P_BLOCK], P[P_BATCH])
+                    else:
+                        to_int16(inp_b, inp16.reshape(-1), row[0, F_SRAM_BASE] * inp2.shape[1],
+                                 n_sram * inp2.shape[1])
                 CNT[CNT_INP] += x * y * eb
                 client = C_INP
             elif mt == MEM_WGT:
@@ -230,9 +244,11 @@ def _execute(u, j, t, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp
                         and (mode == GEMM_BLAS or blas_pays(row, 0, uop32, P, wgt2.shape[0]))):
                     path = GEMM_BLAS
                 elif simd_fits(P, acc2.shape[1]):
-                    path = GEMM_SIMD
+                    path = _vector_path(P)
             if path == GEMM_BLAS:
                 dig = gemm_fast(row, 0, uop32, P, xf, wgt2, wt, wready, ab, pb, acc2, err)
+            elif path == GEMM_VNNI:
+                dig = gemm_vnni(row, 0, uop32, P, inp2, xc, wgt2, wgt_quads, wready, acc2, err)
             elif path == GEMM_SIMD:
                 dig = gemm_simd(row, 0, uop32, P, inp16, wgt2, wgt_pairs, wready, acc2, err)
             else:
@@ -258,7 +274,7 @@ def _execute(u, j, t, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp
 
 @njit(cache=True)
 def _start(u, j, t, S, US, F, P, row, s_cyc, dig_out, CNT, err, dram, uop32, uop_b, inp_b, inp2, inp16,
-           wgt_b, wgt2, wgt_pairs, acc_b, acc2, xf, wt, wready, ab, pb):
+           wgt_b, wgt2, wgt_pairs, wgt_quads, xc, acc_b, acc2, xf, wt, wready, ab, pb):
     """Start instruction j on module u at t: pop its tokens, apply its data effect, schedule it."""
     pp, pn, _, _ = _token_slots(u)
     ctl = F[j, 0]
@@ -274,7 +290,7 @@ def _start(u, j, t, S, US, F, P, row, s_cyc, dig_out, CNT, err, dram, uop32, uop
     US[u, US_S] = t
     US[u, US_E] = -1
     s_cyc[j] = t
-    d = _execute(u, j, t, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp2, inp16, wgt_b, wgt2, wgt_pairs, acc_b, acc2,
+    d = _execute(u, j, t, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp2, inp16, wgt_b, wgt2, wgt_pairs, wgt_quads, xc, acc_b, acc2,
                  xf, wt, wready, ab, pb)
     dig_out[j] = np.uint32(d)
     if err[0] != 0:
@@ -297,7 +313,7 @@ def init_state(S, US, P, chunk_req):
 
 @njit(cache=True, nogil=True)
 def run_slice(S, US, F, P, module, modq, disp, s_cyc, e_cyc, dig, ret, chunk_req, chunk_done, BD, CNT, dram,
-              uop32, uop_b, inp_b, inp2, inp16, wgt_b, wgt2, wgt_pairs, acc_b, acc2, xf, wt, wready, ab, pb, event_budget):
+              uop32, uop_b, inp_b, inp2, inp16, wgt_b, wgt2, wgt_pairs, wgt_quads, xc, acc_b, acc2, xf, wt, wready, ab, pb, event_budget):
     """Run at most ``event_budget`` loop iterations; state lives in S/US so the next call resumes.
 
     The per-event code reads arrays directly rather than through helpers that take arrays: numba counts
@@ -383,7 +399,7 @@ def run_slice(S, US, F, P, module, modq, disp, s_cyc, e_cyc, dig, ret, chunk_req
                     ((ctl >> CTL_POP_NEXT) & np.uint64(1) != 0 and pn >= 0 and S[S_TOK0 + pn] == 0):
                 continue
             _start(u, j, t, S, US, F, P, row, s_cyc, dig, CNT, err, dram, uop32, uop_b, inp_b, inp2, inp16, wgt_b, wgt2,
-                   wgt_pairs, acc_b, acc2, xf, wt, wready, ab, pb)
+                   wgt_pairs, wgt_quads, xc, acc_b, acc2, xf, wt, wready, ab, pb)
             active = True
             if S[S_STATUS] == ST_ERROR:
                 S[S_T] = t
@@ -464,7 +480,7 @@ def run_slice(S, US, F, P, module, modq, disp, s_cyc, e_cyc, dig, ret, chunk_req
 
 
 @njit(cache=True, nogil=True)
-def replay_data(order, kinds, S, US, F, P, module, CNT, dram, uop32, uop_b, inp_b, inp2, inp16, wgt_b, wgt2, wgt_pairs, acc_b, acc2,
+def replay_data(order, kinds, S, US, F, P, module, CNT, dram, uop32, uop_b, inp_b, inp2, inp16, wgt_b, wgt2, wgt_pairs, wgt_quads, xc, acc_b, acc2,
                 xf, wt, wready, ab, pb):
     """The data effects alone: instructions ``order`` in that order through the same kernels as a run, no
     event loop, skipping opcodes whose ``kinds[opcode]`` is 0 (what the engine-speed bench times as the data
@@ -477,7 +493,7 @@ def replay_data(order, kinds, S, US, F, P, module, CNT, dram, uop32, uop_b, inp_
         j = order[k]
         if kinds[F[j, 0] & np.uint64(7)] != 0:
             d += _execute(module[j] + 1, j, 0, S, US, F, P, row, CNT, err, dram, uop32, uop_b, inp_b, inp2, inp16, wgt_b,
-                          wgt2, wgt_pairs, acc_b, acc2, xf, wt, wready, ab, pb)
+                          wgt2, wgt_pairs, wgt_quads, xc, acc_b, acc2, xf, wt, wready, ab, pb)
             if err[0] != 0:
                 _fail(S, err[0], j, err[1], err[2], err[3])
                 break

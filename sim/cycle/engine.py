@@ -24,8 +24,9 @@ from vtasim.hw.isa import INSN_FIELDS, OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_S
 from vtasim.sim.cycle import core
 from vtasim.sim.cycle.gemm_fast import float32_exact, scratch
 from vtasim.sim.cycle.jitcache import compile_notice
+from vtasim.sim.cycle.simd import VNNI, aligned
 from vtasim.sim.cycle.layout import timing_slot
-from vtasim.sim.cycle.layout import (GEMM_AUTO, GEMM_BLAS, GEMM_INT, GEMM_SIMD, BUCKET_NAMES, ERR_TOKEN_OVERFLOW, ERR_UNFINISHED, FIELD_NAMES, N_FIELDS, N_PARAMS,
+from vtasim.sim.cycle.layout import (GEMM_AUTO, GEMM_BLAS, GEMM_INT, GEMM_SIMD, GEMM_VNNI, BUCKET_NAMES, ERR_TOKEN_OVERFLOW, ERR_UNFINISHED, FIELD_NAMES, N_FIELDS, N_PARAMS,
                               N_S, N_UNITS, N_US, P_BATCH, P_BLOCK,
                               P_BURST, P_BUS_BYTES, P_EB_UOP, P_FETCH_INSNS, P_GEMM_MODE, P_INSN_ADDR, P_INSN_COUNT,
                               P_LAY, P_UOP_DST_LO, P_UOP_DST_MASK, P_UOP_SRC_LO,
@@ -38,7 +39,7 @@ from vtasim.sim.program import Program, load_program
 from vtasim.sim.result import COUNTER_NAMES, RetireRecord, RunResult
 
 SLICE_EVENTS = 1 << 20
-GEMM_MODES = {"auto": GEMM_AUTO, "int": GEMM_INT, "simd": GEMM_SIMD, "blas": GEMM_BLAS}
+GEMM_MODES = {"auto": GEMM_AUTO, "int": GEMM_INT, "simd": GEMM_SIMD, "blas": GEMM_BLAS, "vnni": GEMM_VNNI}
 GEMM_PATHS = tuple(GEMM_MODES)
 PROGRESS_AFTER_S = 2.0
 
@@ -46,9 +47,11 @@ PROGRESS_AFTER_S = 2.0
 def params(cfg: VTAConfig, insn_addr: int, insn_count: int, gemm: str = "auto") -> np.ndarray:
     """The core's parameter vector.  ``gemm`` (:data:`GEMM_MODES`, meanings at ``layout.P_GEMM_MODE``): "auto" =
     per GEMM the integer SIMD kernel or the float32 BLAS grouping by :func:`vtasim.sim.cycle.gemm_simd.blas_pays`,
-    "int" = the integer kernel for every GEMM, "simd" / "blas" = always that path where it applies.  The BLAS
+    "int" = the integer kernel for every GEMM, "simd" / "vnni" / "blas" = always that path where it applies
+    ("simd" the int16-pair kernel, "vnni" the byte-quad one, which "auto" and "blas" take for their integer
+    GEMMs where numba targets AVX-512 VNNI; on other CPUs "vnni" runs the same arithmetic slower).  The BLAS
     grouping only where :func:`float32_exact` proves it exact for the config's widths ("auto" and "blas"
-    become "simd" elsewhere)."""
+    become the integer vector kernel they would take, "vnni" or "simd", elsewhere)."""
     if gemm not in GEMM_PATHS:
         raise SimError(f"gemm = {gemm!r} is not one of {', '.join(GEMM_PATHS)}")
     P = _config_params(cfg, gemm).copy()
@@ -63,7 +66,7 @@ def _config_params(cfg: VTAConfig, gemm: str) -> np.ndarray:
     P = np.zeros(N_PARAMS, np.int64)
     mode = GEMM_MODES[gemm]
     if mode in (GEMM_AUTO, GEMM_BLAS) and not float32_exact(cfg.inp_width, cfg.wgt_width, cfg.block_in):
-        mode = GEMM_SIMD
+        mode = GEMM_VNNI if VNNI else GEMM_SIMD
     P[P_GEMM_MODE] = mode
     for key in TIMING_KEYS:                              # hw/timing.py: every knob has its slot
         P[timing_slot(key)] = key.engine_value(getattr(cfg, key.name))
@@ -97,17 +100,22 @@ def _config_params(cfg: VTAConfig, gemm: str) -> np.ndarray:
     return P
 
 
-MEMORY_NAMES = ("uop32", "inp2", "inp16", "wgt2", "wgt_pairs", "acc2", "xf", "wt", "wready", "ab", "pb")
+MEMORY_NAMES = ("uop32", "inp2", "inp16", "wgt2", "wgt_pairs", "wgt_quads", "xc", "acc2", "xf", "wt", "wready", "ab",
+                "pb")
 
 
 def new_memories(cfg: VTAConfig) -> dict:
     """The SRAMs (zero, as at reset) and the GEMM fast path's arrays (:func:`vtasim.sim.cycle.gemm_fast.scratch`)
     of one machine, by :data:`MEMORY_NAMES`.  ``wgt_pairs`` is the integer kernel's copy of WGT
-    (:func:`vtasim.sim.cycle.kernels.pair_weights`)."""
-    wgt2 = np.zeros((cfg.wgt_depth, cfg.wgt_elem_bytes), np.int8)
-    mem = dict(zip(MEMORY_NAMES, (np.zeros(cfg.uop_depth, np.uint32), np.zeros((cfg.inp_depth, cfg.inp_elem_bytes), np.int8),
-                                  np.zeros((cfg.inp_depth, cfg.inp_elem_bytes), np.int16), wgt2, np.zeros(wgt2.shape, np.int8),
-                                  np.zeros((cfg.acc_depth, cfg.batch * cfg.block_out), np.int32)) + scratch(cfg)))
+    (:func:`vtasim.sim.cycle.kernels.pair_weights`), ``inp16`` / ``wgt_quads`` / ``xc`` the copies of the integer
+    vector kernels (:mod:`vtasim.sim.cycle.gemm_simd`).  The arrays the vector steps read start on a cache line
+    (:func:`vtasim.sim.cycle.simd.aligned`)."""
+    wgt = (cfg.wgt_depth, cfg.wgt_elem_bytes)
+    inp = (cfg.inp_depth, cfg.inp_elem_bytes)
+    mem = dict(zip(MEMORY_NAMES, (np.zeros(cfg.uop_depth, np.uint32), aligned(inp, np.int8), aligned(inp, np.int16),
+                                  aligned(wgt, np.int8), aligned(wgt, np.int8), aligned(wgt, np.uint8),
+                                  aligned((cfg.inp_depth, cfg.batch), np.int32),
+                                  aligned((cfg.acc_depth, cfg.batch * cfg.block_out), np.int32)) + scratch(cfg)))
     # flat byte views of the SRAMs for the DMA kernels, made once per set (not per core call)
     mem["bytes"] = (mem["uop32"].view(np.uint8), mem["inp2"].view(np.uint8).reshape(-1),
                     mem["wgt2"].view(np.uint8).reshape(-1), mem["acc2"].view(np.uint8).reshape(-1))
@@ -122,7 +130,7 @@ class _MemoryPool:
     matters (the SRAMs, the float input copy, no weight copy current; ``wt``, ``ab`` and ``pb`` are written
     before they are read).  One set serves one run at a time."""
 
-    CLEAR = ("uop32", "inp2", "inp16", "wgt2", "acc2", "xf", "wready")
+    CLEAR = ("uop32", "inp2", "inp16", "xc", "wgt2", "acc2", "xf", "wready")
 
     def __init__(self, keep: int = 4):
         self._keep, self._free, self._lock = keep, [], threading.Lock()
@@ -251,7 +259,7 @@ class CycleMachine:
         self.CNT = np.zeros(len(COUNTER_NAMES), np.int64)
         self.dram = dram
         mem = new_memories(cfg) if memories is None else memories
-        (self.uop32, self.inp2, self.inp16, self.wgt2, self.wgt_pairs, self.acc2,
+        (self.uop32, self.inp2, self.inp16, self.wgt2, self.wgt_pairs, self.wgt_quads, self.xc, self.acc2,
          self.xf, self.wt, self.wready, self.ab, self.pb) = (mem[name] for name in MEMORY_NAMES)
         self.uop_b, self.inp_b, self.wgt_b, self.acc_b = mem["bytes"]
         core.init_state(self.S, self.US, self.P, self.chunk_req)
@@ -260,7 +268,7 @@ class CycleMachine:
         """Run one slice of at most ``events`` loop iterations; returns the status (0 = running)."""
         core.run_slice(self.S, self.US, self.F, self.P, self.module, self.modq, self.disp, self.s_cyc,
                        self.e_cyc, self.dig, self.ret, self.chunk_req, self.chunk_done, self.BD, self.CNT, self.dram,
-                       self.uop32, self.uop_b, self.inp_b, self.inp2, self.inp16, self.wgt_b, self.wgt2, self.wgt_pairs,
+                       self.uop32, self.uop_b, self.inp_b, self.inp2, self.inp16, self.wgt_b, self.wgt2, self.wgt_pairs, self.wgt_quads, self.xc,
                        self.acc_b, self.acc2, self.xf, self.wt, self.wready, self.ab, self.pb,
                        SLICE_EVENTS if events is None else events)
         return int(self.S[S_STATUS])
@@ -270,7 +278,7 @@ class CycleMachine:
         run's kernels with no event loop (:func:`vtasim.sim.cycle.core.replay_data`); the data work of a run."""
         return int(core.replay_data(np.ascontiguousarray(order, np.int64), np.ascontiguousarray(kinds, np.int64),
                                     self.S, self.US, self.F, self.P, self.module, self.CNT, self.dram, self.uop32,
-                                    self.uop_b, self.inp_b, self.inp2, self.inp16, self.wgt_b, self.wgt2, self.wgt_pairs,
+                                    self.uop_b, self.inp_b, self.inp2, self.inp16, self.wgt_b, self.wgt2, self.wgt_pairs, self.wgt_quads, self.xc,
                                     self.acc_b, self.acc2, self.xf, self.wt, self.wready,
                                     self.ab, self.pb))
 

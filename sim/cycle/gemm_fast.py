@@ -20,7 +20,7 @@ from numba import njit
 
 from vtasim.sim.cycle import jitcache  # noqa: F401  (cache stamp covers every source compiled in)
 
-from vtasim.sim.cycle.simd import add_tile8, add_tile16, copy_f16
+from vtasim.sim.cycle.simd import add_tile8, add_tile16, aligned, copy_f16
 from vtasim.sim.cycle.kernels import check_loop_indices, lane_hashes, lane_sum, mix32, row_hash, uop_arrays
 from vtasim.sim.cycle.layout import (F_DST_FACTOR_IN, F_DST_FACTOR_OUT, F_ITER_IN, F_ITER_OUT, F_SRC_FACTOR_IN,
                               F_SRC_FACTOR_OUT, F_UOP_BGN, F_UOP_END, F_WGT_FACTOR_IN, F_WGT_FACTOR_OUT,
@@ -53,12 +53,13 @@ def scratch(cfg):
     element e after a LOAD WGT wrote it (``wready[e]`` bit :data:`WT_READY` while it is current); ``ab`` gathered input rows
     and ``pb`` products, both ``SCRATCH_ELEMS`` floats."""
     blk = cfg.block_in
-    xf = np.zeros((cfg.inp_depth * cfg.batch, blk), np.float32)
-    wt = np.zeros((cfg.wgt_depth, blk, cfg.block_out), np.float32)
+    xf = aligned((cfg.inp_depth * cfg.batch, blk), np.float32)
+    wt = aligned((cfg.wgt_depth, blk, cfg.block_out), np.float32)
     wready = np.zeros(cfg.wgt_depth, np.uint8)
     rows = max(cfg.batch, SCRATCH_ELEMS // blk)
     # every slot of ab and pb is written before it is read: no zero fill (untouched pages cost nothing)
-    return xf, wt, wready, np.empty((rows, blk), np.float32), np.empty((rows, cfg.block_out), np.float32)
+    return (xf, wt, wready, aligned((rows, blk), np.float32, zero=False),
+            aligned((rows, cfg.block_out), np.float32, zero=False))
 
 
 @njit(cache=True)

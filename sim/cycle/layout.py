@@ -33,9 +33,11 @@ N_PARAMS = P_LAY + 8 * N_FIELDS * 3
 # event loop's bus-word and burst arithmetic is shifts and masks, not divisions.
 # P_EB_<mem> are DRAM element bytes indexed by memory type (P_EB_UOP + memory_type).
 # P_GEMM_MODE: how non-reset GEMMs run (reset GEMMs always take the integer kernel, kernels.gemm_kernel):
-GEMM_INT, GEMM_AUTO, GEMM_SIMD, GEMM_BLAS = 0, 1, 2, 3
+GEMM_INT, GEMM_AUTO, GEMM_SIMD, GEMM_BLAS, GEMM_VNNI = 0, 1, 2, 3, 4
 # GEMM_INT the integer kernel for every GEMM; GEMM_AUTO vtasim.sim.cycle.gemm_simd's cost rule between its integer
-# SIMD kernel and the grouped float32 products of vtasim.sim.cycle.gemm_fast; GEMM_SIMD / GEMM_BLAS always that one
+# SIMD kernel and the grouped float32 products of vtasim.sim.cycle.gemm_fast; GEMM_SIMD / GEMM_VNNI / GEMM_BLAS always that one
+# (GEMM_SIMD the pair kernel gemm_simd, GEMM_VNNI the byte-quad kernel gemm_vnni; AUTO and BLAS take gemm_vnni for
+# their integer GEMMs when numba targets AVX-512 VNNI, vtasim.sim.cycle.simd.VNNI, else gemm_simd)
 # (where it applies: the BLAS path needs its products to fit the scratch, the SIMD kernel a tile shape it has
 # a vector step for; else the integer kernel).  AUTO and BLAS only where the widths prove float32 exact.
 # P_LAY + (opcode * N_FIELDS + field) * 3 + (0, 1, 2) = (lsb, width, signed) of a field in an

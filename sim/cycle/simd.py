@@ -24,13 +24,23 @@ plain loop otherwise.
   wrapping; ``hb = row_hash(a)``).  The caller multiplies the lanes' sum by ``0x85EBCA77`` once to get the
   digest terms of all the writes.  Each pair of inputs is one 32-bit load broadcast to 8 lanes and each
   (pair, 8 outputs) one sign-extend-multiply-add-pairs, which LLVM emits as ``vpmaddwd``.
+* ``dot_row{B}(acc, a, x8, s, wq, w, xc, c, dsum, hb)`` for B in :data:`DOT_BLOCKS`: the same row update from
+  the int8 inputs ``x8[s:s + B]`` as stored and the weights plus 128 as uint8 in the quad layout of
+  :func:`vtasim.sim.cycle.gemm_simd.quad_weights` (``wq[w:w + B*B]``): ``acc[a + o] += dot(wq quads, x) - xc[c]``
+  with ``xc[c] = 128 * sum(x)`` (:func:`vtasim.sim.cycle.gemm_simd.input_sums`), one ``vpdpbusd`` per 4 input
+  channels and 16 outputs (8 for B = 8) where :data:`VNNI`, widening multiplies elsewhere; the digest lanes
+  as ``mac_row`` (16 of them, or 8 for B = 8).
+* ``lane_sums()`` / ``lane_total(p)``: a zeroed 16-lane int32 running sum kept in a register by LLVM (the
+  ``dsum`` of both steps may be it or an int32 array) and the sum of its lanes mod 2^32.
 * ``prefetch(arr, off)``: a cache hint for the line of ``arr[off]``; no effect on any value.
+* :func:`aligned`: arrays whose data start on a cache line, for the memories these steps read and write.
 
 Offsets are not checked (the callers' indices are range-checked before any work, as in every kernel).
 """
 
 from __future__ import annotations
 
+import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
@@ -180,7 +190,7 @@ def _mac_row(blk):
     chunks, pairs = blk // 8, blk // 2
 
     def typer(typingctx, acc, a, x16, s, wp, w, dsum, hb):
-        if x16.dtype != types.int16 or dsum.dtype != types.int32 or wp.dtype not in (types.int8, types.int16):
+        if x16.dtype != types.int16 or not _is_lanes(dsum) or wp.dtype not in (types.int8, types.int16):
             return None
         sig = types.void(acc, a, x16, s, wp, w, dsum, hb)
 
@@ -189,7 +199,7 @@ def _mac_row(blk):
             accp = context.make_array(signature.args[0])(context, builder, acc_v).data
             xp = context.make_array(signature.args[2])(context, builder, x_v).data
             wptr = context.make_array(signature.args[4])(context, builder, wp_v).data
-            dptr = builder.bitcast(context.make_array(signature.args[6])(context, builder, d_v).data, v8.as_pointer())
+            dptr = _lanes_ptr(context, builder, signature.args[6], d_v, v8)
             wbits = signature.args[4].dtype.bitwidth
             wvec = ir.VectorType(ir.IntType(wbits), 16)
             tot = [ir.Constant(v8, [0] * 8) for _ in range(chunks)]
@@ -220,6 +230,140 @@ def _mac_row(blk):
     return intrinsic(typer)
 
 
+LINE = 64       # bytes of a cache line
+
+
+def aligned(shape, dtype, zero: bool = True) -> np.ndarray:
+    """A C-contiguous array whose data starts on a cache line.  The vector steps load and store whole rows
+    (a 16-lane int32 accumulator row is one 64-byte line); numpy aligns its data to 16 bytes only, and a row
+    split across two lines costs two accesses."""
+    dtype = np.dtype(dtype)
+    n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    buf = (np.zeros if zero else np.empty)(n + LINE, np.uint8)
+    start = -buf.ctypes.data % LINE
+    return buf[start:start + n].view(dtype).reshape(shape)
+
+
+def _is_lanes(ty) -> bool:
+    """``ty`` is a running lane sum: an int32 array or the pointer :func:`lane_sums` returns."""
+    return getattr(ty, "dtype", None) == types.int32 and isinstance(ty, (types.Array, types.CPointer))
+
+
+def _lanes_ptr(context, builder, ty, value, vt):
+    """The running lane sum ``value`` of numba type ``ty`` as a pointer to an LLVM vector ``vt``."""
+    data = value if isinstance(ty, types.CPointer) else context.make_array(ty)(context, builder, value).data
+    return builder.bitcast(data, vt.as_pointer())
+
+
+def _lane_sums(typingctx):
+    """``lane_sums()``: a zeroed 16-lane int32 running sum in the calling function's frame (an entry-block
+    alloca LLVM keeps in a vector register across the loop that updates it, where an array would be read
+    and written back to memory every step), as an int32 pointer for ``mac_row`` / ``dot_row``."""
+    sig = types.CPointer(types.int32)()
+
+    def codegen(context, builder, signature, args):
+        vt = ir.VectorType(ir.IntType(32), 16)
+        ptr = cgutils.alloca_once(builder, vt)
+        builder.store(ir.Constant(vt, [0] * 16), ptr)
+        return builder.bitcast(ptr, ir.IntType(32).as_pointer())
+    return sig, codegen
+
+
+def _lane_total(typingctx, lanes):
+    """``lane_total(p)``: the sum mod 2^32 of the 16 lanes of a :func:`lane_sums` pointer, as uint32."""
+    if not (isinstance(lanes, types.CPointer) and lanes.dtype == types.int32):
+        return None
+    sig = types.uint32(lanes)
+
+    def codegen(context, builder, signature, args):
+        i32 = ir.IntType(32)
+        vt = ir.VectorType(i32, 16)
+        reduce_add = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i32, [vt]),
+                                                    "llvm.vector.reduce.add.v16i32")
+        return builder.call(reduce_add, [builder.load(builder.bitcast(args[0], vt.as_pointer()))])
+    return sig, codegen
+
+
+lane_sums, lane_total = intrinsic(_lane_sums), intrinsic(_lane_total)
+
+
+def _vnni_native() -> bool:
+    """Whether numba compiles for a CPU with AVX-512 VNNI on 256- and 512-bit vectors (``vpdpbusd``): the host's
+    features, or those numba was told to target (``NUMBA_CPU_NAME`` / ``NUMBA_CPU_FEATURES``)."""
+    from numba.core import config
+    from llvmlite import binding as ll
+    if config.CPU_NAME:
+        feats = set((config.CPU_FEATURES or "").split(","))
+    else:
+        feats = {f"+{k}" if v else f"-{k}" for k, v in ll.get_host_cpu_features().items()}
+    return {"+avx512f", "+avx512bw", "+avx512vl", "+avx512vnni"} <= feats
+
+
+VNNI = _vnni_native()
+
+
+def _dpbusd(builder, acc, a, b, lanes, native):
+    """``acc[l] + sum_t uint8(a[4l + t]) * int8(b[4l + t])`` on ``lanes`` int32 lanes (wrapping), ``a`` and ``b``
+    vectors of ``lanes`` int32 words holding 4 bytes each: one ``vpdpbusd`` when ``native``, else the same
+    value from widening multiplies (for CPUs without VNNI)."""
+    i8, i32 = ir.IntType(8), ir.IntType(32)
+    vi = ir.VectorType(i32, lanes)
+    if native:
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vi, [vi, vi, vi]),
+                                            f"llvm.x86.avx512.vpdpbusd.{32 * lanes}")
+        return builder.call(fn, [acc, a, b])
+    vb, vw = ir.VectorType(i8, 4 * lanes), ir.VectorType(i32, 4 * lanes)
+    m = builder.mul(builder.zext(builder.bitcast(a, vb), vw), builder.sext(builder.bitcast(b, vb), vw))
+    for t in range(4):
+        acc = builder.add(acc, builder.shuffle_vector(m, m, ir.Constant(vi, [4 * ln + t for ln in range(lanes)])))
+    return acc
+
+
+def _dot_row(blk, native):
+    """``dot_row{blk}``: one batch row of one GEMM uop on unsigned-by-signed byte dot products (see the module
+    docstring)."""
+    i32 = ir.IntType(32)
+    lanes = 16 if blk % 16 == 0 else 8
+    vi = ir.VectorType(i32, lanes)
+    chunks, quads = blk // lanes, blk // 4
+
+    def typer(typingctx, acc, a, x8, s, wq, w, xc, c, dsum, hb):
+        if x8.dtype != types.int8 or wq.dtype != types.uint8 or xc.dtype != types.int32 or not _is_lanes(dsum):
+            return None
+        sig = types.void(acc, a, x8, s, wq, w, xc, c, dsum, hb)
+
+        def codegen(context, builder, signature, args):
+            acc_v, a_v, x_v, s_v, wq_v, w_v, xc_v, c_v, d_v, hb_v = args
+            accp, xp, wp, xcp = (context.make_array(signature.args[k])(context, builder, args[k]).data
+                                 for k in (0, 2, 4, 6))
+            dptr = _lanes_ptr(context, builder, signature.args[8], d_v, vi)
+            xcv = _splat(builder, vi, builder.load(builder.gep(xcp, [c_v])), lanes)     # one broadcast vpsubd
+            aptrs, tot = [], []
+            for ch in range(chunks):
+                aptrs.append(builder.bitcast(builder.gep(accp, [builder.add(a_v, ir.Constant(a_v.type, lanes * ch))]),
+                                             vi.as_pointer()))
+                tot.append([builder.sub(builder.load(aptrs[ch], align=4), xcv), ir.Constant(vi, [0] * lanes)])
+            for q in range(quads):
+                xq = builder.gep(xp, [builder.add(s_v, ir.Constant(s_v.type, 4 * q))])
+                xw = _splat(builder, vi, builder.load(builder.bitcast(xq, i32.as_pointer()), align=1), lanes)
+                for ch in range(chunks):
+                    wq = builder.gep(wp, [builder.add(w_v, ir.Constant(w_v.type, (q * blk + lanes * ch) * 4))])
+                    wv = builder.load(builder.bitcast(wq, vi.as_pointer()), align=1)
+                    tot[ch][q % 2] = _dpbusd(builder, tot[ch][q % 2], wv, xw, lanes, native)
+            hbv = _splat(builder, vi, hb_v, lanes)
+            dsum = builder.load(dptr, align=4)
+            for ch in range(chunks):
+                v = builder.add(tot[ch][0], tot[ch][1])
+                builder.store(v, aptrs[ch], align=4)
+                lane_hash = ir.Constant(vi, [((lanes * ch + ln) * MIX_X) & 0xFFFFFFFF for ln in range(lanes)])
+                dsum = builder.add(dsum, builder.xor(v, builder.add(hbv, lane_hash)))
+            builder.store(dsum, dptr, align=4)
+            return context.get_dummy_value()
+        return sig, codegen
+    typer.__name__ = f"dot_row{blk}"
+    return intrinsic(typer)
+
+
 def _prefetch(typingctx, arr, off):
     """``prefetch(arr, off)``: a read hint for the cache line holding ``arr[off]`` (no effect on values)."""
     sig = types.void(arr, off)
@@ -241,5 +385,6 @@ prefetch = intrinsic(_prefetch)
 add_tile8, add_tile16 = _add_tile(8), _add_tile(16)
 DOT_BLOCKS = (8, 16, 32, 64)
 mac_row8, mac_row16, mac_row32, mac_row64 = (_mac_row(blk) for blk in DOT_BLOCKS)
+dot_row8, dot_row16, dot_row32, dot_row64 = (_dot_row(blk, VNNI) for blk in DOT_BLOCKS)
 alu_tile8, alu_tile16 = _alu_tile(8), _alu_tile(16)
 copy_f8, copy_f16 = _copy(8), _copy(16)
