@@ -76,7 +76,7 @@ if isinstance(_LOCATORS, list) and DependencyStampLocator not in _LOCATORS:
     _LOCATORS.insert(0, DependencyStampLocator)
 
 
-COMPILE_NOTE = "compiling the cycle engine (about 30 s, once per install)..."
+COMPILE_NOTE = "compiling the cycle engine (about 40 s, once per install)..."
 
 
 class _FirstCompile(event.Listener):
