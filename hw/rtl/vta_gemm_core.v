@@ -1,6 +1,7 @@
 `include "vta_params.vh"
 // One GEMM micro-op on a whole tile (hardware spec 3.4): for every batch row b and output o,
 // acc[b][o] + sum_k int8(inp[b][k]) * int8(wgt[o][k]), wrapped to 32 bits.
+/* verilator tracing_off */
 module vta_gemm_core (
   input  wire                          en,       // a GEMM uop issues: otherwise skip the MACs
   input  wire [`VTA_ACC_ELEM_BITS-1:0] acc_in,
