@@ -15,7 +15,8 @@ The harnesses are Verilator builds (each cached like any build):
 
 ``--sweep`` adds one build per change, each applied alone to ``old``: the clock in the HDL, the C++
 optimisation level, ``--threads 2`` (on two shared cores it had not finished C2-C11 after 13
-minutes: pick others with ``--only``), and the removal of Verilator's ``-O3`` and ``--x-assign fast``.
+minutes: pick others with ``--only``), and the removal of Verilator's ``-O3`` and ``--x-assign fast``;
+and ``new + -fno-dfg``, Verilator's data-flow optimiser off on the default build.
 Every variant runs all layers in one simulator process; a layer's rate is its cycles over the
 simulator's time from launch to ``done`` (build, start-up and file exchange excluded), both the
 wall time and the simulator process's CPU time (the CPU rate is the steadier one on a loaded
@@ -112,6 +113,12 @@ def main(argv=None) -> int:
     p.add_argument("--config", type=Path, default=None)
     args = p.parse_args(argv)
     cfg = load_config(args.config)
+    tmp = tempfile.TemporaryDirectory(prefix="vtasim-base-rtl-")
+    try:
+        base_rtl = export_rtl(args.base, Path(tmp.name)) if args.base else None
+    except SystemExit as exc:
+        print(exc, file=sys.stderr)
+        return 2
     from vtasim.compiler.ops import compile_workload
     from vtasim.sim.cycle import run_image as cycle_run
     from vtasim.sim.diff import compare
@@ -121,12 +128,6 @@ def main(argv=None) -> int:
     cycle_run(imgs[0])                                   # JIT warm-up, not timed
     model = [cycle_run(im) for im in imgs]
     runs = {}
-    tmp = tempfile.TemporaryDirectory(prefix="vtasim-base-rtl-")
-    try:
-        base_rtl = export_rtl(args.base, Path(tmp.name)) if args.base else None
-    except SystemExit as exc:
-        print(exc, file=sys.stderr)
-        return 2
     chosen = variants(args.sweep, base_rtl)
     if args.only:
         keep = {"old"} | set(args.only.split(","))
