@@ -4,6 +4,7 @@
 // right (y >= 0, arithmetic) or left (y < 0) as fsim does.  One case arm per row of hw/alu.py, each
 // on the opcode define the header generator emits for it (rows the config's HW_VER lacks have no
 // define and no arm); vta_fetch rejects every other opcode (VTA_ALU_LEGAL_MASK), so none reaches here.
+/* verilator tracing_off */
 module vta_alu_core (
   input  wire                             en,       // an ALU uop issues: otherwise skip the lanes
   input  wire [`VTA_ALU_ALU_OPCODE_W-1:0] op,

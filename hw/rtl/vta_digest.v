@@ -1,5 +1,6 @@
 // Write digest of docs/timing.md section 9 for one element write (or one DRAM beat):
 // sum over its 32-bit words v_i of mix(idx*WPE + i, v_i), words with mask bit 0 left out.
+/* verilator tracing_off */
 module vta_digest #(
   parameter W = 32       // bits written (a multiple of 32)
 ) (

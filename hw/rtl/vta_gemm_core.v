@@ -1,6 +1,7 @@
 `include "vta_params.vh"
 // One GEMM micro-op on a whole tile (hardware spec 3.4): for every batch row b and output o,
 // acc[b][o] + sum_k int8(inp[b][k]) * int8(wgt[o][k]), wrapped to 32 bits.
+/* verilator tracing_off */
 module vta_gemm_core (
   input  wire                          en,       // a GEMM uop issues: otherwise skip the MACs
   input  wire [`VTA_ACC_ELEM_BITS-1:0] acc_in,
@@ -18,21 +19,18 @@ module vta_gemm_core (
   reg signed [AW-1:0] dot;
   reg signed [IW-1:0] a;
   reg signed [WW-1:0] w;
-  reg signed [IW+WW-1:0] p;
   always @* begin
     acc_out = acc_in;
     dot = {AW{1'b0}};
     a = {IW{1'b0}};
     w = {WW{1'b0}};
-    p = {(IW+WW){1'b0}};
     if (en) for (b = 0; b < NB; b = b + 1) begin
       for (o = 0; o < NO; o = o + 1) begin
         dot = acc_in[(b*NO + o)*AW +: AW];
         for (k = 0; k < NI; k = k + 1) begin
           a = inp[(b*NI + k)*IW +: IW];
           w = wgt[(o*NI + k)*WW +: WW];
-          p = a * w;
-          dot = dot + {{(AW-IW-WW){p[IW+WW-1]}}, p};
+          dot = dot + a * w;      // signed, at AW bits: the exact product, sign-extended
         end
         acc_out[(b*NO + o)*AW +: AW] = dot;
       end

@@ -24,8 +24,8 @@ CI_SET = ["resnet18.C4", "resnet18.C9", "dense.16x64x64", "tutorial.matrix_multi
 # The product of batch row 0, output lane 0 and input lane 0 is never added (the functional mutant of
 # data_checks.drop_product, in the Verilog).
 GEMM_CORE = "vta_gemm_core.v"
-DROP_ONE = ("          dot = dot + {{(AW-IW-WW){p[IW+WW-1]}}, p};",
-            "          if (b != 0 || o != 0 || k != 0) dot = dot + {{(AW-IW-WW){p[IW+WW-1]}}, p};")
+DROP_ONE = ("          dot = dot + a * w;",
+            "          if (b != 0 || o != 0 || k != 0) dot = dot + a * w;")
 
 
 @pytest.mark.parametrize("members", [pytest.param(CI_SET, id="ci"),
