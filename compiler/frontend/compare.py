@@ -7,7 +7,7 @@ import numpy as np
 from vtasim.compiler.frontend.errors import FrontendError
 
 __all__ = ["ORT_LEVELS", "OrtReference", "ort_session", "cpu_has_vnni", "fused_level_note", "output_lsb",
-           "agreement", "input_scale", "noisy_runs"]
+           "agreement", "reference_top1", "input_scale", "noisy_runs"]
 
 # onnxruntime's graph optimisation level of a reference session.  "basic": every node with its ONNX
 # semantics (a QDQ group is DequantizeLinear -> the float op -> QuantizeLinear); "all": onnxruntime's
@@ -96,11 +96,22 @@ def output_lsb(graph) -> float | None:
     return None
 
 
+def reference_top1(ours, ref) -> np.ndarray:
+    """Per row of ``(N, classes)`` scores, the reference's top-1 class: our top-1 (the first of our
+    highest) where the reference scores it as high as any class, else the reference's first highest.
+    Quantised scores tie at the top, and which of the tied classes argmax names is arbitrary: an input
+    agrees on top-1 when our top-1 class is one the reference ranks first."""
+    a, b = np.asarray(ours), np.asarray(ref)
+    mine = a.argmax(1)
+    tied = b[np.arange(len(b)), mine] == b.max(1)
+    return np.where(tied, mine, b.argmax(1))
+
+
 def agreement(ours: np.ndarray, ref: np.ndarray, lsb: float | None) -> dict:
     """Per-batch metrics of ``ours`` against ``ref`` (both (N, classes) or any shape): the largest
     difference, the relative error, the difference in output LSBs, and for (N, classes) the top-1
-    agreement (an input agrees when a class is top-1 in both: quantised scores tie, and argmax would
-    name the first of the tied classes) and the reference's top-1 among our top 5."""
+    agreement and the reference's top-1 among our top 5, the reference's top-1 class as
+    :func:`reference_top1` names it."""
     a, b = np.asarray(ours, np.float64), np.asarray(ref, np.float64)
     if a.shape != b.shape:
         raise FrontendError(f"output shape {a.shape} differs from onnxruntime's {b.shape}")
@@ -109,13 +120,11 @@ def agreement(ours: np.ndarray, ref: np.ndarray, lsb: float | None) -> dict:
            "rel_err": float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))}
     out["max_lsb"] = float(np.round(out["max_abs"] / lsb, 3)) if lsb else None
     if a.ndim == 2:
-        # a class is top-1 when no class scores higher: with quantised outputs two classes often tie,
-        # and which of them argmax names is arbitrary, so an input agrees when the two sets of top-1
-        # classes meet
-        out["top1"] = float(np.mean(((a == a.max(1, keepdims=True)) & (b == b.max(1, keepdims=True))).any(1)))
+        ref_top = reference_top1(a, b)
+        out["top1"] = float(np.mean(a.argmax(1) == ref_top))
         if a.shape[1] >= 5:               # the reference's top-1 class among our top 5
             top5 = np.argsort(-a, 1, kind="stable")[:, :5]
-            out["top5"] = float(np.mean([r in t for r, t in zip(b.argmax(1), top5)]))
+            out["top5"] = float(np.mean([r in t for r, t in zip(ref_top, top5)]))
     return out
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from vtasim.compiler.frontend.compare import reference_top1
 from vtasim.compiler.frontend.errors import FrontendError
 from vtasim.hw.files import brief, iter_json_lines
 
@@ -83,7 +84,7 @@ def _record(net, ort, index: int, feed, label, engine: str) -> tuple[dict, list,
         if ref.shape != out.shape:
             raise FrontendError(f"output shape {y.shape} differs from onnxruntime's ({ref.size} values)")
         d = out - ref
-        rec.update(ref_top1=int(np.argmax(ref)), err_sq=float(d @ d), ref_sq=float(ref @ ref),
+        rec.update(ref_top1=int(reference_top1(out[None], ref[None])[0]), err_sq=float(d @ d), ref_sq=float(ref @ ref),
                    max_abs=float(np.abs(d).max(initial=0.0)))
     return rec, layers, y
 

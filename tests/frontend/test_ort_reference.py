@@ -11,7 +11,8 @@ import pytest
 from onnx import helper
 from onnx_cases import model as _model
 
-from vtasim.compiler.frontend.compare import OrtReference, agreement, cpu_has_vnni, fused_level_note, ort_session
+from vtasim.compiler.frontend.compare import (OrtReference, agreement, cpu_has_vnni, fused_level_note, ort_session,
+                                              reference_top1)
 from vtasim.compiler.frontend.errors import FrontendError
 from vtasim.compiler.frontend.models import DIGITS_QDQ
 from vtasim.compiler.frontend.models.digits import load_split
@@ -75,3 +76,6 @@ def test_top1_agreement_counts_a_class_tied_for_top_in_the_reference_and_nothing
     assert agreement(below, ref, 1.0)["top1"] == pytest.approx(2 / 3)
     swapped = np.array([[1, 5, 3, 5], [2, 4, 0, 1], [0, 0, 9, 9]], np.float32)    # row 1 wrong; row 2 ties 2, 3
     assert agreement(swapped, ref, 1.0)["top1"] == pytest.approx(2 / 3)
+    # the class the records of `vtasim infer` keep: ours where the reference ties it for top, else its argmax
+    assert reference_top1(other_tie, ref).tolist() == [3, 0, 2]
+    assert reference_top1(below, ref).tolist() == [1, 0, 2]
