@@ -97,14 +97,14 @@ def output_lsb(graph) -> float | None:
 
 
 def reference_top1(ours, ref) -> np.ndarray:
-    """Per row of ``(N, classes)`` scores, the reference's top-1 class: our top-1 (the first of our
-    highest) where the reference scores it as high as any class, else the reference's first highest.
-    Quantised scores tie at the top, and which of the tied classes argmax names is arbitrary: an input
-    agrees on top-1 when our top-1 class is one the reference ranks first."""
+    """Per row of ``(N, classes)`` scores, the reference's top-1 class as judged against ours: quantised
+    scores tie at the top, and which of the tied classes argmax names is arbitrary, so where some class
+    is among our highest and among the reference's highest the two agree and our top-1 (the first of
+    our highest) stands for it; else the reference's first highest.  An input agrees on top-1 when
+    this is our top-1."""
     a, b = np.asarray(ours), np.asarray(ref)
-    mine = a.argmax(1)
-    tied = b[np.arange(len(b)), mine] == b.max(1)
-    return np.where(tied, mine, b.argmax(1))
+    meet = ((a == a.max(1, keepdims=True)) & (b == b.max(1, keepdims=True))).any(1)
+    return np.where(meet, a.argmax(1), b.argmax(1))
 
 
 def agreement(ours: np.ndarray, ref: np.ndarray, lsb: float | None) -> dict:

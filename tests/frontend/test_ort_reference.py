@@ -76,6 +76,9 @@ def test_top1_agreement_counts_a_class_tied_for_top_in_the_reference_and_nothing
     assert agreement(below, ref, 1.0)["top1"] == pytest.approx(2 / 3)
     swapped = np.array([[1, 5, 3, 5], [2, 4, 0, 1], [0, 0, 9, 9]], np.float32)    # row 1 wrong; row 2 ties 2, 3
     assert agreement(swapped, ref, 1.0)["top1"] == pytest.approx(2 / 3)
-    # the class the records of `vtasim infer` keep: ours where the reference ties it for top, else its argmax
+    ours_tie = np.array([[1, 5, 3, 5], [4, 2, 0, 1], [0, 9, 9, 1]], np.float32)   # row 2: ours ties 1 and 2
+    assert ours_tie[2].argmax() == 1 and agreement(ours_tie, ref, 1.0)["top1"] == 1.0
+    # the class the records of `vtasim infer` keep: our top-1 where the two tops meet, else the reference's
     assert reference_top1(other_tie, ref).tolist() == [3, 0, 2]
     assert reference_top1(below, ref).tolist() == [1, 0, 2]
+    assert reference_top1(ours_tie, ref).tolist() == [1, 0, 1]
