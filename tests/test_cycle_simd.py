@@ -60,6 +60,25 @@ def test_alu_bound_stream(preset_name):
     assert ref.counters["alu_counter"] > 0 and varied(ref.outputs["y"])
 
 
+def _row_operands(rng, blk: int, trial: int):
+    """Three input rows and two weight tiles of one row step: random, all -128, or 127 against -128."""
+    x = rng.integers(-128, 128, 3 * blk).astype(np.int8)
+    wgt = rng.integers(-128, 128, (2, blk * blk)).astype(np.int8)
+    if trial % 3 == 1:
+        x[:], wgt[:] = -128, -128
+    elif trial % 3 == 2:
+        x[::2], wgt[:, ::3] = 127, -128
+    return x, wgt
+
+
+def _mix_terms(want, a: int, blk: int) -> np.ndarray:
+    """The digest's mix term of each word ``want[a:a + blk]`` (kernels.mix, written out in numpy)."""
+    idx = np.arange(a, a + blk, dtype=np.uint64)
+    v = want[a:a + blk].view(np.uint32).astype(np.uint64)
+    return ((v ^ ((idx * np.uint64(0x9E3779B1)) & np.uint64(0xFFFFFFFF))) * np.uint64(0x85EBCA77)) & np.uint64(
+        0xFFFFFFFF)
+
+
 @pytest.mark.parametrize("wdtype", [np.int8, np.int16])
 @pytest.mark.parametrize("blk", [8, 16, 32, 64])
 def test_mac_row_against_numpy(blk, wdtype):
@@ -78,12 +97,7 @@ def test_mac_row_against_numpy(blk, wdtype):
 
     rng = np.random.default_rng(blk)
     for trial in range(6):
-        x = rng.integers(-128, 128, 3 * blk).astype(np.int8)
-        wgt = rng.integers(-128, 128, (2, blk * blk)).astype(np.int8)
-        if trial % 3 == 1:
-            x[:], wgt[:] = -128, -128
-        elif trial % 3 == 2:
-            x[::2], wgt[:, ::3] = 127, -128
+        x, wgt = _row_operands(rng, blk, trial)
         wp = np.zeros_like(wgt)
         pair_weights(wgt, wp, 0, 2, blk)
         acc = rng.integers(-2**31, 2**31, 4 * blk).astype(np.int32)
@@ -96,10 +110,7 @@ def test_mac_row_against_numpy(blk, wdtype):
         run(acc, np.uint64(a), x.astype(np.int16), np.uint64(s), wp.astype(wdtype).reshape(-1), np.uint64(e * blk * blk),
             dsum)
         assert np.array_equal(acc, want), (trial, blk)
-        idx = np.arange(a, a + blk, dtype=np.uint64)
-        v = want[a:a + blk].view(np.uint32).astype(np.uint64)
-        terms = ((v ^ ((idx * np.uint64(0x9E3779B1)) & np.uint64(0xFFFFFFFF))) * np.uint64(0x85EBCA77)) & np.uint64(
-            0xFFFFFFFF)
+        terms = _mix_terms(want, a, blk)
         got = ((int(dsum.view(np.uint32).astype(np.uint64).sum()) - d0) * int(MIX_V)) & 0xFFFFFFFF
         assert got == int(terms.sum() & np.uint64(0xFFFFFFFF)), (trial, blk)
 
@@ -132,12 +143,7 @@ def test_dot_row_against_numpy(blk, native):
 
     rng = np.random.default_rng(100 + blk)
     for trial in range(6):
-        x = rng.integers(-128, 128, 3 * blk).astype(np.int8)
-        wgt = rng.integers(-128, 128, (2, blk * blk)).astype(np.int8)
-        if trial % 3 == 1:
-            x[:], wgt[:] = -128, -128
-        elif trial % 3 == 2:
-            x[::2], wgt[:, ::3] = 127, -128
+        x, wgt = _row_operands(rng, blk, trial)
         wq = np.zeros(wgt.shape, np.uint8)
         for e in range(2):
             quad_weights(wgt, wq, e, blk)
@@ -148,10 +154,7 @@ def test_dot_row_against_numpy(blk, native):
         want = acc0.astype(np.int64)
         want[a:a + blk] += wgt[e].reshape(blk, blk).astype(np.int64) @ x[r * blk:(r + 1) * blk].astype(np.int64)
         want = want.astype(np.uint64).astype(np.uint32).view(np.int32)
-        idx = np.arange(a, a + blk, dtype=np.uint64)
-        v = want[a:a + blk].view(np.uint32).astype(np.uint64)
-        terms = ((v ^ ((idx * np.uint64(0x9E3779B1)) & np.uint64(0xFFFFFFFF))) * np.uint64(0x85EBCA77)) & np.uint64(
-            0xFFFFFFFF)
+        terms = _mix_terms(want, a, blk)
         args = (np.uint64(a), x, np.uint64(r * blk), wq.reshape(-1), np.uint64(e * blk * blk), xc.reshape(-1),
                 np.uint64(r))
         acc = acc0.copy()

@@ -150,14 +150,7 @@ def gemm_simd(F, j, uops, P, inp16, wgt2, wgt_pairs, wready, acc, err):
     if not check_loop_indices(F, j, uops, P, True, False, acc.shape[0], inp16.shape[0], wgt_pairs.shape[0], err):
         return np.uint64(0)
     xc = np.zeros((1, 1), np.int32)       # the pair steps take no input sums
-    blk = P[P_BLOCK]
-    if blk == 16:
-        return _nest(F, j, uops, P, inp16, xc, wgt2, wgt_pairs, wready, acc, 16, PAIRS_READY, _pairs, _mac)
-    if blk == 32:
-        return _nest(F, j, uops, P, inp16, xc, wgt2, wgt_pairs, wready, acc, 32, PAIRS_READY, _pairs, _mac)
-    if blk == 8:
-        return _nest(F, j, uops, P, inp16, xc, wgt2, wgt_pairs, wready, acc, 8, PAIRS_READY, _pairs, _mac)
-    return _nest(F, j, uops, P, inp16, xc, wgt2, wgt_pairs, wready, acc, 64, PAIRS_READY, _pairs, _mac)
+    return _nest_per_block(F, j, uops, P, inp16, xc, wgt2, wgt_pairs, wready, acc, PAIRS_READY, _pairs, _mac)
 
 
 @njit(cache=True)
@@ -167,14 +160,20 @@ def gemm_vnni(F, j, uops, P, inp2, xc, wgt2, wgt_quads, wready, acc, err):
     and per batch row ``acc - xc + dot``: the same int32 values, so the same bytes and digest."""
     if not check_loop_indices(F, j, uops, P, True, False, acc.shape[0], inp2.shape[0], wgt_quads.shape[0], err):
         return np.uint64(0)
+    return _nest_per_block(F, j, uops, P, inp2, xc, wgt2, wgt_quads, wready, acc, QUADS_READY, quad_weights, _dot)
+
+
+@njit(cache=True, inline="always")
+def _nest_per_block(F, j, uops, P, x, xc, wgt2, wcopy, wready, acc, ready, prepare, step):
+    """One copy of :func:`_nest` per tile width, each with its width a constant, chosen by the config's block."""
     blk = P[P_BLOCK]
     if blk == 16:
-        return _nest(F, j, uops, P, inp2, xc, wgt2, wgt_quads, wready, acc, 16, QUADS_READY, quad_weights, _dot)
+        return _nest(F, j, uops, P, x, xc, wgt2, wcopy, wready, acc, 16, ready, prepare, step)
     if blk == 32:
-        return _nest(F, j, uops, P, inp2, xc, wgt2, wgt_quads, wready, acc, 32, QUADS_READY, quad_weights, _dot)
+        return _nest(F, j, uops, P, x, xc, wgt2, wcopy, wready, acc, 32, ready, prepare, step)
     if blk == 8:
-        return _nest(F, j, uops, P, inp2, xc, wgt2, wgt_quads, wready, acc, 8, QUADS_READY, quad_weights, _dot)
-    return _nest(F, j, uops, P, inp2, xc, wgt2, wgt_quads, wready, acc, 64, QUADS_READY, quad_weights, _dot)
+        return _nest(F, j, uops, P, x, xc, wgt2, wcopy, wready, acc, 8, ready, prepare, step)
+    return _nest(F, j, uops, P, x, xc, wgt2, wcopy, wready, acc, 64, ready, prepare, step)
 
 
 @njit(cache=True, inline="always")

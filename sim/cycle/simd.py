@@ -221,8 +221,7 @@ def _mac_row(blk):
                                        v8.as_pointer())
                 v = builder.add(builder.load(aptr, align=4), tot[c])
                 builder.store(v, aptr, align=4)
-                lane_hash = ir.Constant(v8, [((8 * c + ln) * MIX_X) & 0xFFFFFFFF for ln in range(8)])
-                dsum = builder.add(dsum, builder.xor(v, builder.add(hbv, lane_hash)))
+                dsum = _digest_lanes(builder, dsum, v, hbv, v8, 8, c)
             builder.store(dsum, dptr, align=4)
             return context.get_dummy_value()
         return sig, codegen
@@ -302,6 +301,13 @@ def _vnni_native() -> bool:
 VNNI = _vnni_native()
 
 
+def _digest_lanes(builder, dsum, v, hbv, vt, lanes: int, chunk: int):
+    """``dsum + (v XOR (row hash + word hash))`` for the ``lanes`` words of output chunk ``chunk``: each lane's
+    running sum of the digest terms (the word hash of output ``lanes * chunk + lane`` is that index times MIX_X)."""
+    lane_hash = ir.Constant(vt, [((lanes * chunk + ln) * MIX_X) & 0xFFFFFFFF for ln in range(lanes)])
+    return builder.add(dsum, builder.xor(v, builder.add(hbv, lane_hash)))
+
+
 def _dpbusd(builder, acc, a, b, lanes, native):
     """``acc[l] + sum_t uint8(a[4l + t]) * int8(b[4l + t])`` on ``lanes`` int32 lanes (wrapping), ``a`` and ``b``
     vectors of ``lanes`` int32 words holding 4 bytes each: one ``vpdpbusd`` when ``native``, else the same
@@ -355,8 +361,7 @@ def _dot_row(blk, native):
             for ch in range(chunks):
                 v = builder.add(tot[ch][0], tot[ch][1])
                 builder.store(v, aptrs[ch], align=4)
-                lane_hash = ir.Constant(vi, [((lanes * ch + ln) * MIX_X) & 0xFFFFFFFF for ln in range(lanes)])
-                dsum = builder.add(dsum, builder.xor(v, builder.add(hbv, lane_hash)))
+                dsum = _digest_lanes(builder, dsum, v, hbv, vi, lanes, ch)
             builder.store(dsum, dptr, align=4)
             return context.get_dummy_value()
         return sig, codegen
