@@ -136,7 +136,7 @@ module vta_loader #(
       always @* begin
         we[g] = (state == ST_PAD) ? (g == 0) : sv[g];
         wa[g*AW +: AW] = idx[g*32 +: AW];
-        wd[g*EBS +: EBS] = (state != ST_PAD && sv[g]) ? data[g*EBS +: EBS] : {EBS{1'b0}};
+        wd[g*EBS +: EBS] = data[g*EBS +: EBS];   // zero in ST_PAD (no beat reaches the unpacker)
       end
       vta_digest #(.W(EBS)) u_dig (.idx(idx[g*32 +: 32]), .data(wd[g*EBS +: EBS]),
                                    .mask({(EBS/32){we[g]}}), .sum(dsum[g*32 +: 32]));

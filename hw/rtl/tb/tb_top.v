@@ -99,7 +99,9 @@ module tb_top (
   assign cycles     = wd ? wd_cycles : v_cycles;
 
   // ---- DRAM writes and file commands --------------------------------------------------------
-  // The DRAM is cleared on the first reset cycle, so bytes the image does not define read as 0.
+  // The DRAM is cleared on the first reset cycle, so bytes the image does not define read as 0:
+  // the words below `dirty`, all of them before the first reset, then those a job can have made
+  // non-zero (its image, dump_last + 1 words as every driver sets it, and every word written).
   wire [BUS-1:0] merged;      // the addressed word with the strobed bytes of mem_wdata
   genvar gb;
   generate
@@ -107,18 +109,26 @@ module tb_top (
       assign merged[gb*8 +: 8] = mem_wstrb[gb] ? mem_wdata[gb*8 +: 8] : mem_rdata[gb*8 +: 8];
     end
   endgenerate
+  localparam [31:0] WORDS32 = WORDS;
   integer i, fd;
   reg rst_d;
+  reg  [31:0] dirty;
+  wire        dram_we = mem_wr && in_range && !wd;
+  wire [31:0] wr_hi   = dram_we ? {{(32-LW){1'b0}}, mem_addr[LW-1:0]} + 32'd1 : 32'd0;
+  wire [31:0] ld_hi   = !(cmd_load && !running) ? 32'd0 : (dump_last >= WORDS32) ? WORDS32 : dump_last + 32'd1;
   initial begin
     fd = 0;
     rst_d = 1'b0;
+    dirty = WORDS32;
   end
   always @(posedge clk) begin
     rst_d <= rst;
     if (rst && !rst_d) begin
-      for (i = 0; i < WORDS; i = i + 1) dram[i] <= {BUS{1'b0}};
-    end else if (mem_wr && in_range && !wd) begin
-      dram[mem_addr[LW-1:0]] <= merged;
+      for (i = 0; i < dirty; i = i + 1) dram[i] <= {BUS{1'b0}};
+      dirty <= 32'd0;
+    end else begin
+      if (dram_we) dram[mem_addr[LW-1:0]] <= merged;
+      if (wr_hi > dirty || ld_hi > dirty) dirty <= (wr_hi > ld_hi) ? wr_hi : ld_hi;
     end
     if (cmd_load && !running) begin
       $readmemh("dram_in.hex", dram);
