@@ -37,8 +37,7 @@ from vtasim.sim.cycle import jitcache  # noqa: F401  (cache stamp covers every s
 from vtasim.hw.config import MEM_ACC, MEM_ACC_8BIT, MEM_INP, MEM_UOP, MEM_WGT
 from vtasim.hw.isa import OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE
 from vtasim.sim.cycle.gemm_fast import fast_gemm_fits, gemm_fast, to_float
-from vtasim.sim.cycle.gemm_simd import blas_pays, gemm_simd, gemm_vnni, input_sums, simd_fits, to_int16
-from vtasim.sim.cycle.simd import VNNI
+from vtasim.sim.cycle.gemm_simd import HOST_VECTOR, blas_pays, gemm_simd, gemm_vnni, input_sums, simd_fits, to_int16
 from vtasim.sim.cycle.kernels import alu_kernel, gemm_kernel, load_kernel, pair_weights, store_kernel
 from vtasim.sim.cycle.layout import (GEMM_AUTO, GEMM_BLAS, GEMM_INT, GEMM_SIMD, GEMM_VNNI, B_BUSY, B_IDLE, B_MEM_WAIT, B_QUEUE_STALL, B_TOKEN_WAIT, C_ACC, C_FETCH,
                               C_INP, C_OUT, C_UOP, C_WGT, CNT_ACC, CNT_ALU, CNT_GEMM, CNT_INP, CNT_OUT,
@@ -161,9 +160,9 @@ def _fail(S, code, j, field, value, limit):
 def _vector_path(P):
     """The integer vector kernel of the GEMM mode (``layout.P_GEMM_MODE``): GEMM_SIMD or GEMM_VNNI."""
     mode = P[P_GEMM_MODE]
-    if mode == GEMM_VNNI or (mode != GEMM_SIMD and VNNI):
-        return GEMM_VNNI
-    return GEMM_SIMD
+    if mode == GEMM_VNNI or mode == GEMM_SIMD:
+        return mode
+    return HOST_VECTOR
 
 
 @njit(cache=True)

@@ -24,7 +24,8 @@ from vtasim.hw.isa import INSN_FIELDS, OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_S
 from vtasim.sim.cycle import core
 from vtasim.sim.cycle.gemm_fast import float32_exact, scratch
 from vtasim.sim.cycle.jitcache import compile_notice
-from vtasim.sim.cycle.simd import VNNI, aligned
+from vtasim.sim.cycle.gemm_simd import HOST_VECTOR
+from vtasim.sim.cycle.simd import aligned
 from vtasim.sim.cycle.layout import timing_slot
 from vtasim.sim.cycle.layout import (GEMM_AUTO, GEMM_BLAS, GEMM_INT, GEMM_SIMD, GEMM_VNNI, BUCKET_NAMES, ERR_TOKEN_OVERFLOW, ERR_UNFINISHED, FIELD_NAMES, N_FIELDS, N_PARAMS,
                               N_S, N_UNITS, N_US, P_BATCH, P_BLOCK,
@@ -66,7 +67,7 @@ def _config_params(cfg: VTAConfig, gemm: str) -> np.ndarray:
     P = np.zeros(N_PARAMS, np.int64)
     mode = GEMM_MODES[gemm]
     if mode in (GEMM_AUTO, GEMM_BLAS) and not float32_exact(cfg.inp_width, cfg.wgt_width, cfg.block_in):
-        mode = GEMM_VNNI if VNNI else GEMM_SIMD
+        mode = HOST_VECTOR
     P[P_GEMM_MODE] = mode
     for key in TIMING_KEYS:                              # hw/timing.py: every knob has its slot
         P[timing_slot(key)] = key.engine_value(getattr(cfg, key.name))

@@ -51,10 +51,13 @@ from vtasim.sim.cycle import jitcache  # noqa: F401  (cache stamp covers every s
 from vtasim.sim.cycle.kernels import MIX_V, check_loop_indices, pair_weights, row_hash, uop_arrays
 from vtasim.sim.cycle.layout import (F_DST_FACTOR_IN, F_DST_FACTOR_OUT, F_ITER_IN, F_ITER_OUT, F_SRC_FACTOR_IN,
                               F_SRC_FACTOR_OUT, F_UOP_BGN, F_UOP_END, F_WGT_FACTOR_IN, F_WGT_FACTOR_OUT,
-                              P_BATCH, P_BLOCK, P_UOP_WGT_LO, P_UOP_WGT_MASK)
-from vtasim.sim.cycle.simd import (dot_row8, dot_row16, dot_row32, dot_row64, lane_sums, lane_total, mac_row8,
+                              GEMM_SIMD, GEMM_VNNI, P_BATCH, P_BLOCK, P_UOP_WGT_LO, P_UOP_WGT_MASK)
+from vtasim.sim.cycle.simd import (VNNI, dot_row8, dot_row16, dot_row32, dot_row64, lane_sums, lane_total, mac_row8,
                                    mac_row16, mac_row32, mac_row64, prefetch)
 
+# The integer vector kernel this host runs where no GEMM mode names one: the byte-quad kernel where numba
+# targets AVX-512 VNNI, else the pair kernel (layout.P_GEMM_MODE)
+HOST_VECTOR = GEMM_VNNI if VNNI else GEMM_SIMD
 PAIRS_READY = 2          # wready bit: wgt_pairs[e] is current
 QUADS_READY = 4          # wready bit: wgt_quads[e] is current
 # rows per weight element from which one BLAS product beats per-tile steps: the ResNet-18 layers C2-C11 have
