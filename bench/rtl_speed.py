@@ -9,9 +9,12 @@ The harnesses are Verilator builds (each cached like any build):
 * ``old``: cocotb's Clock drives ``clk`` through VPI, C++ at -O1 (the harness before the testbench
   made its own clock), on this checkout's RTL;
 * ``base``: the RTL and testbench of the git revision ``--base`` (default ``main``) in the default
-  build (same options and clock as ``new``), so its ratio to ``new`` is the gain of the RTL changes
-  since that revision (``--base ''`` leaves it out);
-* ``new``: the default build (:data:`vtasim.sim.rtl.runner.VERILATOR_ARGS`, the testbench's own clock).
+  build (same options and main loop as ``new``), so its ratio to ``new`` is the gain of the RTL
+  changes since that revision (``--base ''`` leaves it out);
+* ``hdl clock``: this checkout's RTL in the default build's options, but clocked by the testbench
+  (``always #5``, Verilator ``--timing``) and cocotb's main loop, as before vtasim had its own;
+* ``new``: the default build (:data:`vtasim.sim.rtl.runner.VERILATOR_ARGS`, vtasim's main loop
+  ``hw/rtl/tb/verilator_main.cpp`` makes the clock and does no VPI work while a job runs).
 
 ``--sweep`` adds one build per change, each applied alone to ``old``: the clock in the HDL, the C++
 optimisation level, ``--threads 2`` (on two shared cores it had not finished C2-C11 after 13
@@ -38,7 +41,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from vtasim.hw.config import load_config  # noqa: E402
-from vtasim.sim.rtl.runner import VERILATOR_ARGS  # noqa: E402
+from vtasim.sim.rtl.runner import VERILATOR_ARGS, default_clock  # noqa: E402
 
 # The Verilator options of the harness before the testbench made its own clock.
 OLD_ARGS = ("-O3", "--x-assign", "fast", "--x-initial", "fast", "-Wno-fatal", "-CFLAGS", "-O1")
@@ -59,7 +62,8 @@ def variants(sweep: bool, base_rtl: Path | None = None) -> dict:
     out = {"old": ("cocotb", OLD_ARGS, None)}
     if base_rtl is not None:
         out["base"] = ("hdl", VERILATOR_ARGS, base_rtl)
-    out["new"] = ("hdl", VERILATOR_ARGS, None)
+    out["hdl clock"] = ("hdl", VERILATOR_ARGS, None)
+    out["new"] = (default_clock("verilator"), VERILATOR_ARGS, None)
     if sweep:
         out.update({
             "old + hdl clock": ("hdl", OLD_ARGS, None),
@@ -68,7 +72,7 @@ def variants(sweep: bool, base_rtl: Path | None = None) -> dict:
             "old + --threads 2": ("cocotb", OLD_ARGS + ("--threads", "2"), None),
             "old - Verilator -O3": ("cocotb", _swap(OLD_ARGS, ["-O3"], []), None),
             "old - --x-assign fast": ("cocotb", _swap(OLD_ARGS, ["--x-assign", "fast"], []), None),
-            "new + -fno-dfg": ("hdl", VERILATOR_ARGS + ("-fno-dfg",), None),
+            "new + -fno-dfg": (default_clock("verilator"), VERILATOR_ARGS + ("-fno-dfg",), None),
         })
     return out
 
@@ -165,11 +169,11 @@ def main(argv=None) -> int:
     print(f"{'all':<8}{tot_cycles:>10}" + "".join(f"{tot_cycles / w / 1e6:>15.2f} ({tot_cycles / c / 1e6:5.2f})"
                                                  for w, c in tot.values()))
     print()
-    for ref in ("old", "base"):
+    for ref in ("old", "base", "hdl clock"):
         if ref in tot:
             b = tot[ref]
             print(f"speed-up over {ref}, wall (CPU): " + ", ".join(
-                f"{n} {b[0] / w:.2f}x ({b[1] / c:.2f}x)" for n, (w, c) in tot.items() if n not in ("old", ref)))
+                f"{n} {b[0] / w:.2f}x ({b[1] / c:.2f}x)" for n, (w, c) in tot.items() if n not in ("old", "base", ref)))
     return 0
 
 

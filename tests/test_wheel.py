@@ -39,7 +39,8 @@ def test_wheel_ships_config_and_runs_the_demo(tmp_path):
     # One top-level name in site-packages: the vtasim package (and the wheel's metadata).
     tops = {n.split("/")[0] for n in names}
     assert tops == {"vtasim", f"{wheel.name.split('-')[0]}-{wheel.name.split('-')[1]}.dist-info"}, sorted(tops)
-    shipped = {"vtasim/config/vta_config.json", "vtasim/hw/rtl/tb/tb_top.v", "vtasim/hw/rtl/vta_top.v"}
+    shipped = {"vtasim/config/vta_config.json", "vtasim/hw/rtl/tb/tb_top.v", "vtasim/hw/rtl/vta_top.v",
+               "vtasim/hw/rtl/tb/verilator_main.cpp"}
     shipped |= {f"vtasim/compiler/frontend/models/digits_{k}.onnx" for k in ("float", "int8_qdq", "int8_qop")}
     shipped |= {f"vtasim/config/presets/{p.name}" for p in (ROOT / "config" / "presets").glob("*.json")}
     # Every Python module of the tree is in the wheel (pyproject lists the packages one by one).

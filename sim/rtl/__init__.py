@@ -37,7 +37,8 @@ _SHARED = (
     Option("sim", (str,), "HDL simulator: verilator or icarus"),
     Option("waves", (bool, str), "waveforms: True = FST, 'fst' or 'vcd'"),
     Option("waves_file", (str, Path), "the waveform file (default ./vtasim_rtl.<format>)"),
-    Option("clock", (str,), "the testbench clock: made by the testbench (hdl) or driven by cocotb", CLOCKS),
+    Option("clock", (str,), "who makes the testbench clock: vtasim's Verilator main loop (loop, Verilator's "
+           "default), the testbench (hdl, Icarus's default) or cocotb's Clock (cocotb)", CLOCKS),
 )
 OPTIONS = _SHARED + (
     Option("max_cycles", (int,), "the HDL watchdog, 1 .. 2^32 - 1"),
@@ -86,8 +87,9 @@ def run_images(images, sim: str = "verilator", waves=False, max_cycles: int | No
     ``waves``: False, True (FST), ``"fst"`` or ``"vcd"``, written to ``waves_file`` (default
     ``./vtasim_rtl.<format>``).  ``coverage``: a :class:`vtasim.sim.rtl.coverage.Coverage`; the images then
     run on the coverage build (Verilator) and its points are added to it, once per simulator process.
-    ``clock``: ``"hdl"`` (the testbench makes its clock: no simulator callback per edge) or ``"cocotb"``
-    (cocotb's Clock drives it through VPI, the slower harness; :data:`vtasim.sim.rtl.runner.CLOCKS`)."""
+    ``clock``: None (the simulator's default), ``"loop"`` (Verilator: vtasim's main loop makes the clock and
+    does no VPI work while a job runs), ``"hdl"`` (the testbench makes it: no simulator callback per edge)
+    or ``"cocotb"`` (cocotb's Clock drives it through VPI, the slowest; :data:`vtasim.sim.rtl.runner.SIM_CLOCKS`)."""
     from vtasim.sim.errors import SimError
     from vtasim.sim.rtl import runner
     from vtasim.sim.rtl.results import to_run_result
@@ -117,7 +119,7 @@ def run_images(images, sim: str = "verilator", waves=False, max_cycles: int | No
     for cfg, idxs in groups.items():
         build = runner.get_build(cfg, sim, waves=fmt, rtl_dir=rtl_dir, tb_file=tb_file,
                                  dram_bytes=max(images[k].dram_size for k in idxs), coverage=coverage is not None,
-                                 clock=clock or DEFAULT_CLOCK)
+                                 clock=clock)
         if fmt and waves_file is None:
             waves_file = Path.cwd() / f"vtasim_rtl.{fmt}"
         jobs = [runner.Job(images[k].dram(), images[k].insn_addr, images[k].insn_count, limits[k]) for k in idxs]

@@ -48,7 +48,7 @@ from vtasim.sim.errors import BuildError, SimError, SimulatorError
 from vtasim.sim.rtl import tools
 
 __all__ = ["Build", "Job", "Outcome", "BuildError", "SimulatorError", "SIMULATORS", "WAVE_FORMATS", "wave_format",
-           "CLOCKS", "DEFAULT_CLOCK", "CLOCK_NS", "VERILATOR_ARGS", "tb_defines",
+           "CLOCKS", "SIM_CLOCKS", "DEFAULT_CLOCK", "default_clock", "resolve_clock", "CLOCK_NS", "VERILATOR_ARGS", "tb_defines",
            "DUMP_UNIT_NS", "cache_root", "default_rtl_dir", "compiled_trace", "build_key",
            "default_tb_file", "get_build", "run_jobs"]
 
@@ -72,12 +72,18 @@ DEFAULT_MAX_CYCLES = MAX_RTL_CYCLES
 # minutes on two shared cores, where the others took under 35 s).
 VERILATOR_ARGS = ("-O3", "--x-assign", "fast", "--x-initial", "fast", "-Wno-fatal",
                   "-CFLAGS", "-O3")
-# The testbench clock: "hdl" = tb_top makes it (VTASIM_TB_CLOCK_HALF; Verilator needs --timing for the
-# delay), so the simulator runs without a VPI callback per edge; "cocotb" = cocotb's Clock drives the
-# `clk` port through VPI (every edge a timed callback and a value put: most of a run's time under
-# Verilator, docs/cosim.md "Where a run's time goes").
-CLOCKS = ("hdl", "cocotb")
-DEFAULT_CLOCK = "hdl"
+# The testbench clock, by who makes it (docs/cosim.md "Where a run's time goes"):
+# "loop" = vtasim's own Verilator main loop (hw/rtl/tb/verilator_main.cpp, no --timing) toggles `clk`
+#     and evaluates the design, with no VPI work at all while a job runs and cocotb waits only for
+#     `done` (Verilator only; its default);
+# "hdl" = tb_top makes it (VTASIM_TB_CLOCK_HALF; Verilator needs --timing for the delay), no VPI
+#     callback per edge but two scheduler passes per cycle (Icarus's default);
+# "cocotb" = cocotb's Clock drives the `clk` port through VPI (every edge a timed callback and a
+#     value put: the slowest).
+CLOCKS = ("loop", "hdl", "cocotb")
+SIM_CLOCKS = {"verilator": CLOCKS, "icarus": ("hdl", "cocotb")}     # each simulator's default first
+DEFAULT_CLOCK = None           # the simulator's default: default_clock(sim)
+LOOP_MAIN = HW_DIR / "rtl" / "tb" / "verilator_main.cpp"
 CLOCK_NS = 10   # one accelerator cycle; the waveform window of a diff report is computed from it
 # A coverage build (``get_build(..., coverage=True)``, Verilator only): line/block, branch, expression,
 # toggle and user (cover property) points of the design; the testbench is left out (coverage_off).
@@ -131,7 +137,7 @@ class Build:
     key: str
     tb_dram_bytes: int
     coverage: bool = False     # compiled with COVERAGE_ARGS: every run writes coverage.dat
-    clock: str = DEFAULT_CLOCK     # one of CLOCKS
+    clock: str = "hdl"             # one of SIM_CLOCKS[sim]
     verilator_args: tuple = VERILATOR_ARGS
 
 
@@ -171,7 +177,20 @@ def _header_writer():
     return write_header
 
 
-def tb_defines(clock: str = DEFAULT_CLOCK) -> dict:
+def default_clock(sim: str) -> str:
+    """The clock a build for ``sim`` gets when none is asked for (the first of :data:`SIM_CLOCKS`)."""
+    return SIM_CLOCKS[sim][0]
+
+
+def resolve_clock(sim: str, clock: str | None) -> str:
+    """``clock``, or ``sim``'s default for None; a clock ``sim`` cannot have is a one-line SimError."""
+    clock = clock or default_clock(sim)
+    if clock not in SIM_CLOCKS[sim]:
+        raise SimError(f"clock={clock!r} is not one of {', '.join(SIM_CLOCKS[sim])} (the clocks of {sim})")
+    return clock
+
+
+def tb_defines(clock: str) -> dict:
     """The macros tb_top is compiled with for ``clock``: the half period of its own clock (in the
     time unit, ns), or none when cocotb drives ``clk``."""
     return {"VTASIM_TB_CLOCK_HALF": CLOCK_NS // 2} if clock == "hdl" else {}
@@ -203,11 +222,11 @@ def build_key(cfg: VTAConfig, sim: str = "verilator", waves=None, rtl_dir=None, 
     sources = _sources(Path(rtl_dir) if rtl_dir else default_rtl_dir(),
                        Path(tb_file) if tb_file else default_tb_file())
     return _build_key(cfg, sim, compiled_trace(sim, waves), sources, tb_dram_bytes_for(sim, dram_bytes), coverage,
-                      clock, tuple(verilator_args))
+                      resolve_clock(sim, clock), tuple(verilator_args))
 
 
 def _build_key(cfg: VTAConfig, sim: str, waves: str | None, sources: list[Path], tb_dram_bytes: int = 0,
-               coverage: bool = False, clock: str = DEFAULT_CLOCK, verilator_args: tuple = VERILATOR_ARGS) -> str:
+               coverage: bool = False, clock: str = "hdl", verilator_args: tuple = VERILATOR_ARGS) -> str:
     from vtasim.hw import rtl_params
     h = hashlib.sha256()
     h.update(json.dumps(cfg.to_dict(), sort_keys=True).encode())
@@ -221,7 +240,8 @@ def _build_key(cfg: VTAConfig, sim: str, waves: str | None, sources: list[Path],
         h.update(".".join(map(str, tools.verilator_version())).encode())
     h.update(repr(tuple(verilator_args)).encode())
     h.update(f"clock={clock}|{CLOCK_NS}".encode())
-    for path in sources + [HW_DIR / "rtl_params.py", Path(__file__)]:
+    main = [LOOP_MAIN] if clock == "loop" else []
+    for path in sources + main + [HW_DIR / "rtl_params.py", Path(__file__)]:
         h.update(path.name.encode())
         h.update(path.read_bytes() if path.is_file() else b"<missing>")
     return h.hexdigest()[:20]
@@ -295,7 +315,7 @@ TB_PORTS = ("clk", "rst", "launch", "insn_addr", "insn_count", "max_cycles", "cm
             "dump_first", "dump_last") + TB_OUTPUTS
 
 
-def _runner(sim: str, fmt: str | None = None, no_coverage=(), clock: str = DEFAULT_CLOCK):
+def _runner(sim: str, fmt: str | None = None, no_coverage=(), clock: str = "hdl"):
     from cocotb_tools.runner import Icarus, Verilator
 
     class _DumpIcarus(Icarus):
@@ -311,9 +331,12 @@ def _runner(sim: str, fmt: str | None = None, no_coverage=(), clock: str = DEFAU
 
         def _build_command(self):
             cmds = super()._build_command()
+            if clock == "loop":
+                cmds[0] = [str(LOOP_MAIN) if a.endswith("verilator.cpp") else a for a in cmds[0]] + \
+                    ["-CFLAGS", f"-DVTASIM_CLOCK_HALF_NS={CLOCK_NS // 2}"]
             vlt = Path(self.build_dir) / "vtasim_ports.vlt"
             # what Python only reads (the outputs; the clock when the testbench makes it) is read-only
-            read_only = TB_OUTPUTS + (("clk",) if clock == "hdl" else ())
+            read_only = TB_OUTPUTS + (("clk",) if clock != "cocotb" else ())
             vlt.write_text("`verilator_config\n" + "".join(
                 f'public_flat_{"rd" if p in read_only else "rw"} -module "{TB_TOP}" -var "{p}"\n'
                 for p in TB_PORTS) + "".join(
@@ -333,12 +356,11 @@ def get_build(cfg: VTAConfig, sim: str = "verilator", waves=None, rtl_dir=None,
     """The cached build for this config and simulator (with a testbench DRAM of at least
     ``dram_bytes``), compiling it first if needed.  ``waves``: see :func:`wave_format`.
     ``coverage``: a coverage build (Verilator; its own cache entry, ``verilator-cov-<key>``).
-    ``clock``: one of :data:`CLOCKS` (who makes the testbench clock).  ``verilator_args``: the
+    ``clock``: one of ``SIM_CLOCKS[sim]`` (who makes the testbench clock; None = the simulator's default).  ``verilator_args``: the
     Verilator options (default :data:`VERILATOR_ARGS`; ``bench/rtl_speed.py`` measures others)."""
     if sim not in SIMULATORS:
         raise SimError(f"--sim {sim!r} is not one of {', '.join(SIMULATORS)}")
-    if clock not in CLOCKS:
-        raise SimError(f"clock={clock!r} is not one of {', '.join(CLOCKS)}")
+    clock = resolve_clock(sim, clock)
     verilator_args = tuple(verilator_args)
     tools.require(sim)
     if coverage and sim != "verilator":
@@ -352,7 +374,7 @@ def get_build(cfg: VTAConfig, sim: str = "verilator", waves=None, rtl_dir=None,
     root = Path(root) if root else cache_root()
     memo_key = (root, key)
     bdir = root / (f"{sim}-{'cov-' if coverage else ''}{f'trace-{waves}-' if waves else ''}"
-                   f"{'' if clock == DEFAULT_CLOCK else f'{clock}clk-'}{key}")
+                   f"{'' if clock == default_clock(sim) else f'{clock}clk-'}{key}")
     done = bdir / "build.ok"
     if memo_key in _memo and done.is_file():
         # Another process may prune builds it thinks unused: mark this one as used now.
@@ -411,7 +433,7 @@ def _prune(root: Path, sim: str):
 
 
 def _compile(cfg, sim, waves, sources, bdir: Path, tb_bytes: int, coverage: bool = False,
-             clock: str = DEFAULT_CLOCK, verilator_args: tuple = VERILATOR_ARGS):
+             clock: str = "hdl", verilator_args: tuple = VERILATOR_ARGS):
     if bdir.exists():
         shutil.rmtree(bdir)
     bdir.mkdir(parents=True)

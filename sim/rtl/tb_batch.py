@@ -1,8 +1,11 @@
 """cocotb test module run inside the simulator: one batch of memory images per simulator process.
 
-Orchestration only, never per cycle: the clock (``$VTASIM_CLOCK`` = ``hdl``, the default build), the
+Orchestration only, never per cycle: the clock is made by vtasim's Verilator main loop
+(``$VTASIM_CLOCK`` = ``loop``, ``hw/rtl/tb/verilator_main.cpp``) or by the testbench (``hdl``); the
 DRAM model and the retire monitor are HDL (``hw/rtl/tb/tb_top.v``), and Python waits on ``done`` with
-one edge trigger; a ``cocotb`` clock build gets cocotb's C-level Clock on ``clk`` instead.  For
+one edge trigger; a ``cocotb`` clock build gets cocotb's C-level Clock on ``clk`` instead.
+While a job runs (``launch`` high, ``done`` low) that trigger must stay the only thing this module
+waits for: the ``loop`` main loop runs the clock without any VPI work then, until ``done`` rises.  For
 each job of the manifest named by ``$VTASIM_BATCH`` (written by :mod:`vtasim.sim.rtl.runner`):
 
 reset -> move the job's ``dram_in.hex`` into the working directory -> pulse ``cmd_load`` -> raise

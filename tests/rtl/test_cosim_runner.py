@@ -131,10 +131,10 @@ def test_batch_keeps_going_after_a_failing_image(cfg, icarus_build):
 
 
 def test_both_testbench_clocks_match_the_cycle_engine(cfg, same_run):
-    """The testbench's own clock (the default) and cocotb's Clock on ``clk`` (``clock="cocotb"``) are
-    separate builds that run a program to the cycle engine's bytes, retire records and cycles, with
-    the same launch time and period (what waveform windows are computed from); another clock is one
-    line naming the choices."""
+    """Under Icarus the testbench's own clock (the default) and cocotb's Clock on ``clk``
+    (``clock="cocotb"``) are separate builds that run a program to the cycle engine's bytes, retire
+    records and cycles, with the same launch time and period (what waveform windows are computed
+    from); another clock, or Verilator's main loop, is one line naming the choices."""
     from vtasim.sim.cycle import run_image
     from vtasim.sim.engines import run_engine
     from vtasim.sim.errors import SimError
@@ -142,11 +142,55 @@ def test_both_testbench_clocks_match_the_cycle_engine(cfg, same_run):
     from vtasim.sim.rtl import run_image as rtl_run
     image = UNIT_PROGRAMS["gemm_smt"](cfg)
     model = run_image(image)
-    runs = {clock: rtl_run(image, sim="icarus", clock=clock) for clock in runner.CLOCKS}
+    clocks = runner.SIM_CLOCKS["icarus"]
+    assert clocks[0] == "hdl" and runner.default_clock("icarus") == "hdl"
+    runs = {clock: rtl_run(image, sim="icarus", clock=clock) for clock in clocks}
     for r in runs.values():
         same_run(image, model, r)
     assert runs["hdl"].launch_ns == runs["cocotb"].launch_ns and runs["hdl"].clock_ns == runs["cocotb"].clock_ns
-    dirs = {runner.get_build(cfg, "icarus", clock=clock).dir for clock in runner.CLOCKS}
-    assert len(dirs) == len(runner.CLOCKS)
-    with pytest.raises(SimError, match=r"option clock = 'tick' is not one of 'hdl', 'cocotb'"):
+    dirs = {runner.get_build(cfg, "icarus", clock=clock).dir for clock in clocks}
+    assert len(dirs) == len(clocks)
+    assert runner.get_build(cfg, "icarus").dir == runner.get_build(cfg, "icarus", clock="hdl").dir
+    with pytest.raises(SimError, match=r"option clock = 'tick' is not one of 'loop', 'hdl', 'cocotb'"):
         run_engine("rtl", image, sim="icarus", clock="tick")
+    with pytest.raises(SimError, match=r"^clock='loop' is not one of hdl, cocotb \(the clocks of icarus\)$"):
+        rtl_run(image, sim="icarus", clock="loop")
+
+
+def _clock_batch(cfg):
+    """A batch whose jobs end in every way a job ends: FINISH after GEMM and ALU work (the fast
+    stretch of the main loop ends on ``done``), the deadlock detector, the watchdog, then FINISH again."""
+    from vtasim.sim.builder import ProgramBuilder
+    from vtasim.sim.programs.randprog import generate
+    from vtasim.sim.programs.unit import UNIT_PROGRAMS
+    dead = ProgramBuilder(cfg)
+    dead.nop("compute", pop_prev=1)
+    dead.finish()
+    images = [UNIT_PROGRAMS["hw_blocked_gemm_vt2"](cfg), dead.build(), UNIT_PROGRAMS["alu_mul_vec"](cfg),
+              generate(cfg, 11)]
+    return images, [runner.DEFAULT_MAX_CYCLES, 3000, 40, runner.DEFAULT_MAX_CYCLES]
+
+
+def test_verilator_clocks_agree_with_the_cycle_engine(cfg, same_run, verilator_build):
+    """Verilator's three clocks: vtasim's main loop (the default build; no VPI work while a job runs),
+    the testbench's own clock under --timing, and cocotb's Clock.  One batch each, with jobs ending on
+    FINISH, in a deadlock and at the watchdog: every finished job equals the cycle engine (bytes,
+    retire records, cycles), the stopped ones stop at the same cycle with the same records, and the
+    launch time and period are the same under every clock."""
+    from vtasim.sim.cycle import run_image
+    from vtasim.sim.errors import DeadlockError, RtlWatchdog
+    from vtasim.sim.rtl import run_images
+    assert runner.default_clock("verilator") == "loop" and verilator_build.clock == "loop"
+    images, limits = _clock_batch(cfg)
+    runs = {clock: run_images(images, sim="verilator", clock=clock, max_cycles=limits, errors="return")
+            for clock in runner.SIM_CLOCKS["verilator"]}
+    for clock, res in runs.items():
+        for k in (0, 3):
+            same_run(images[k], run_image(images[k]), res[k])
+        assert isinstance(res[1], DeadlockError) and "deadlock at cycle 22" in str(res[1]), clock
+        assert isinstance(res[2], RtlWatchdog) and res[2].stop_cycle == 39, clock
+    loop = runs["loop"]
+    for clock, res in runs.items():
+        assert [(r.launch_ns, r.clock_ns) for r in (res[0], res[3])] == \
+            [(r.launch_ns, r.clock_ns) for r in (loop[0], loop[3])], clock
+        assert res[2].records == loop[2].records and str(res[1]) == str(loop[1]), clock
