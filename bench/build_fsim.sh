@@ -7,8 +7,9 @@
 # out), with the submodules 3rdparty/vta-hw, 3rdparty/dlpack and 3rdparty/dmlc-core, e.g.
 #   git clone --recursive --branch v0.14.0 https://github.com/apache/tvm TVM_SOURCE_DIR
 # CONFIG_JSON: the VTA config fsim is built for (default: this checkout's config/vta_config.json).
-# Needs cmake, a C++17 compiler and ninja or make.  Builds into TVM_SOURCE_DIR/build-vtasim-fsim and
-# prints that directory (pass it to bench/fsim_ratio.py --fsim); nothing outside it is written.
+# Needs cmake, a C++17 compiler and ninja or make.  Builds into TVM_SOURCE_DIR/build-vtasim-fsim-NAME
+# (NAME: the config file's name without .json) and prints that directory (pass it to
+# bench/fsim_ratio.py or bench/fsim_fuzz.py as --fsim); nothing outside it is written.
 set -euo pipefail
 if [ $# -lt 1 ] || [ $# -gt 2 ]; then
   echo "usage: $0 TVM_SOURCE_DIR [CONFIG_JSON]" >&2
@@ -28,7 +29,7 @@ if [ ! -f "$config" ]; then
   echo "$0: config $config is missing" >&2
   exit 2
 fi
-out=$src/build-vtasim-fsim
+out=$src/build-vtasim-fsim-$(basename "$config" .json)
 mkdir -p "$out"
 cp "$src/cmake/config.cmake" "$out/config.cmake"
 cat >> "$out/config.cmake" <<'EOF'

@@ -14,8 +14,9 @@ cores).  The build's ``vta_config.json`` must be the config of this run (``--con
 Per layer: the compiled image is copied into fsim's DRAM and relocated there (fsim's DRAM starts at
 physical page 1, not at address 0: every LOAD/STORE's ``dram_base`` is moved by the buffer's physical
 address over that memory type's element size, and the instructions start at that address plus the
-image's ``insn_addr``); ``VTADeviceRun`` runs the stream; its output bytes must equal the
-functional engine's (a row that differs is flagged: a ratio of a wrong run means nothing).
+image's ``insn_addr``; bench/fsim_driver.py); ``VTADeviceRun`` runs the stream, all layers in this
+process (a compiled layer leaves no tokens; one that did would be flagged); its output bytes must
+equal both engines' (a row that differs is flagged: a ratio of a wrong run means nothing).
 
 Times are the best of ``--repeat`` runs, taken in turn (fsim, functional, cycle, fsim, ...): fsim's
 is the ``VTADeviceRun`` call alone (the copy into its DRAM and the relocation are not counted), ours
@@ -27,8 +28,6 @@ The machine is shared and noisy: ratios measured in one run are what this prints
 from __future__ import annotations
 
 import argparse
-import ctypes
-import json
 import sys
 import time
 from pathlib import Path
@@ -36,77 +35,10 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from fsim_driver import BadFsim, Fsim, check_config  # noqa: E402
 from vtasim.hw.config import load_config  # noqa: E402
-from vtasim.hw.isa import INSN_BYTES, OP_LOAD, OP_STORE, decode_stream, encode_stream  # noqa: E402
-
-LIBS = ("libtvm_runtime.so", "libvta_fsim.so")     # the runtime first: fsim resolves its symbols there
-
-
-class BadFsim(Exception):
-    """The --fsim directory cannot serve this run (one line, exit 2)."""
-
-
-class Fsim:
-    """TVM's fsim through its C driver API (vta/driver.h): one device, buffers from its DRAM."""
-
-    def __init__(self, build_dir: Path):
-        missing = [n for n in LIBS if not (build_dir / n).is_file()]
-        if missing:
-            raise BadFsim(f"--fsim {build_dir}: no {', '.join(missing)} there (bench/build_fsim.sh builds them)")
-        try:
-            libs = [ctypes.CDLL(str(build_dir / n), mode=ctypes.RTLD_GLOBAL) for n in LIBS]
-        except OSError as exc:
-            raise BadFsim(f"--fsim {build_dir}: cannot load its libraries ({exc})") from None
-        f = self.lib = libs[-1]
-        f.VTAMemAlloc.restype, f.VTAMemAlloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t, ctypes.c_int]
-        f.VTAMemFree.restype, f.VTAMemFree.argtypes = None, [ctypes.c_void_p]
-        f.VTAMemGetPhyAddr.restype, f.VTAMemGetPhyAddr.argtypes = ctypes.c_uint32, [ctypes.c_void_p]
-        f.VTADeviceAlloc.restype, f.VTADeviceAlloc.argtypes = ctypes.c_void_p, []
-        f.VTADeviceRun.restype = ctypes.c_int
-        f.VTADeviceRun.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint32]
-        self.device = f.VTADeviceAlloc()
-
-    def load(self, cfg, image):
-        """``(buffer, its numpy view, instruction physical address)``: ``image`` relocated into fsim's DRAM."""
-        buf = self.lib.VTAMemAlloc(image.dram_size, 0)
-        phy = self.lib.VTAMemGetPhyAddr(buf)
-        mem = np.ctypeslib.as_array((ctypes.c_uint8 * image.dram_size).from_address(buf))
-        mem[:] = image.dram()
-        insns = decode_stream(cfg, image.insn_bytes())
-        for insn in insns:
-            if insn.opcode in (OP_LOAD, OP_STORE):
-                elem = cfg.dram_elem_bytes(insn.memory_type)
-                if phy % elem:
-                    raise BadFsim(f"fsim's buffer at physical 0x{phy:x} is not aligned to {elem}-byte elements")
-                insn.dram_base += phy // elem
-        raw = np.frombuffer(encode_stream(cfg, insns), np.uint8)
-        mem[image.insn_addr:image.insn_addr + image.insn_count * INSN_BYTES] = raw
-        return buf, mem, phy + image.insn_addr
-
-    def run(self, image, insn_phy) -> float:
-        t = time.perf_counter()
-        self.lib.VTADeviceRun(self.device, insn_phy, image.insn_count, 1 << 31)
-        return time.perf_counter() - t
-
-
-def check_config(build_dir: Path, cfg) -> None:
-    """The fsim build's VTA config (the ``vta_config.json`` its cmake read) must be this run's."""
-    f = build_dir / "vta_config.json"
-    if not f.is_file():
-        raise BadFsim(f"--fsim {build_dir}: no vta_config.json there (the config fsim was built for)")
-    try:
-        theirs = json.loads(f.read_text())
-    except (OSError, ValueError) as exc:
-        raise BadFsim(f"--fsim {build_dir}: vta_config.json is not readable JSON ({exc})") from None
-    if not isinstance(theirs, dict):
-        raise BadFsim(f"--fsim {build_dir}: vta_config.json is not a JSON object")
-    ours = json.loads(json.dumps(cfg.to_dict()))
-    diff = sorted(k for k in theirs if k in ours and theirs[k] != ours[k])   # the keys TVM's config has
-    if diff:
-        raise BadFsim(f"--fsim {build_dir} was built for another VTA config ({', '.join(diff)} differ); "
-                         "rebuild it with bench/build_fsim.sh")
-
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -154,8 +86,11 @@ def main(argv=None) -> int:
                                 for o in image.outputs)
             fsim.lib.VTAMemFree(buf)
         tot += best
+        # fsim keeps its token queues from run to run (bench/fsim_driver.py): a layer that leaves tokens
+        # would change the runs after it
+        left = f"  leaves tokens {ref.leftover_tokens}: later rows ran with them" if ref.leftover_tokens else ""
         print(f"{name:<7}{res.cycles:>9}{best[0]:>10.4f}{best[1]:>10.4f}{best[2]:>10.4f}"
-              f"{best[1] / best[0]:>11.2f}{best[2] / best[0]:>12.2f}  {'equal' if same else 'DIFFER'}")
+              f"{best[1] / best[0]:>11.2f}{best[2] / best[0]:>12.2f}  {'equal' if same else 'DIFFER'}{left}")
     print("-" * len(head))
     print(f"{'all':<7}{'':>9}{tot[0]:>10.4f}{tot[1]:>10.4f}{tot[2]:>10.4f}{tot[1] / tot[0]:>11.2f}{tot[2] / tot[0]:>12.2f}")
     return 0
