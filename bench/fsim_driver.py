@@ -155,3 +155,20 @@ def check_config(build_dir: Path, cfg) -> None:
                          "rebuild it with bench/build_fsim.sh")
 
 
+def add_arguments(p) -> None:
+    """The options every fsim bench takes: ``--fsim DIR`` and ``--config``."""
+    p.add_argument("--fsim", type=Path, required=True, help="TVM build directory with libvta_fsim.so")
+    p.add_argument("--config", type=Path, default=None)
+
+
+def open_fsim(args, tool: str):
+    """``(config, Fsim)`` for the parsed ``args``; a build that cannot serve them is one line on
+    stderr naming ``tool`` and exit 2."""
+    from vtasim.hw.config import load_config
+    cfg = load_config(args.config)
+    try:
+        check_config(args.fsim, cfg)
+        return cfg, Fsim(args.fsim)
+    except BadFsim as exc:
+        print(f"{tool}: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None

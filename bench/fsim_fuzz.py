@@ -25,9 +25,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fsim_driver import BadFsim, Fsim, check_config  # noqa: E402
+from fsim_driver import add_arguments, open_fsim  # noqa: E402
 from vtasim.hw.alu import ALU_SHR  # noqa: E402
-from vtasim.hw.config import load_config  # noqa: E402
 from vtasim.hw.isa import OP_ALU, decode_stream  # noqa: E402
 
 
@@ -39,21 +38,14 @@ def undefined_shift(cfg, image) -> bool:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--fsim", type=Path, required=True, help="TVM build directory with libvta_fsim.so")
+    add_arguments(p)
     p.add_argument("--n", type=int, default=300, help="number of programs")
     p.add_argument("--seed", type=int, default=0, help="first seed")
     p.add_argument("--imm-src-ne-dst", action="store_true", help="immediate ALU ops with src != dst too")
-    p.add_argument("--config", type=Path, default=None)
     args = p.parse_args(argv)
     if args.n < 1:
         p.error(f"--n {args.n}: must be at least 1")
-    cfg = load_config(args.config)
-    try:
-        check_config(args.fsim, cfg)
-        fsim = Fsim(args.fsim)
-    except BadFsim as exc:
-        print(f"fsim_fuzz: {exc}", file=sys.stderr)
-        return 2
+    cfg, fsim = open_fsim(args, "fsim_fuzz")
     from vtasim.sim import functional
     from vtasim.sim.programs.randprog import check_seed, generate
     check_seed(args.seed)

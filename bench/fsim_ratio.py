@@ -37,32 +37,25 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fsim_driver import BadFsim, Fsim, check_config  # noqa: E402
-from vtasim.hw.config import load_config  # noqa: E402
+from fsim_driver import add_arguments, open_fsim  # noqa: E402
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--fsim", type=Path, required=True, help="TVM build directory with libvta_fsim.so")
+    add_arguments(p)
     p.add_argument("--layers", default="C2,C3,C4,C5,C6,C7,C8,C9,C10,C11")
     p.add_argument("--reduce", type=int, default=1, help="spatial reduction of the layers (1 = full)")
     p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--config", type=Path, default=None)
     args = p.parse_args(argv)
     if args.repeat < 1:
         p.error(f"--repeat {args.repeat}: must be at least 1")
-    cfg = load_config(args.config)
-    try:
-        check_config(args.fsim, cfg)
-        fsim = Fsim(args.fsim)
-    except BadFsim as exc:
-        print(f"fsim_ratio: {exc}", file=sys.stderr)
-        return 2
+    cfg, fsim = open_fsim(args, "fsim_ratio")
     from vtasim.compiler.ops import compile_workload
     from vtasim.sim import cycle, functional
 
     names = args.layers.split(",")
     images = [compile_workload(f"resnet18.{n}", cfg, reduce=args.reduce).image for n in names]
-    cycle.run_image(images[0], progress=False)            # JIT warm-up, not timed
+    cycle.run_image(images[0], progress=False)            # JIT warm-up of both engines, not timed
+    functional.run_image(images[0])
     head = (f"{'layer':<7}{'cycles':>9}{'fsim s':>10}{'func s':>10}{'cycle s':>10}"
             f"{'func/fsim':>11}{'cycle/fsim':>12}  outputs vs functional")
     print(f"best of {args.repeat}; fsim = TVM's VTA fsim ({args.fsim}), func/cycle = vtasim's engines\n")
