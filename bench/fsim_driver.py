@@ -5,7 +5,8 @@
 run's.  Three things about fsim a harness has to know (read in TVM's ``src/sim/sim_driver.cc`` and
 ``sim_tlpp.cc``):
 
-* its DRAM starts at physical page 1: an image is relocated into a buffer (:meth:`Fsim.load`);
+* its DRAM starts at physical page 1: an image is relocated into a buffer (:meth:`Fsim.load`,
+  ``MemoryImage.relocated``);
 * its SRAM is allocated uninitialised, where vtasim defines it as zero: :meth:`Fsim.zero_sram` loads
   zeros over every buffer first;
 * its dependency token queues are one process-wide object that a run does not clear, so tokens a
@@ -30,7 +31,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from vtasim.hw.config import MEM_ACC, MEM_INP, MEM_UOP, MEM_WGT  # noqa: E402
-from vtasim.hw.isa import INSN_BYTES, OP_FINISH, OP_LOAD, OP_STORE, Insn, decode_stream, encode_stream  # noqa: E402
+from vtasim.hw.isa import INSN_BYTES, OP_FINISH, OP_LOAD, Insn, encode_stream  # noqa: E402
 
 LIBS = ("libtvm_runtime.so", "libvta_fsim.so")     # the runtime first: fsim resolves its symbols there
 
@@ -64,16 +65,7 @@ class Fsim:
         buf = self.lib.VTAMemAlloc(image.dram_size, 0)
         phy = self.lib.VTAMemGetPhyAddr(buf)
         mem = np.ctypeslib.as_array((ctypes.c_uint8 * image.dram_size).from_address(buf))
-        mem[:] = image.dram()
-        insns = decode_stream(cfg, image.insn_bytes())
-        for insn in insns:
-            if insn.opcode in (OP_LOAD, OP_STORE):
-                elem = cfg.dram_elem_bytes(insn.memory_type)
-                if phy % elem:
-                    raise BadFsim(f"fsim's buffer at physical 0x{phy:x} is not aligned to {elem}-byte elements")
-                insn.dram_base += phy // elem
-        raw = np.frombuffer(encode_stream(cfg, insns), np.uint8)
-        mem[image.insn_addr:image.insn_addr + image.insn_count * INSN_BYTES] = raw
+        mem[:] = image.relocated(phy).dram()[phy:phy + image.dram_size]
         return buf, mem, phy + image.insn_addr
 
     def run(self, image, insn_phy) -> float:

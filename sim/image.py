@@ -254,6 +254,39 @@ class MemoryImage:
         o = self.output(name)
         return bytes(np.asarray(dram, dtype=np.uint8)[o.addr:o.end])
 
+    def relocated(self, base: int) -> "MemoryImage":
+        """The same program placed ``base`` bytes higher in DRAM (as a driver that gets its buffer at a
+        physical address other than 0 needs it, TVM's fsim for one): every segment, output and the
+        instructions move up by ``base``, and every LOAD's and STORE's ``dram_base`` (counted in
+        elements of its memory type) with them.  ``base`` must be a multiple of every element size the
+        program's LOADs and STOREs use (a 4096-byte page is, on every config) and the moved addresses
+        must fit their fields: otherwise one-line :class:`ImageError`."""
+        from vtasim.hw.isa import OP_LOAD, OP_STORE, IsaError, decode_stream, encode_stream
+        from vtasim.hw.config import MEM_NAMES
+        base = _int(base, "relocation base", 0, MAX_DRAM_BYTES - self.dram_size)
+        insns = decode_stream(self.cfg, self.insn_bytes())
+        for k, insn in enumerate(insns):
+            if insn.opcode in (OP_LOAD, OP_STORE):
+                elem = self.cfg.dram_elem_bytes(insn.memory_type)
+                if base % elem:
+                    raise ImageError(f"relocation base {base:#x} is not a multiple of the {elem}-byte "
+                                     f"{MEM_NAMES[insn.memory_type]} elements instruction {k} moves")
+                insn.dram_base += base // elem
+        try:
+            raw = encode_stream(self.cfg, insns)
+        except IsaError as exc:
+            raise ImageError(f"relocation by {base:#x}: {exc}") from None
+        segments = []
+        for seg in self.segments:
+            data = seg.data
+            if seg.addr == self.insn_addr:
+                data = raw + data[len(raw):]
+            segments.append(Segment(seg.addr + base, data))
+        return MemoryImage(self.cfg, self.insn_addr + base, self.insn_count, segments,
+                           [Output(o.name, o.addr + base, o.nbytes) for o in self.outputs], self.expected,
+                           None if self.explicit_dram_size is None else self.explicit_dram_size + base,
+                           self.expected_counters)
+
     def outputs_from(self, dram: np.ndarray) -> "OutputBytes":
         """``{name: bytes}`` of the output regions of ``dram``, each copied out only when it is read
         (one at a time: a run's outputs never all live next to its DRAM)."""
