@@ -119,9 +119,11 @@ class Fsim:
         _, status = os.waitpid(pid, 0)
         data = b"".join(chunks)
         if len(data) != sum(sizes):
-            why = f"killed by signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else "exited early"
-            return f"fsim's child process {why} (after {timeout_s} s: a run that does not end)" \
-                if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGALRM else f"fsim's child process {why}"
+            if not os.WIFSIGNALED(status):
+                return "fsim's child process exited early"
+            if os.WTERMSIG(status) == signal.SIGALRM:
+                return f"fsim's child process did not end within {timeout_s} s"
+            return f"fsim's child process was killed by signal {os.WTERMSIG(status)}"
         out, at = [], 0
         for n in sizes:
             out.append(data[at:at + n])

@@ -137,7 +137,7 @@ class Build:
     key: str
     tb_dram_bytes: int
     coverage: bool = False     # compiled with COVERAGE_ARGS: every run writes coverage.dat
-    clock: str = "hdl"             # one of SIM_CLOCKS[sim]
+    clock: str = "hdl"             # one of SIM_CLOCKS[sim], resolved by get_build
     verilator_args: tuple = VERILATOR_ARGS
 
 
@@ -222,12 +222,14 @@ def build_key(cfg: VTAConfig, sim: str = "verilator", waves=None, rtl_dir=None, 
     sources = _sources(Path(rtl_dir) if rtl_dir else default_rtl_dir(),
                        Path(tb_file) if tb_file else default_tb_file())
     return _build_key(cfg, sim, compiled_trace(sim, waves), sources, tb_dram_bytes_for(sim, dram_bytes), coverage,
-                      resolve_clock(sim, clock), tuple(verilator_args))
+                      clock, tuple(verilator_args))
 
 
 def _build_key(cfg: VTAConfig, sim: str, waves: str | None, sources: list[Path], tb_dram_bytes: int = 0,
-               coverage: bool = False, clock: str = "hdl", verilator_args: tuple = VERILATOR_ARGS) -> str:
+               coverage: bool = False, clock: str | None = DEFAULT_CLOCK,
+               verilator_args: tuple = VERILATOR_ARGS) -> str:
     from vtasim.hw import rtl_params
+    clock = resolve_clock(sim, clock)
     h = hashlib.sha256()
     h.update(json.dumps(cfg.to_dict(), sort_keys=True).encode())
     h.update(f"{sim}|{waves}|{sys.version_info[:2]}|{tb_dram_bytes}".encode())
@@ -315,7 +317,8 @@ TB_PORTS = ("clk", "rst", "launch", "insn_addr", "insn_count", "max_cycles", "cm
             "dump_first", "dump_last") + TB_OUTPUTS
 
 
-def _runner(sim: str, fmt: str | None = None, no_coverage=(), clock: str = "hdl"):
+def _runner(sim: str, fmt: str | None = None, no_coverage=(), clock: str | None = None):
+    """cocotb's runner for ``sim``; ``clock`` (resolved) shapes only the build command."""
     from cocotb_tools.runner import Icarus, Verilator
 
     class _DumpIcarus(Icarus):
@@ -432,8 +435,8 @@ def _prune(root: Path, sim: str):
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _compile(cfg, sim, waves, sources, bdir: Path, tb_bytes: int, coverage: bool = False,
-             clock: str = "hdl", verilator_args: tuple = VERILATOR_ARGS):
+def _compile(cfg, sim, waves, sources, bdir: Path, tb_bytes: int, coverage: bool, clock: str,
+             verilator_args: tuple):
     if bdir.exists():
         shutil.rmtree(bdir)
     bdir.mkdir(parents=True)

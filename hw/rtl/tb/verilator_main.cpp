@@ -84,7 +84,11 @@ bool clock_alone(const Vtop* top) {
            !VerilatedVpi::hasCbs(cbAfterDelay);
 }
 
+// Once: at $finish (Verilator's exit callback) or at the end of main, whichever comes first.
 void wrap_up() {
+    static bool done = false;
+    if (done) return;
+    done = true;
     VerilatedVpi::callCbs(cbEndOfSimulation);
 #if VM_TRACE
     if (waves) waves->close();
